@@ -1,0 +1,297 @@
+"""The lowered program: a hash-consed dataflow graph of primitive operations.
+
+The front end (parser + checker + lowering) turns a `.rasp` file into a
+`ProgramIR`.  Both back ends consume it: the NumPy interpreter and the
+compiler.  User functions and library functions are inlined, lambdas are
+expanded into element-wise `Map` nodes, constants are folded, and identical
+nodes are shared (structural CSE), so the graph holds only primitives:
+
+    Input, Indices, Const, Host, Full, Map, Select, Aggregate, SelWidth,
+    LoopState (+ the Loop item that owns it).
+
+Scalars: `Const` (a compile-time int) and `Host` (an int computed per input
+from the raw tokens, e.g. a `param`) are scalar nodes (`node.kind == SCALAR`).
+Element-wise ops broadcast scalars.  `Full` turns a scalar into an s-op.
+
+Blocks: a `Block` lists its items in execution order.  An item is a `Node`
+(compute it), a `Loop` (run its body block), or a `Bind` (a named assignment
+from the source, kept for `--trace` and for error messages).  Every node is
+placed in the outermost block where all its inputs exist (loop-invariant code
+is hoisted out of loop bodies).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+# node kinds (the checker's types)
+SOP = "sop"
+SCALAR = "scalar"
+SELECTOR = "selector"
+
+# element-wise operators of `Map` and how many operands they take
+MAP_ARITY = {
+    "add": 2, "sub": 2, "mul": 2, "floordiv": 2, "mod": 2, "neg": 1,
+    "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2,
+    "bitand": 2, "bitor": 2, "bitxor": 2, "invert": 1,
+    "and": 2, "or": 2, "not": 1,          # logical: give 0/1
+    "min": 2, "max": 2, "abs": 1,
+    "where": 3,                            # where(c, x, y): x if c != 0 else y
+}
+PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge", "always")
+REDUCTIONS = ("mean", "max", "min")
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A place in a source file (1-based line and column)."""
+    path: str
+    line: int
+    column: int
+
+
+class Node:
+    """Base class.  Nodes are immutable and compared by identity (hash-consed)."""
+    kind: str = SOP
+    inputs: tuple = ()
+    loc: Optional[Loc] = None
+    block: "Block" = None          # the block this node is computed in
+
+    def label(self) -> str:
+        return type(self).__name__
+
+
+class Input(Node):
+    """The input s-op (token values as ints; symbols have negative codes)."""
+    def __init__(self, name: str):
+        self.name = name
+
+    def label(self):
+        return f"input {self.name}"
+
+
+class Indices(Node):
+    """0, 1, ..., n-1."""
+    def label(self):
+        return "indices"
+
+
+class Const(Node):
+    kind = SCALAR
+
+    def __init__(self, value: int):
+        self.value = int(value)
+
+    def label(self):
+        return str(self.value)
+
+
+class Host(Node):
+    """A per-input scalar computed from the raw input (a `param`, or a host
+    expression used as a value).  `expr` is a HostExpr; `name` is the param
+    name when there is one (params can be overridden from the CLI)."""
+    kind = SCALAR
+
+    def __init__(self, expr: "HostExpr", name: Optional[str] = None):
+        self.expr = expr
+        self.name = name
+
+    def label(self):
+        return self.name or str(self.expr)
+
+
+class Full(Node):
+    """Broadcast a scalar node to an s-op."""
+    def __init__(self, value: Node):
+        self.inputs = (value,)
+
+    def label(self):
+        return "full"
+
+
+class Map(Node):
+    """Element-wise operator `op` (a key of MAP_ARITY) on s-ops/scalars.
+    A Map whose inputs are all scalars is itself a scalar (only for Host
+    operands: Const operands are folded)."""
+    def __init__(self, op: str, inputs: tuple):
+        self.op = op
+        self.inputs = tuple(inputs)
+        if all(i.kind == SCALAR for i in self.inputs):
+            self.kind = SCALAR
+
+    def label(self):
+        return self.op
+
+
+class Select(Node):
+    """A[q, k] = pred(key[k], query[q]) for k <= q."""
+    kind = SELECTOR
+
+    def __init__(self, key: Node, query: Node, pred: str):
+        self.inputs = (key, query)
+        self.pred = pred
+
+    @property
+    def key(self):
+        return self.inputs[0]
+
+    @property
+    def query(self):
+        return self.inputs[1]
+
+    def label(self):
+        return f"select {self.pred}"
+
+
+class Aggregate(Node):
+    """Reduce `value` over the selected keys; `default` where none is selected."""
+    def __init__(self, selector: Select, value: Node, reduction: str, default: Node):
+        self.inputs = (selector, value, default)
+        self.reduction = reduction
+
+    @property
+    def selector(self):
+        return self.inputs[0]
+
+    @property
+    def value(self):
+        return self.inputs[1]
+
+    @property
+    def default(self):
+        return self.inputs[2]
+
+    def label(self):
+        return f"aggregate {self.reduction}"
+
+
+class SelWidth(Node):
+    def __init__(self, selector: Select):
+        self.inputs = (selector,)
+
+    def label(self):
+        return "sel_width"
+
+
+class LoopState(Node):
+    """Inside a loop body: the value of loop variable `var` at the start of the
+    current iteration.  Never shared between loops."""
+    def __init__(self, loop: "Loop", var: "LoopVar"):
+        self.loop = loop
+        self.var = var
+        self.kind = var.kind
+
+    def label(self):
+        return f"state {self.var.name}"
+
+
+@dataclass(eq=False)
+class LoopVar:
+    """A variable assigned in a loop body.  `init` is its value before the
+    loop (None if the body defines it first: then it is undefined if the loop
+    runs 0 times).  `update` is its value at the end of an iteration.  After
+    the loop the program reads `state`'s final value through `LoopOut`."""
+    name: str
+    kind: str
+    init: Optional[Node]
+    state: LoopState = None
+    update: Node = None
+
+
+class LoopOut(Node):
+    """After a loop: the final value of a loop variable."""
+    def __init__(self, loop: "Loop", var: LoopVar):
+        self.loop = loop
+        self.var = var
+        self.kind = var.kind
+
+    def label(self):
+        return f"{self.var.name} after loop"
+
+
+@dataclass(eq=False)
+class Loop:
+    """`loop count [until stable]:` with `body`.  `index` numbers loops in
+    source order (the order of `BatchResult.steps` columns)."""
+    count: "HostExpr"
+    until_stable: bool
+    body: "Block"
+    vars: list = field(default_factory=list)
+    index: int = 0
+    loc: Optional[Loc] = None
+
+
+@dataclass(eq=False)
+class Bind:
+    """`name = node` as written in the source at `loc` (for traces)."""
+    name: str
+    node: Node
+    loc: Optional[Loc] = None
+
+
+@dataclass(eq=False)
+class Block:
+    items: list = field(default_factory=list)
+    loop: Optional[Loop] = None      # the loop whose body this is (None: top level)
+    parent: Optional["Block"] = None
+
+    @property
+    def depth(self) -> int:
+        return 0 if self.parent is None else self.parent.depth + 1
+
+    def nodes(self):
+        return [i for i in self.items if isinstance(i, Node)]
+
+
+# ---- host expressions: ints computed from the raw input --------------------
+
+@dataclass(frozen=True)
+class HostExpr:
+    """op in {'lit', 'param', 'len', 'count', 'count_before', 'add', 'sub',
+    'mul', 'floordiv', 'mod', 'neg', 'min', 'max'}.  For 'lit' args=(int,);
+    'param' args=(name,); 'count'/'count_before' args=(token_code,)."""
+    op: str
+    args: tuple = ()
+
+    def __str__(self):
+        if self.op == "lit":
+            return str(self.args[0])
+        if self.op == "param":
+            return self.args[0]
+        if self.op in ("len",):
+            return "len(seq)"
+        if self.op in ("count", "count_before"):
+            return f"{self.op}(seq, {self.args[0]})"
+        return f"{self.op}({', '.join(map(str, self.args))})"
+
+
+@dataclass
+class Param:
+    name: str
+    expr: HostExpr
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class ProgramIR:
+    path: str
+    source: str
+    input_name: str
+    vocab: tuple                 # allowed input token values (ints), sorted
+    symbols: dict                # symbol text -> code (negative int)
+    consts: dict                 # const name -> int value (symbols included)
+    params: dict                 # name -> Param, in declaration order
+    input: Input
+    body: Block                  # the top-level block
+    output: Node
+    loops: list                  # every Loop, in source order
+    output_loc: Optional[Loc] = None
+
+    def symbol_text(self, code: int) -> Optional[str]:
+        for text, c in self.symbols.items():
+            if c == code:
+                return text
+        return None
+
+
+Item = Union[Node, Loop, Bind]

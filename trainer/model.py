@@ -1,0 +1,212 @@
+"""The looped decoder-only transformer (Fan et al. 2024), readable top to bottom.
+
+    e   = prelude(embed(tokens))                 # input embedding (+ prelude blocks)
+    h_0 = 0
+    h_t = body(h_{t-1} + e)        t = 1..T     # one weight-shared block, input injection
+    y_t = unembed(postlude(h_t))                 # per-step logits, shared unembedding
+
+The same class holds trained models (GPT-2 blocks: pre-norm, causal
+multi-head attention, GELU MLP, no positional encoding) and compiled ones
+(`norm="none"`, `activation="relu"`, weights set by `compiler/`).  Compiled
+models may also ask for a BOS position (prepended inside `forward`, removed
+from the outputs) and for fixed numeric position features.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class LoopedConfig:
+    vocab_size: int                      # input token ids are 0..vocab_size-1
+    out_vocab_size: Optional[int] = None  # unembedding rows (default vocab_size)
+    d_model: int = 256
+    n_head: int = 8
+    d_head: Optional[int] = None         # default d_model // n_head
+    d_mlp: Optional[int] = None          # default 4 * d_model
+    n_prelude: int = 0                   # blocks applied once before the loop
+    n_body: int = 1                      # blocks in the looped body
+    n_postlude: int = 0                  # blocks applied to each step's state
+    norm: str = "layernorm"              # "layernorm" | "none" (compiled weights stay exact)
+    activation: str = "gelu"             # "gelu" | "relu"
+    input_injection: bool = True         # re-add e before every iteration
+    body_final_norm: bool = True         # LayerNorm at the end of each iteration (GPT-2 ln_f)
+    bias: bool = True
+    attn_scale: Optional[float] = None   # default 1/sqrt(d_head)
+    bos: bool = False                    # prepend a BOS token (id vocab_size) inside forward
+    position_features: list = field(default_factory=list)  # [(feature, residual dim)], see below
+    extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
+
+    def __post_init__(self):
+        if self.out_vocab_size is None:
+            self.out_vocab_size = self.vocab_size
+        if self.d_head is None:
+            self.d_head = self.d_model // self.n_head
+        if self.d_mlp is None:
+            self.d_mlp = 4 * self.d_model
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LoopedConfig":
+        d = dict(d)
+        d["position_features"] = [tuple(p) for p in d.get("position_features", [])]
+        return cls(**d)
+
+
+def position_feature(name: str, pos: torch.Tensor) -> torch.Tensor:
+    """Fixed (not learned) numeric functions of the position index i (BOS is -1
+    when present, so the first real token is 0)."""
+    if name == "one":
+        return torch.ones_like(pos)
+    if name == "index":
+        return pos
+    if name == "index_sq":
+        return pos * pos
+    raise ValueError(f"unknown position feature {name!r}")
+
+
+def _norm(cfg: LoopedConfig) -> nn.Module:
+    return nn.LayerNorm(cfg.d_model, bias=cfg.bias) if cfg.norm == "layernorm" else nn.Identity()
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: LoopedConfig):
+        super().__init__()
+        inner = cfg.n_head * cfg.d_head
+        self.n_head, self.d_head = cfg.n_head, cfg.d_head
+        self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(cfg.d_head)
+        self.q = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
+        self.k = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
+        self.v = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
+        self.o = nn.Linear(inner, cfg.d_model, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, n, _ = x.shape
+        split = lambda t: t.view(B, n, self.n_head, self.d_head).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        return self.o(y.transpose(1, 2).reshape(B, n, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: LoopedConfig):
+        super().__init__()
+        self.up = nn.Linear(cfg.d_model, cfg.d_mlp, bias=cfg.bias)
+        self.act = nn.GELU() if cfg.activation == "gelu" else nn.ReLU()
+        self.down = nn.Linear(cfg.d_mlp, cfg.d_model, bias=cfg.bias)
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm GPT-2 block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: LoopedConfig):
+        super().__init__()
+        self.ln1, self.attn = _norm(cfg), CausalSelfAttention(cfg)
+        self.ln2, self.mlp = _norm(cfg), MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class LoopedTransformer(nn.Module):
+    def __init__(self, cfg: LoopedConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size + (1 if cfg.bos else 0), cfg.d_model)
+        self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
+        self.body = nn.ModuleList(Block(cfg) for _ in range(cfg.n_body))
+        self.body_norm = _norm(cfg) if cfg.body_final_norm else nn.Identity()
+        self.postlude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_postlude))
+        self.final_norm = _norm(cfg)
+        self.unembed = nn.Linear(cfg.d_model, cfg.out_vocab_size, bias=cfg.bias)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+    # -- the three stages -------------------------------------------------
+    def encode(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token ids [B, n] -> injected embedding e [B, n(+1 with BOS), d]."""
+        cfg = self.cfg
+        if cfg.bos:
+            bos = torch.full_like(tokens[:, :1], cfg.vocab_size)
+            tokens = torch.cat([bos, tokens], dim=1)
+        e = self.embed(tokens)
+        if cfg.position_features:
+            start = -1 if cfg.bos else 0
+            pos = torch.arange(start, start + tokens.shape[1], device=e.device, dtype=e.dtype)
+            e = e.clone()
+            for name, dim in cfg.position_features:
+                e[:, :, dim] += position_feature(name, pos)
+        for blk in self.prelude:
+            e = blk(e)
+        return e
+
+    def step(self, h: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        """One loop iteration: h_t = body(h_{t-1} + e)."""
+        x = h + e if self.cfg.input_injection else (h if h is not None else e)
+        for blk in self.body:
+            x = blk(x)
+        return self.body_norm(x)
+
+    def decode(self, h: torch.Tensor) -> torch.Tensor:
+        """State [B, n(+1), d] -> logits [B, n, out_vocab] (BOS dropped)."""
+        for blk in self.postlude:
+            h = blk(h)
+        logits = self.unembed(self.final_norm(h))
+        return logits[:, 1:] if self.cfg.bos else logits
+
+    def initial_state(self, e: torch.Tensor) -> torch.Tensor:
+        # Without injection the input enters once, as the initial state.
+        return torch.zeros_like(e) if self.cfg.input_injection else e
+
+    # -- running ----------------------------------------------------------
+    def forward(self, tokens: torch.Tensor, steps) -> torch.Tensor:
+        """Logits at each sample's own step count.  `steps` is an int or a
+        LongTensor [B] (0 allowed: the answer is decoded from h_0)."""
+        B = tokens.shape[0]
+        steps = torch.as_tensor(steps, device=tokens.device).long().expand(B)
+        e = self.encode(tokens)
+        h = self.initial_state(e)
+        out = self.decode(h) if bool((steps == 0).any()) else None
+        T = int(steps.max().item()) if B else 0
+        for t in range(1, T + 1):
+            h = self.step(h, e)
+            if bool((steps == t).any()):
+                logits = self.decode(h)
+                out = logits if out is None else torch.where((steps == t)[:, None, None], logits, out)
+        if out is None:
+            out = self.decode(h)
+        return out
+
+    def all_steps(self, tokens: torch.Tensor, max_steps: int) -> torch.Tensor:
+        """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]."""
+        e = self.encode(tokens)
+        h = self.initial_state(e)
+        outs = []
+        for _ in range(max_steps):
+            h = self.step(h, e)
+            outs.append(self.decode(h))
+        return torch.stack(outs)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
