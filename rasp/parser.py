@@ -1,0 +1,244 @@
+"""Source text -> AST, with located syntax errors."""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
+                             UnexpectedToken, VisitError)
+from lark.indenter import DedentError, Indenter
+
+from . import ast as A
+from .errors import RaspError
+from .ir import Loc
+
+
+class _Indenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LBRACE"]
+    CLOSE_PAREN_types = ["RPAR", "RBRACE"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    grammar = resources.files(__package__).joinpath("grammar.lark").read_text()
+    return Lark(grammar, parser="lalr", postlex=_Indenter(), propagate_positions=True,
+                maybe_placeholders=True)
+
+
+def _pos(meta_or_token):
+    return meta_or_token.line, meta_or_token.column
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Builds rasp.ast nodes; keeps line/column on each."""
+
+    def start(self, meta, stmts):
+        return A.Module(1, 1, [s for s in stmts if s is not None])
+
+    # statements
+    def const_stmt(self, meta, c):
+        return A.ConstStmt(*_pos(meta), str(c[0]), c[1])
+
+    def input_stmt(self, meta, c):
+        return A.InputStmt(*_pos(meta), str(c[0]), [i for i in c[1:] if i is not None])
+
+    def vocab_item(self, meta, c):
+        return A.VocabItem(*_pos(meta), c[0], c[1])
+
+    def param_stmt(self, meta, c):
+        return A.ParamStmt(*_pos(meta), str(c[0]), c[1])
+
+    def assign_stmt(self, meta, c):
+        return A.Assign(*_pos(meta), [str(t) for t in c[:-1]], c[-1])
+
+    def return_stmt(self, meta, c):
+        return A.Return(*_pos(meta), list(c))
+
+    def output_stmt(self, meta, c):
+        return A.Output(*_pos(meta), c[0])
+
+    def def_stmt(self, meta, c):
+        name, *params, body = c
+        return A.Def(*_pos(meta), str(name), [p for p in params if p is not None], body)
+
+    def def_param(self, meta, c):
+        return A.DefParam(*_pos(meta), str(c[0]), c[1])
+
+    def loop_stmt(self, meta, c):
+        return A.LoopStmt(*_pos(meta), c[0], c[1] is not None, c[2])
+
+    def suite(self, meta, stmts):
+        return list(stmts)
+
+    # expressions
+    def lambda_expr(self, meta, c):
+        return A.Lambda(*_pos(meta), [str(t) for t in c[:-1]], c[-1])
+
+    def _binop(op):
+        def build(self, meta, c):
+            return A.BinOp(*_pos(meta), op, c[0], c[1])
+        return build
+
+    or_op, and_op = _binop("or"), _binop("and")
+    bitor, bitxor, bitand = _binop("bitor"), _binop("bitxor"), _binop("bitand")
+    add, sub, mul = _binop("add"), _binop("sub"), _binop("mul")
+    floordiv, mod, truediv = _binop("floordiv"), _binop("mod"), _binop("truediv")
+
+    def _unop(op):
+        def build(self, meta, c):
+            return A.UnaryOp(*_pos(meta), op, c[0])
+        return build
+
+    not_op, neg, pos, invert = _unop("not"), _unop("neg"), _unop("pos"), _unop("invert")
+
+    def comparison(self, meta, c):
+        return A.Compare(*_pos(meta), [str(t) for t in c[1::2]], list(c[0::2]))
+
+    def call(self, meta, c):
+        func, *args = c
+        args = [a for a in args if a is not None]
+        positional = [a for a in args if not isinstance(a, A.Keyword)]
+        keywords = [a for a in args if isinstance(a, A.Keyword)]
+        return A.Call(*_pos(meta), func, positional, keywords)
+
+    def keyword(self, meta, c):
+        return A.Keyword(*_pos(meta), str(c[0]), c[1])
+
+    def name(self, meta, c):
+        return A.Name(*_pos(c[0]), str(c[0]))
+
+    def number(self, meta, c):
+        return A.Num(*_pos(c[0]), int(c[0]))
+
+    def string(self, meta, c):
+        return A.Str(*_pos(c[0]), str(c[0])[1:-1])
+
+
+_READABLE = {
+    "_NL": "end of line", "_INDENT": "an indented block", "_DEDENT": "end of block",
+    "$END": "end of file", "NAME": "a name", "INT": "a number", "STRING": "a string",
+    "COMP_OP": "a comparison", "UNTIL_STABLE": "'until stable'",
+}
+
+
+def _describe(expected) -> str:
+    if "_INDENT" in expected:
+        return " (expected an indented block)"
+    if {"NAME", "INT"} <= set(expected):
+        return " (expected an expression)"
+    names = []
+    for term in sorted(expected):
+        if term in _READABLE:
+            names.append(_READABLE[term])
+            continue
+        try:
+            pattern = _lark().get_terminal(term).pattern
+            names.append(repr(pattern.value) if pattern.type == "str" else term.lower())
+        except KeyError:
+            names.append(term.lower())
+    names = sorted(set(names))
+    if len(names) > 1 and "end of line" in names:
+        names.remove("end of line")  # inside brackets newlines are ignored
+    if len(names) > 8:
+        return ""
+    return " (expected " + ", ".join(names) + ")"
+
+
+def _token_text(tok: Token) -> str:
+    if tok.type == "_NL":
+        return "end of line"
+    if tok.type == "$END":
+        return "end of file"
+    if tok.type in ("_INDENT", "_DEDENT"):
+        return "a change of indentation"
+    return repr(str(tok))
+
+
+def parse(source: str, path: str = "<string>") -> A.Module:
+    """Parse a program.  Raises RaspError located at the first problem."""
+    text = source if source.endswith("\n") else source + "\n"
+    try:
+        return _ToAst().transform(_lark().parse(text))
+    except UnexpectedCharacters as e:
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        msg = f"unexpected character {ch!r}"
+        if ch == "\t" or ch == " ":
+            msg = "unexpected indentation"
+        raise RaspError(msg, Loc(path, e.line, e.column), source) from None
+    except UnexpectedToken as e:
+        tok = e.token
+        line = tok.line if tok.line is not None else len(text.splitlines())
+        col = tok.column if tok.column is not None else 1
+        if tok.type == "_INDENT":
+            msg = "unexpected indentation"
+            line, col = _next_code_line(text, line), 1
+        elif _after_colon(text, line, col):
+            msg = "expected an indented block after ':'"
+        else:
+            msg = f"unexpected {_token_text(tok)}{_describe(e.expected)}"
+        if tok.type == "$END":
+            line, col = _last_line(text)
+        raise RaspError(msg, Loc(path, line, col), source) from None
+    except UnexpectedEOF as e:
+        line, col = _last_line(text)
+        raise RaspError(f"unexpected end of file{_describe(e.expected)}", Loc(path, line, col), source) from None
+    except DedentError as e:
+        line = _dedent_line(text, str(e))
+        raise RaspError("inconsistent indentation: this line does not match any outer block",
+                        Loc(path, line, 1), source) from None
+    except UnexpectedInput as e:  # any other lark complaint
+        raise RaspError(f"syntax error", Loc(path, getattr(e, "line", 1) or 1,
+                                               getattr(e, "column", 1) or 1), source) from None
+    except VisitError as e:
+        raise RaspError(f"syntax error: {e.orig_exc}", Loc(path, 1, 1), source) from None
+
+
+def _code(raw: str) -> str:
+    return raw.split("#", 1)[0].rstrip()
+
+
+def _next_code_line(text: str, line: int) -> int:
+    lines = text.splitlines()
+    for number in range(line + 1, len(lines) + 1):
+        if _code(lines[number - 1]).strip():
+            return number
+    return line
+
+
+def _after_colon(text: str, line: int, col: int) -> bool:
+    """Is (line, col) the first token of a line that follows a block header?"""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines) or lines[line - 1][:col - 1].strip():
+        return False
+    previous = [_code(l) for l in lines[:line - 1] if _code(l).strip()]
+    return bool(previous) and previous[-1].endswith(":")
+
+
+def _last_line(text: str):
+    lines = text.rstrip("\n").splitlines() or [""]
+    return len(lines), len(lines[-1]) + 1
+
+
+def _dedent_line(text: str, message: str) -> int:
+    """Lark's DedentError has no position; find the first line whose indent
+    matches no enclosing block."""
+    stack = [0]
+    for number, raw in enumerate(text.splitlines(), 1):
+        body = raw.split("#", 1)[0]
+        if not body.strip():
+            continue
+        indent = len(raw.expandtabs(8)) - len(raw.expandtabs(8).lstrip())
+        if indent > stack[-1]:
+            stack.append(indent)
+        else:
+            while indent < stack[-1]:
+                stack.pop()
+            if indent != stack[-1]:
+                return number
+    return 1
