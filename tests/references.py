@@ -1,0 +1,310 @@
+"""Independent plain-Python solutions of every task in programs/.
+
+Nothing here imports rasp: each reference is written straight from the task
+definition (TASKS.md, the program headers) with ordinary loops, so the tests
+compare two independent implementations.
+
+Token lists use the text form: ints for numbers, strings for symbols
+(">", "#", "+", "*", "(", ")", ...).  A FAP reference returns the *scored*
+output, i.e. the tokens from `>` to the end of the input.
+
+Samplers: ``sample_<task>(rng, n) -> list`` of input tokens (``rng`` is a
+``random.Random``), with k = (max answer length for that n) + 1 trailing
+`#` unless ``k`` is given.
+"""
+from __future__ import annotations
+
+import random
+
+EOQ = ">"
+EOS = "#"
+PLUS = "+"
+TIMES = "*"
+
+
+# ---------------------------------------------------------------- helpers
+
+def eoq_index(tokens):
+    """Position of the first `>`."""
+    return list(tokens).index(EOQ)
+
+
+def scored(input_tokens, output_tokens):
+    """The scored part of an output: the positions from `>` on."""
+    p = eoq_index(input_tokens)
+    return list(output_tokens)[p:]
+
+
+def fap(tokens, answer):
+    """Scored FAP output for an input: answer, then `#`, cut to fit."""
+    k = len(tokens) - eoq_index(tokens) - 1
+    out = list(answer) + [EOS] * (k + 1)
+    return out[:k + 1]
+
+
+def query(tokens):
+    return list(tokens)[:eoq_index(tokens)]
+
+
+def with_tail(q, k):
+    return list(q) + [EOQ] + [EOS] * k
+
+
+def bits_of(tokens):
+    value = 0
+    for t in tokens:
+        value = value * 2 + t
+    return value
+
+
+# ---------------------------------------------------------- the six tasks
+
+def parity(tokens):
+    q = query(tokens)
+    p = 0
+    for t in q:
+        if t == 1:
+            p = 1 - p
+    return fap(tokens, [p])
+
+
+def copy(tokens):
+    return fap(tokens, query(tokens))
+
+
+def addition(tokens):
+    q = query(tokens)
+    plus = q.index(PLUS)
+    a, b = q[:plus], q[plus + 1:]
+    n = len(a)
+    total = bits_of(a) + bits_of(b)
+    ans = []
+    for j in range(n, -1, -1):          # n+1 bits, MSB first
+        ans.append((total >> j) & 1)
+    return fap(tokens, ans)
+
+
+def binary_sum(tokens):
+    c = sum(1 for t in query(tokens) if t == 1)
+    ans = []
+    while c > 0:                        # LSB first, nothing for 0
+        ans.append(c % 2)
+        c //= 2
+    return fap(tokens, ans)
+
+
+def multiplication(tokens):
+    q = query(tokens)
+    star = q.index(TIMES)
+    a, b = q[:star], q[star + 1:]
+    prod = bits_of(a) * bits_of(b)
+    ans = [(prod >> j) & 1 for j in range(len(a) + len(b))]   # LSB first
+    return fap(tokens, ans)
+
+
+def unique_set(tokens):
+    seen = []
+    for t in query(tokens):
+        if t not in seen:
+            seen.append(t)
+    return fap(tokens, seen)
+
+
+# --------------------------------------------------------------- classics
+
+def histogram(tokens):
+    out = []
+    for i in range(len(tokens)):
+        c = 0
+        for j in range(i + 1):
+            if tokens[j] == tokens[i]:
+                c += 1
+        out.append(c)
+    return out
+
+
+def sort_unique(tokens):
+    q = query(tokens)
+    return fap(tokens, sorted(q))
+
+
+def mode(tokens):
+    """Most frequent token of each prefix; ties: the token that reached the
+    top count last."""
+    out = []
+    counts = {}
+    best, best_count = None, 0
+    for t in tokens:
+        counts[t] = counts.get(t, 0) + 1
+        if counts[t] >= best_count:
+            best, best_count = t, counts[t]
+        out.append(best)
+    return out
+
+
+def dyck1(tokens):
+    out = []
+    depth = 0
+    broken = False
+    for t in tokens:
+        depth += 1 if t == "(" else -1
+        if depth < 0:
+            broken = True
+        if broken:
+            out.append("F")
+        elif depth == 0:
+            out.append("T")
+        else:
+            out.append("P")
+    return out
+
+
+def count(tokens):
+    a, b = tokens[0], tokens[1]
+    return fap(tokens, list(range(a, b + 1)))
+
+
+def induction(tokens):
+    out = []
+    for i, t in enumerate(tokens):
+        ans = "_"
+        for j in range(i):
+            if tokens[j] == t:
+                ans = tokens[j + 1]
+                break
+        out.append(ans)
+    return out
+
+
+def reverse(tokens):
+    return fap(tokens, list(reversed(query(tokens))))
+
+
+def max_running(tokens):
+    out = []
+    best = None
+    for t in tokens:
+        if best is None or t > best:
+            best = t
+        out.append(best)
+    return out
+
+
+# --------------------------------------------------------------- samplers
+
+def _bits(rng, n):
+    return [rng.randint(0, 1) for _ in range(n)]
+
+
+def sample_parity(rng, n, k=None):
+    return with_tail(_bits(rng, n), 2 if k is None else k)
+
+
+def sample_copy(rng, n, k=None):
+    return with_tail(_bits(rng, n), n + 1 if k is None else k)
+
+
+def sample_addition(rng, n, k=None):
+    q = _bits(rng, n) + [PLUS] + _bits(rng, n)
+    return with_tail(q, n + 2 if k is None else k)
+
+
+def sample_binary_sum(rng, n, k=None):
+    return with_tail(_bits(rng, n), n.bit_length() + 1 if k is None else k)
+
+
+def sample_multiplication(rng, n, k=None, n1=None):
+    """n = n2 (bits of the second factor); n1 in {1, 2} unless given."""
+    if n1 is None:
+        n1 = rng.randint(1, 2)
+    q = _bits(rng, n1) + [TIMES] + _bits(rng, n)
+    return with_tail(q, n1 + n + 1 if k is None else k)
+
+
+def sample_unique_set(rng, n, k=None):
+    # draw from a random-size alphabet so that repeats are common
+    alpha = rng.randint(1, 50)
+    toks = rng.sample(range(50), alpha)
+    q = [rng.choice(toks) for _ in range(n)]
+    return with_tail(q, n + 1 if k is None else k)
+
+
+def sample_histogram(rng, n):
+    hi = rng.randint(0, 9)
+    return [rng.randint(0, hi) for _ in range(n)]
+
+
+def sample_sort_unique(rng, n, k=None):
+    n = min(n, 100)
+    return with_tail(rng.sample(range(100), n), n + 1 if k is None else k)
+
+
+def sample_mode(rng, n):
+    return sample_histogram(rng, n)
+
+
+def sample_dyck1(rng, n):
+    bias = rng.choice([0.5, 0.6, 0.7])
+    return ["(" if rng.random() < bias else ")" for _ in range(n)]
+
+
+def sample_count(rng, n, k=None):
+    """n = length of the count a..b (a > b when n is 0)."""
+    if n == 0:
+        b = rng.randint(0, 98)
+        a = rng.randint(b + 1, 99)
+    else:
+        n = min(n, 100)
+        a = rng.randint(0, 100 - n)
+        b = a + n - 1
+    return with_tail([a, b], n + 1 if k is None else k)
+
+
+def sample_induction(rng, n):
+    return sample_histogram(rng, n)
+
+
+def sample_reverse(rng, n, k=None):
+    return with_tail([rng.randint(0, 9) for _ in range(n)], n + 1 if k is None else k)
+
+
+def sample_max_running(rng, n):
+    return [rng.randint(-9, 9) for _ in range(n)]
+
+
+# T(n) of the six tasks, read from the input tokens
+def loop_count(task, tokens):
+    q = query(tokens)
+    if task in ("parity", "copy", "binary_sum", "unique_set"):
+        return len(q)
+    if task == "addition":
+        return q.index(PLUS) + 1
+    if task == "multiplication":
+        n1 = q.index(TIMES)
+        return n1 * (len(q) - n1 - 1)
+    raise KeyError(task)
+
+
+REFERENCES = {
+    "parity": parity, "copy": copy, "addition": addition,
+    "binary_sum": binary_sum, "multiplication": multiplication,
+    "unique_set": unique_set, "histogram": histogram,
+    "sort_unique": sort_unique, "mode": mode, "dyck1": dyck1,
+    "count": count, "induction": induction, "reverse": reverse,
+    "max_running": max_running,
+}
+
+SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
+
+# tasks whose output is scored from `>` on (the others: every position)
+FAP_TASKS = {"parity", "copy", "addition", "binary_sum", "multiplication",
+             "unique_set", "sort_unique", "count", "reverse"}
+TASKS_WITH_T = ("parity", "copy", "addition", "binary_sum", "multiplication",
+                "unique_set")
+
+
+if __name__ == "__main__":          # a quick look at a few samples
+    rng = random.Random(0)
+    for name in REFERENCES:
+        x = SAMPLERS[name](rng, 5)
+        print(name, " ".join(map(str, x)), "->", " ".join(map(str, REFERENCES[name](x))))
