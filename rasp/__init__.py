@@ -1,0 +1,16 @@
+"""n-RASP-L: the language, its checker and its NumPy interpreter."""
+from .errors import RaspError, RaspInputError, RaspRuntimeError, RaspWarning
+from .program import Program, RunLimits, load, loads
+
+__all__ = ["Program", "RunLimits", "load", "loads", "check", "RaspError", "RaspInputError",
+           "RaspRuntimeError", "RaspWarning"]
+
+
+def check(path, strict: bool = False) -> list:
+    """Check a program file; return its warnings.  With strict=True a
+    RASP-L discipline warning is raised as an error."""
+    program = load(path)
+    if strict and program.warnings:
+        w = program.warnings[0]
+        raise RaspError(w.message, w.loc, w.source)
+    return program.warnings

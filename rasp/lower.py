@@ -1,0 +1,654 @@
+"""AST -> ProgramIR: the checker and the lowering in one pass.
+
+Lowering evaluates the program symbolically: every expression becomes a node
+of the hash-consed graph in `rasp.ir`, user and library functions are inlined
+at their call sites, lambdas become element-wise maps, constants are folded.
+Every check of the language contract happens here, located at the source:
+names, arity, types (s-op / selector / scalar / function), no recursion,
+lambdas only in tok_map/seq_map, predicates and reductions, host expressions
+for params and loop counts, and the RASP-L discipline of LANGUAGE.md §6.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Callable, Optional
+
+import networkx as nx
+
+from . import ast as A
+from . import ir
+from .errors import RaspError, RaspWarning
+from .parser import parse
+
+MAX_VOCAB = 100_000
+PY_OPS = {  # folding of constants, with Python's int semantics
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a: -a,
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b),
+    "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
+    "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b,
+    "invert": lambda a: ~a, "and": lambda a, b: int(bool(a) and bool(b)),
+    "or": lambda a, b: int(bool(a) or bool(b)), "not": lambda a: int(not a),
+    "min": min, "max": max, "abs": abs, "where": lambda c, x, y: x if c else y,
+}
+HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
+COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+# index-derived s-ops may go through these without leaving RASP-L (§6)
+INDEX_SAFE = {"eq", "ne", "lt", "le", "gt", "ge", "where"}
+
+
+# ---- values the checker tracks besides graph nodes -----------------------------
+
+@dataclass(frozen=True)
+class Predicate:
+    name: str
+
+
+@dataclass(frozen=True)
+class Reduction:
+    name: str
+
+
+@dataclass
+class LambdaValue:
+    node: A.Lambda
+    scope: "Scope"
+
+
+@dataclass
+class Function:
+    name: str
+    params: list                      # [(name, default)]; default: AST (defs) or value (builtins)
+    body: Optional[list] = None       # statements (defs)
+    builtin: Optional[Callable] = None
+    library: bool = False
+    loc: Optional[ir.Loc] = None
+
+
+class _Undefined:
+    """A loop-body name that has no value before the loop and is read before
+    the body assigns it."""
+
+
+UNDEFINED = _Undefined()
+
+
+@dataclass
+class LazyLoopOut:
+    loop: ir.Loop
+    var: ir.LoopVar
+
+
+class Scope:
+    def __init__(self, parent: Optional["Scope"] = None):
+        self.vars: dict = {}
+        self.parent = parent
+
+    def lookup(self, name):
+        scope = self
+        while scope is not None:
+            if name in scope.vars:
+                return scope.vars[name]
+            scope = scope.parent
+        raise KeyError(name)
+
+    def names(self):
+        scope, out = self, set()
+        while scope is not None:
+            out |= set(scope.vars)
+            scope = scope.parent
+        return out
+
+
+# ---- the graph builder: hash-consing and loop-invariant placement ---------------
+
+class Graph:
+    def __init__(self, top: ir.Block):
+        self.top = top
+        self.cache: dict = {}
+
+    def add(self, node: ir.Node, key, loc: Optional[ir.Loc], index_derived=False) -> ir.Node:
+        if key is not None and key in self.cache:
+            return self.cache[key]
+        node.loc = loc
+        node.index_derived = index_derived
+        blocks = [i.block for i in node.inputs] or [self.top]
+        node.block = max(blocks, key=lambda b: b.depth)
+        node.block.items.append(node)
+        if key is not None:
+            self.cache[key] = node
+        return node
+
+
+def _key(cls, attrs, inputs):
+    return (cls.__name__, attrs, tuple(id(i) for i in inputs))
+
+
+# ---- the lowering ---------------------------------------------------------------
+
+class Lowering:
+    def __init__(self, source: str, path: str):
+        self.source, self.path = source, path
+        self.top = ir.Block()
+        self.graph = Graph(self.top)
+        self.warnings: list = []
+        self.symbols: dict = {}
+        self.consts: dict = {}
+        self.params: dict = {}
+        self.loops: list = []
+        self.input: Optional[ir.Input] = None
+        self.vocab: tuple = ()
+        self.output: Optional[ir.Node] = None
+        self.output_loc = None
+        self.call_stack: list = []
+        self.call_site: Optional[ir.Loc] = None   # set while inlining library code
+        self.block = self.top
+
+    # -- locations, errors, warnings --
+    def loc(self, node: A.Node) -> ir.Loc:
+        if self.call_site is not None:
+            return self.call_site
+        return ir.Loc(self.path, node.line, node.column)
+
+    def error(self, message: str, node: A.Node):
+        return RaspError(message, self.loc(node), self.source)
+
+    def warn(self, message: str, loc: ir.Loc):
+        if self.call_site is None and all(w.loc != loc for w in self.warnings):
+            self.warnings.append(RaspWarning(message, loc, self.source))
+
+    # -- node constructors --
+    def const(self, value: int, loc=None) -> ir.Node:
+        return self.graph.add(ir.Const(value), ("Const", int(value)), loc)
+
+    def host(self, expr: ir.HostExpr, name=None, loc=None) -> ir.Node:
+        if expr.op == "lit":
+            return self.const(expr.args[0], loc)
+        return self.graph.add(ir.Host(expr, name), ("Host", expr, name), loc)
+
+    def indices(self, loc) -> ir.Node:
+        return self.graph.add(ir.Indices(), ("Indices",), loc, index_derived=True)
+
+    def full(self, value: ir.Node, loc) -> ir.Node:
+        return self.graph.add(ir.Full(value), _key(ir.Full, (), [value]), loc)
+
+    def as_sop(self, value, node: A.Node, what: str) -> ir.Node:
+        value = self.as_value(value, node, what)
+        return self.full(value, self.loc(node)) if value.kind == ir.SCALAR else value
+
+    def as_value(self, value, node: A.Node, what: str) -> ir.Node:
+        """An s-op or scalar operand (not a selector, function, ...)."""
+        if isinstance(value, ir.Node) and value.kind != ir.SELECTOR:
+            return value
+        raise self.error(f"{what} must be an s-op or a number, not {describe(value)}", node)
+
+    def as_scalar(self, value, node: A.Node, what: str) -> ir.Node:
+        if isinstance(value, ir.Node) and value.kind == ir.SCALAR:
+            return value
+        raise self.error(f"{what} must be a number (literal, const or param), not {describe(value)}", node)
+
+    def as_selector(self, value, node: A.Node, what: str) -> ir.Node:
+        if isinstance(value, ir.Node) and value.kind == ir.SELECTOR:
+            return value
+        raise self.error(f"{what} must be a selector (from select), not {describe(value)}", node)
+
+    def map(self, op: str, inputs: list, node: A.Node) -> ir.Node:
+        loc = self.loc(node)
+        if all(isinstance(i, ir.Const) for i in inputs):
+            try:
+                return self.const(PY_OPS[op](*(i.value for i in inputs)), loc)
+            except ZeroDivisionError:
+                raise self.error("division by zero", node) from None
+        if op in HOST_OPS and all(isinstance(i, (ir.Const, ir.Host)) for i in inputs):
+            return self.host(ir.HostExpr(op, tuple(host_expr(i) for i in inputs)), loc=loc)
+        derived = [getattr(i, "index_derived", False) for i in inputs]
+        index_derived = any(derived)
+        if any(derived):
+            index_derived = self.check_index_arithmetic(op, inputs, derived, loc)
+        return self.graph.add(ir.Map(op, inputs), _key(ir.Map, op, inputs), loc, index_derived)
+
+    def check_index_arithmetic(self, op, inputs, derived, loc) -> bool:
+        """RASP-L (§6): an index-derived s-op may only be shifted by a constant,
+        compared, or used as a select key/query.  Returns whether the result
+        is still index-derived."""
+        if op in INDEX_SAFE:
+            return op == "where"
+        shift = op in ("add", "sub") and sum(derived) == 1 and not (op == "sub" and derived[1]) \
+            and all(i.kind == ir.SCALAR for i, d in zip(inputs, derived) if not d)
+        if not shift:
+            self.warn(f"'{op}' on an index-derived s-op is outside RASP-L: indices may only be "
+                      "shifted by a constant, compared, or used as a select key/query", loc)
+            return False   # reported once; do not cascade through what depends on it
+        return True
+
+    # -- expressions --
+    def expr(self, node: A.Node, scope: Scope, allow_lambda=False):
+        method = getattr(self, "expr_" + type(node).__name__)
+        return method(node, scope, allow_lambda) if isinstance(node, A.Lambda) else method(node, scope)
+
+    def expr_Num(self, node, scope):
+        return self.const(node.value, self.loc(node))
+
+    def expr_Str(self, node, scope):
+        if node.text not in self.symbols:
+            raise self.error(f"unknown symbol {node.text!r}: declare it with const NAME = {node.text!r}", node)
+        return self.const(self.symbols[node.text], self.loc(node))
+
+    def expr_Name(self, node, scope):
+        try:
+            value = scope.lookup(node.id)
+        except KeyError:
+            if node.id in ir.PREDICATES:
+                return Predicate(node.id)
+            if node.id in ir.REDUCTIONS:
+                return Reduction(node.id)
+            hint = difflib.get_close_matches(node.id, scope.names() | set(ir.PREDICATES), n=1)
+            extra = f"; did you mean '{hint[0]}'?" if hint else ""
+            raise self.error(f"undefined name '{node.id}'{extra}", node) from None
+        if value is UNDEFINED:
+            raise self.error(f"'{node.id}' is read before the loop body assigns it, and it has no "
+                             "value before the loop", node)
+        if isinstance(value, LazyLoopOut):
+            return self.loop_out(value)
+        if isinstance(value, Function) and value.builtin is not None and node.id in ir.REDUCTIONS:
+            return Reduction(node.id)      # `reduction=max`: the name, not the function
+        return value
+
+    def expr_Lambda(self, node, scope, allow_lambda=False):
+        if not allow_lambda:
+            raise self.error("a lambda is only allowed as the function argument of tok_map or seq_map", node)
+        return LambdaValue(node, scope)
+
+    def expr_UnaryOp(self, node, scope):
+        operand = self.as_value(self.expr(node.operand, scope), node.operand, "the operand")
+        if node.op == "pos":
+            return operand
+        return self.map(node.op, [operand], node)
+
+    def expr_BinOp(self, node, scope):
+        if node.op == "truediv":
+            raise self.error("'/' is not an n-RASP-L operator: values are ints, use '//'", node)
+        left = self.as_value(self.expr(node.left, scope), node.left, "the left operand")
+        right = self.as_value(self.expr(node.right, scope), node.right, "the right operand")
+        return self.map(node.op, [left, right], node)
+
+    def expr_Compare(self, node, scope):
+        values = [self.as_value(self.expr(o, scope), o, "a comparison operand") for o in node.operands]
+        result = None
+        for op, a, b in zip(node.ops, values, values[1:]):
+            term = self.map(COMPARE[op], [a, b], node)
+            result = term if result is None else self.map("and", [result, term], node)
+        return result
+
+    def expr_Call(self, node, scope):
+        if not isinstance(node.func, A.Name):
+            raise self.error("only named functions can be called", node.func)
+        try:
+            fn = scope.lookup(node.func.id)
+        except KeyError:
+            fn = None
+        if not isinstance(fn, Function):
+            if fn is None:
+                self.expr_Name(node.func, scope)          # raises 'undefined name'
+            raise self.error(f"'{node.func.id}' is not a function (it is {describe(fn)})", node.func)
+        for kw in node.keywords:
+            if any((a.line, a.column) > (kw.line, kw.column) for a in node.args):
+                raise self.error("positional argument follows keyword argument", kw)
+        args = [(a, self.expr(a, scope, allow_lambda=True)) for a in node.args]
+        keywords = {}
+        for kw in node.keywords:
+            if kw.name in keywords:
+                raise self.error(f"keyword argument '{kw.name}' given twice", kw)
+            keywords[kw.name] = (kw, self.expr(kw.value, scope, allow_lambda=True))
+        bound = self.bind(fn, args, keywords, node)
+        return self.apply(fn, bound, node)
+
+    def bind(self, fn: Function, args, keywords, node) -> dict:
+        names = [p for p, _ in fn.params]
+        if len(args) > len(names):
+            raise self.error(f"{fn.name}() takes {len(names)} argument{'s' * (len(names) != 1)} "
+                             f"but {len(args)} were given", node)
+        bound = {name: pair for name, pair in zip(names, args)}
+        for name, pair in keywords.items():
+            if name not in names:
+                raise self.error(f"{fn.name}() has no parameter '{name}' (parameters: "
+                                 f"{', '.join(names) or 'none'})", pair[0])
+            if name in bound:
+                raise self.error(f"{fn.name}() got two values for '{name}'", pair[0])
+            bound[name] = (pair[0].value, pair[1])
+        for name, default in fn.params:
+            if name not in bound:
+                if default is None:
+                    raise self.error(f"{fn.name}() is missing the argument '{name}'", node)
+                value = default if fn.builtin else self.expr(default, self.globals_for(fn))
+                bound[name] = (node, value)
+        for name, (arg_node, value) in bound.items():
+            if isinstance(value, LambdaValue) and not fn.builtin:
+                raise self.error("a lambda is only allowed as the function argument of tok_map or seq_map",
+                                 arg_node)
+        return bound
+
+    def globals_for(self, fn: Function) -> Scope:
+        return self.library_scope if fn.library else self.global_scope
+
+    def apply(self, fn: Function, bound: dict, node: A.Call):
+        if fn.builtin is not None:
+            return fn.builtin(self, bound, node)
+        if fn.name in self.call_stack and not fn.library:
+            raise self.error(f"recursion is not allowed: '{fn.name}' calls itself", node)
+        outer_site = self.call_site
+        if fn.library and self.call_site is None:
+            self.call_site = self.loc(node)
+        self.call_stack.append(fn.name)
+        try:
+            local = Scope(self.globals_for(fn))
+            for name, (_, value) in bound.items():
+                local.vars[name] = value
+            return self.run_body(fn.body, local, in_def=fn)
+        finally:
+            self.call_stack.pop()
+            self.call_site = outer_site
+
+    # -- statements --
+    def run_body(self, stmts: list, scope: Scope, in_def: Optional[Function] = None):
+        """Lower statements; in a def, return the value(s) of its final `return`."""
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, A.Return):
+                if in_def is None:
+                    raise self.error("'return' outside a function", stmt)
+                if i != len(stmts) - 1:
+                    raise self.error("statements after 'return' are never run", stmts[i + 1])
+                values = [self.expr(v, scope) for v in stmt.values]
+                for v, n in zip(values, stmt.values):
+                    self.check_storable(v, n)
+                return values[0] if len(values) == 1 else tuple(values)
+            self.stmt(stmt, scope, in_def)
+        if in_def is not None:
+            raise self.error(f"function '{in_def.name}' has no 'return'", stmts[-1] if stmts else None)
+        return None
+
+    def stmt(self, stmt: A.Node, scope: Scope, in_def):
+        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def)
+        if (in_def is not None or self.block is not self.top) and isinstance(stmt, top_only):
+            what = type(stmt).__name__.replace("Stmt", "").lower()
+            raise self.error(f"'{what}' is only allowed at the top level", stmt)
+        getattr(self, "stmt_" + type(stmt).__name__)(stmt, scope)
+
+    def check_storable(self, value, node):
+        if isinstance(value, ir.Node):
+            return
+        if isinstance(value, tuple):
+            raise self.error(f"this expression gives {len(value)} values; unpack them with "
+                             f"{', '.join('abcdefgh'[:len(value)])} = ...", node)
+        raise self.error(f"cannot store {describe(value)} in a variable", node)
+
+    def stmt_Assign(self, stmt, scope):
+        value = self.expr(stmt.value, scope)
+        if len(stmt.targets) == 1:
+            self.check_storable(value, stmt.value)
+            values = [value]
+        else:
+            if not isinstance(value, tuple):
+                raise self.error(f"cannot unpack one value into {len(stmt.targets)} names", stmt)
+            if len(value) != len(stmt.targets):
+                raise self.error(f"cannot unpack {len(value)} values into {len(stmt.targets)} names", stmt)
+            values = list(value)
+        for name, v in zip(stmt.targets, values):
+            scope.vars[name] = v
+            if self.call_site is None and not self.call_stack:
+                self.block.items.append(ir.Bind(name, v, self.loc(stmt)))
+
+    def stmt_ConstStmt(self, stmt, scope):
+        if isinstance(stmt.value, A.Str):
+            text = stmt.value.text
+            if not text or re.search(r"\s", text) or re.fullmatch(r"[+-]?\d+", text):
+                raise self.error(f"symbol text {text!r} must be non-empty, without spaces, and not a number",
+                                 stmt.value)
+            if text in self.symbols:
+                raise self.error(f"symbol {text!r} is declared twice", stmt.value)
+            self.symbols[text] = -(len(self.symbols) + 1)
+            value = self.const(self.symbols[text])
+        else:
+            value = self.expr(stmt.value, scope)
+            if not isinstance(value, ir.Const):
+                raise self.error("a const must be a symbol string or an int computed from literals and "
+                                 "other consts", stmt.value)
+        self.consts[stmt.name] = value.value
+        scope.vars[stmt.name] = value
+
+    def stmt_InputStmt(self, stmt, scope):
+        if self.input is not None:
+            raise self.error("a program has exactly one 'input' statement", stmt)
+        vocab = set()
+        for item in stmt.items:
+            low = self.vocab_value(item.low, scope)
+            high = low if item.high is None else self.vocab_value(item.high, scope)
+            if high < low:
+                raise self.error(f"empty range {low}..{high}", item)
+            if len(vocab) + high - low + 1 > MAX_VOCAB:
+                raise self.error(f"the input vocabulary is too large (more than {MAX_VOCAB} values)", item)
+            vocab.update(range(low, high + 1))
+        self.vocab = tuple(sorted(vocab))
+        self.input = self.graph.add(ir.Input(stmt.name), ("Input",), self.loc(stmt))
+        scope.vars[stmt.name] = self.input
+
+    def vocab_value(self, node, scope) -> int:
+        value = self.expr(node, scope)
+        if not isinstance(value, ir.Const):
+            raise self.error("input vocabulary items must be ints, symbols or consts", node)
+        return value.value
+
+    def stmt_ParamStmt(self, stmt, scope):
+        expr = self.host_expr(stmt.value, scope, "a param")
+        self.params[stmt.name] = ir.Param(stmt.name, expr, self.loc(stmt))
+        scope.vars[stmt.name] = self.host(ir.HostExpr("param", (stmt.name,)), stmt.name, self.loc(stmt))
+
+    def host_expr(self, node, scope, what) -> ir.HostExpr:
+        value = self.expr(node, scope)
+        if isinstance(value, (ir.Const, ir.Host)):
+            return host_expr(value)
+        raise self.error(f"{what} must be a host expression: int literals, consts, params, + - * // %, "
+                         "min, max, len(seq), count(seq, TOK), count_before(seq, TOK); "
+                         f"this is {describe(value)}", node)
+
+    def stmt_Def(self, stmt, scope):
+        pass  # collected before lowering (see lower())
+
+    def stmt_Output(self, stmt, scope):
+        if self.output is not None:
+            raise self.error("a program has exactly one 'output' statement", stmt)
+        self.output = self.as_sop(self.expr(stmt.value, scope), stmt.value, "the output")
+        self.output_loc = self.loc(stmt)
+
+    def stmt_LoopStmt(self, stmt, scope):
+        count = self.host_expr(stmt.count, scope, "a loop count")
+        body = ir.Block(parent=self.block)
+        loop = ir.Loop(count, stmt.until_stable, body, index=len(self.loops), loc=self.loc(stmt))
+        body.loop = loop
+        self.loops.append(loop)
+        body_scope = Scope(scope.parent)
+        body_scope.vars = dict(scope.vars)
+        for name in assigned_names(stmt.body):
+            init = self.resolve_init(scope, name, stmt)
+            kind = ir.SOP if init is None else init.kind
+            var = ir.LoopVar(name, kind, init)
+            var.state = ir.LoopState(loop, var)   # set by the loop itself, so in no block's items
+            var.state.loc, var.state.block = self.loc(stmt), body
+            var.state.index_derived = getattr(init, "index_derived", False)
+            loop.vars.append(var)
+            body_scope.vars[name] = UNDEFINED if init is None else var.state
+        outer, self.block = self.block, body
+        try:
+            self.run_body(stmt.body, body_scope)
+        finally:
+            self.block = outer
+        for var in loop.vars:
+            update = body_scope.vars[var.name]
+            if var.init is None:
+                var.kind = var.state.kind = update.kind
+            if update.kind == ir.SCALAR:
+                update = self.full(update, self.loc(stmt))
+            if (update.kind == ir.SELECTOR) != (var.kind == ir.SELECTOR):
+                raise self.error(f"loop variable '{var.name}' changes type in the loop body "
+                                 f"({var.kind} before, {update.kind} after)", stmt)
+            var.update = update
+        self.block.items.append(loop)
+        for var in loop.vars:
+            scope.vars[var.name] = LazyLoopOut(loop, var)
+
+    def resolve_init(self, scope, name, stmt) -> Optional[ir.Node]:
+        try:
+            value = scope.lookup(name)
+        except KeyError:
+            return None
+        if value is UNDEFINED:
+            return None
+        if isinstance(value, LazyLoopOut):
+            value = self.loop_out(value)
+        if not isinstance(value, ir.Node):
+            return None   # a function or predicate name, rebound by the body
+        return self.full(value, self.loc(stmt)) if value.kind == ir.SCALAR else value
+
+    def loop_out(self, lazy: LazyLoopOut) -> ir.Node:
+        var = lazy.var
+        if getattr(var, "out", None) is None:
+            node = ir.LoopOut(lazy.loop, var)
+            parent = lazy.loop.body.parent
+            node.loc, node.block = lazy.loop.loc, parent
+            node.index_derived = getattr(var.update, "index_derived", False)
+            parent.items.append(node)
+            var.out = node
+        return var.out
+
+
+# ---- helpers ------------------------------------------------------------------
+
+def host_expr(node: ir.Node) -> ir.HostExpr:
+    if isinstance(node, ir.Const):
+        return ir.HostExpr("lit", (node.value,))
+    return node.expr if node.name is None else ir.HostExpr("param", (node.name,))
+
+
+def describe(value) -> str:
+    if isinstance(value, ir.Node):
+        return {ir.SOP: "an s-op", ir.SCALAR: "a number", ir.SELECTOR: "a selector"}[value.kind]
+    if isinstance(value, Function):
+        return f"the function '{value.name}'"
+    if isinstance(value, Predicate):
+        return f"the predicate '{value.name}'"
+    if isinstance(value, Reduction):
+        return f"the reduction '{value.name}'"
+    if isinstance(value, LambdaValue):
+        return "a lambda"
+    if isinstance(value, tuple):
+        return f"{len(value)} values"
+    return "nothing"
+
+
+def assigned_names(stmts: list) -> list:
+    names = []
+    for stmt in stmts:
+        if isinstance(stmt, A.Assign):
+            names += [t for t in stmt.targets if t not in names]
+        elif isinstance(stmt, A.LoopStmt):
+            names += [t for t in assigned_names(stmt.body) if t not in names]
+    return names
+
+
+def called_names(node) -> set:
+    """Names of every function called anywhere inside an AST node."""
+    out = set()
+    if isinstance(node, A.Call) and isinstance(node.func, A.Name):
+        out.add(node.func.id)
+    if isinstance(node, list):
+        for item in node:
+            out |= called_names(item)
+    elif isinstance(node, A.Node):
+        for value in vars(node).values():
+            if isinstance(value, (A.Node, list)):
+                out |= called_names(value)
+    return out
+
+
+def check_recursion(defs: dict, lowering: Lowering):
+    graph = nx.DiGraph()
+    for name, d in defs.items():
+        graph.add_node(name)
+        for callee in called_names(d.body) | called_names([p.default for p in d.params if p.default]):
+            if callee in defs:
+                graph.add_edge(name, callee)
+    for cycle in nx.simple_cycles(graph):
+        first = min(cycle, key=lambda n: (defs[n].line, defs[n].column))
+        i = cycle.index(first)
+        path = " -> ".join(cycle[i:] + cycle[:i] + [first])
+        raise lowering.error(f"recursion is not allowed: {path}", defs[first])
+
+
+from . import builtins as _builtins  # noqa: E402  (builtins needs the classes above)
+
+
+@lru_cache(maxsize=1)
+def _library_module() -> A.Module:
+    text = resources.files(__package__).joinpath("lib.rasp").read_text()
+    return parse(text, "<library>")
+
+
+def _make_scope(lowering: Lowering) -> Scope:
+    """builtins <- library functions"""
+    builtin_scope = Scope()
+    for name, fn in _builtins.BUILTINS.items():
+        builtin_scope.vars[name] = fn
+    library_scope = Scope(builtin_scope)
+    for d in _library_module().body:
+        library_scope.vars[d.name] = Function(d.name, [(p.name, p.default) for p in d.params],
+                                              d.body, library=True)
+    lowering.library_scope = library_scope
+    return library_scope
+
+
+def lower(source: str, path: str = "<string>") -> tuple:
+    """Parse, check and lower a program.  Returns (ProgramIR, warnings)."""
+    module = parse(source, path)
+    lowering = Lowering(source, path)
+    lowering.global_scope = scope = Scope(_make_scope(lowering))
+    defs = {}
+    for stmt in module.body:
+        if isinstance(stmt, A.Def):
+            if stmt.name in defs:
+                raise lowering.error(f"function '{stmt.name}' is defined twice", stmt)
+            seen = set()
+            for p in stmt.params:
+                if p.name in seen:
+                    raise lowering.error(f"duplicate parameter '{p.name}'", p)
+                seen.add(p.name)
+            defaults = [p.default is not None for p in stmt.params]
+            if defaults != sorted(defaults):
+                raise lowering.error("a parameter without a default follows one with a default", stmt)
+            defs[stmt.name] = stmt
+            scope.vars[stmt.name] = Function(stmt.name, [(p.name, p.default) for p in stmt.params],
+                                             stmt.body, loc=lowering.loc(stmt))
+    check_recursion(defs, lowering)
+    for stmt in module.body:
+        if isinstance(stmt, A.Return):
+            raise lowering.error("'return' outside a function", stmt)
+        if not isinstance(stmt, (A.ConstStmt, A.Def)) and lowering.input is None \
+                and not isinstance(stmt, A.InputStmt):
+            raise lowering.error("the 'input' statement must come before this statement", stmt)
+        lowering.stmt(stmt, scope, None)
+    last = len(source.rstrip("\n").splitlines()) or 1
+    end = ir.Loc(path, last, 1)
+    if lowering.input is None:
+        raise RaspError("a program needs exactly one 'input NAME: {...}' statement", end, source)
+    if lowering.output is None:
+        raise RaspError("a program needs exactly one 'output' statement", end, source)
+    program = ir.ProgramIR(path=path, source=source, input_name=lowering.input.name,
+                           vocab=lowering.vocab, symbols=lowering.symbols, consts=lowering.consts,
+                           params=lowering.params, input=lowering.input, body=lowering.top,
+                           output=lowering.output, loops=lowering.loops,
+                           output_loc=lowering.output_loc)
+    return program, lowering.warnings

@@ -1,0 +1,112 @@
+"""A loaded program: input parsing, output formatting, and running it."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .errors import RaspError, RaspInputError
+from .ir import ProgramIR
+from .lower import lower
+
+_INT = re.compile(r"[+-]?\d+")
+DEFAULT_MAX_LEN = 8192
+
+
+@dataclass
+class RunLimits:
+    max_len: int = DEFAULT_MAX_LEN     # tokens per input
+    max_steps: int = 10_000            # iterations per loop per input
+
+
+class Program:
+    def __init__(self, ir: ProgramIR, warnings: list):
+        self.ir = ir
+        self.warnings = warnings
+        self._vocab = frozenset(ir.vocab)
+
+    @property
+    def path(self) -> str:
+        return self.ir.path
+
+    # -- text <-> tokens --
+    def parse_input(self, text: str, line: Optional[int] = None, where: str = "input") -> list:
+        """'1 0 > # #' -> [1, 0, -1, -2, -2]; a bad token is an input error."""
+        words = text.split()
+        if not words:
+            raise RaspInputError("empty input", line, where=where)
+        tokens = []
+        for position, word in enumerate(words, 1):
+            if word in self.ir.symbols:
+                value = self.ir.symbols[word]
+            elif _INT.fullmatch(word):
+                value = int(word)
+            else:
+                raise RaspInputError(f"unknown token {word!r} at position {position} (symbols: "
+                                     f"{' '.join(self.ir.symbols) or 'none'})", line, word, where)
+            if value not in self._vocab:
+                raise RaspInputError(f"token {word!r} at position {position} is not in the input "
+                                     f"vocabulary {self.vocab_text()}", line, word, where)
+            tokens.append(value)
+        return tokens
+
+    def vocab_text(self) -> str:
+        shown = [self.token_text(v) for v in self.ir.vocab[:20]]
+        more = " …" if len(self.ir.vocab) > 20 else ""
+        return "{" + ", ".join(shown) + more + "}"
+
+    def token_text(self, value: int) -> str:
+        symbol = self.ir.symbol_text(value)
+        return symbol if symbol is not None else str(value)
+
+    def format_output(self, values) -> str:
+        return " ".join(self.token_text(int(v)) for v in values)
+
+    # -- running --
+    def check_batch(self, batch, limits: RunLimits):
+        for i, tokens in enumerate(batch):
+            if len(tokens) == 0:
+                raise RaspInputError("empty input", i + 1)
+            if len(tokens) > limits.max_len:
+                raise RaspInputError(f"the input has {len(tokens)} tokens; the limit is {limits.max_len} "
+                                     "(raise it with --max-len)", i + 1)
+            for position, value in enumerate(tokens, 1):
+                if value not in self._vocab:
+                    raise RaspInputError(f"token {self.token_text(value)!r} at position {position} is not in "
+                                         f"the input vocabulary {self.vocab_text()}", i + 1,
+                                         self.token_text(value))
+
+    def check_params(self, params: Optional[dict]):
+        for name in params or {}:
+            if name not in self.ir.params:
+                declared = ", ".join(self.ir.params) or "none"
+                raise RaspError(f"unknown param '{name}' (the program declares: {declared})")
+
+    def run_batch(self, batch, params: Optional[dict] = None, *, trace: bool = False,
+                  limits: Optional[RunLimits] = None):
+        from .interpreter import Limits, execute
+        limits = limits or RunLimits()
+        batch = [list(map(int, tokens)) for tokens in batch]
+        self.check_batch(batch, limits)
+        self.check_params(params)
+        return execute(self.ir, batch, params, trace=trace, limits=Limits(max_steps=limits.max_steps))
+
+    def run(self, tokens, params: Optional[dict] = None) -> list:
+        return self.run_batch([tokens], params).outputs[0]
+
+
+def loads(source: str, path: str = "<string>") -> Program:
+    ir, warnings = lower(source, path)
+    return Program(ir, warnings)
+
+
+def load(path) -> Program:
+    path = str(path)
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RaspError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RaspError(f"{path}: cannot read the program ({e})") from None
+    return loads(source, path)
