@@ -1,0 +1,721 @@
+"""Batched NumPy interpreter for lowered n-RASP-L programs (`ProgramIR`).
+
+`execute(ir, batch)` runs a whole batch at once.  Inputs are right-padded to a
+`[B, N]` int64 array; every operation is causal, so padding never changes a
+valid position (and errors are only raised for valid positions of inputs
+that actually execute the operation).
+
+Values, by node kind:
+    s-op      int64 array [B, N] (possibly a read-only broadcast view)
+    scalar    Python int (Const) or int64 array [B, 1] (Host and maps of it)
+    selector  bool array [B, N, N], built only when something needs the matrix
+
+Aggregates and sel_width never need the matrix for the common selector
+shapes: a table of rules (`_RULES`) recognises them and computes the same
+result in O(N) or O(N log N) per sequence; anything else falls back to the
+dense path, chunked over the batch so [B, N, N] temporaries stay small.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .errors import RaspError, RaspRuntimeError
+from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, HostExpr, Indices,
+                 Input, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
+from .trace import TraceEvent
+
+I64_MIN = np.iinfo(np.int64).min
+I64_MAX = np.iinfo(np.int64).max
+DENSE_BUDGET_BYTES = 200 * 2**20     # cap for [B, N, N] temporaries
+
+
+@dataclass
+class Limits:
+    max_steps: int = 10_000          # per loop per input
+
+
+@dataclass
+class BatchResult:
+    outputs: list                    # list[list[int]], each as long as its input
+    steps: np.ndarray                # [B, len(ir.loops)] iterations each loop ran
+    trace: Optional[list] = None     # list[TraceEvent] for input 0, when asked
+
+
+def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
+            trace: bool = False, limits: Limits = Limits()) -> BatchResult:
+    """Run `ir` on every input of `batch` (validated lists of ints)."""
+    lengths = np.array([len(x) for x in batch], dtype=np.int64)
+    tokens = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
+    for b, x in enumerate(batch):
+        tokens[b, :len(x)] = x
+    run = _Run(ir, tokens, lengths, params or {}, trace, limits)
+    run.input_event()
+    run.block(ir.body)
+    out = run.sop(run.value(ir.output))
+    run.output_event(out)
+    outputs = [out[b, :n].tolist() for b, n in enumerate(lengths.tolist())]
+    return BatchResult(outputs, run.steps, run.events)
+
+
+# ---- element-wise operators -----------------------------------------------------
+
+def _logical(x):
+    return np.not_equal(x, 0)
+
+
+def _i64(x):
+    return np.asarray(x).astype(np.int64, copy=False)
+
+
+_MAP_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
+    "eq": lambda a, b: _i64(np.equal(a, b)), "ne": lambda a, b: _i64(np.not_equal(a, b)),
+    "lt": lambda a, b: _i64(np.less(a, b)), "le": lambda a, b: _i64(np.less_equal(a, b)),
+    "gt": lambda a, b: _i64(np.greater(a, b)), "ge": lambda a, b: _i64(np.greater_equal(a, b)),
+    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
+    "invert": np.invert,
+    "and": lambda a, b: _i64(_logical(a) & _logical(b)),
+    "or": lambda a, b: _i64(_logical(a) | _logical(b)),
+    "not": lambda a: _i64(np.equal(a, 0)),
+    "min": np.minimum, "max": np.maximum, "abs": np.abs,
+    "where": lambda c, x, y: np.where(_logical(c), x, y),
+    # floordiv / mod are handled by _Run.divide (zero divisors are errors)
+}
+
+# pred(key, query), e.g. lt selects keys with key < query
+_PREDS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+          "gt": np.greater, "ge": np.greater_equal}
+
+_HOST_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
+                "min": np.minimum, "max": np.maximum}
+
+
+# ---- the run --------------------------------------------------------------------
+
+class _Run:
+    """State of one batched execution: memoized node values, the active-input
+    mask, loop bookkeeping and the trace."""
+
+    def __init__(self, ir, tokens, lengths, params, trace, limits):
+        self.ir = ir
+        self.tokens, self.lengths = tokens, lengths
+        self.B, self.N = tokens.shape
+        self.pos = np.arange(self.N, dtype=np.int64)
+        self.valid = self.pos[None, :] < lengths[:, None]          # [B, N]
+        self.live = np.ones(self.B, dtype=bool)                     # inputs executing now
+        self.env: dict = {}
+        self.final: dict = {}          # LoopVar -> value after its loop's latest run
+        self.ran: dict = {}            # Loop -> [B] iterations in its latest run
+        self.steps = np.zeros((self.B, len(ir.loops)), dtype=np.int64)
+        self.limits = limits
+        self.events = [] if trace else None
+        self.step_path: list = []
+        self.clear = _loop_scopes(ir)
+        self.params = self.eval_params(params)
+
+    # -- errors ---------------------------------------------------------------
+    def fail(self, message, loc, bad_rows):
+        """Raise for the first input flagged in `bad_rows` ([B] bool)."""
+        b = int(np.argmax(bad_rows))
+        raise RaspRuntimeError(message, loc=loc, source=self.ir.source, input_index=b)
+
+    # -- host expressions (per-input ints, [B] arrays) --------------------------
+    def eval_params(self, overrides):
+        unknown = set(overrides) - set(self.ir.params)
+        if unknown:
+            known = ", ".join(self.ir.params) or "none"
+            raise RaspError(f"unknown param '{sorted(unknown)[0]}' (this program's params: {known})")
+        values = {}
+        self.params = values
+        for name, p in self.ir.params.items():
+            if name in overrides:
+                values[name] = np.full(self.B, int(overrides[name]), dtype=np.int64)
+            else:
+                values[name] = self.host(p.expr, p.loc)
+        return values
+
+    def host(self, e: HostExpr, loc) -> np.ndarray:
+        op, a = e.op, e.args
+        if op == "lit":
+            return np.full(self.B, a[0], dtype=np.int64)
+        if op == "param":
+            return self.params[a[0]]
+        if op == "len":
+            return self.lengths
+        if op in ("count", "count_before"):
+            hit = (self.tokens == a[0]) & self.valid
+            if op == "count":
+                return hit.sum(axis=1)
+            return np.where(hit.any(axis=1), hit.argmax(axis=1), self.lengths)
+        if op == "neg":
+            return -self.host(a[0], loc)
+        x, y = self.host(a[0], loc), self.host(a[1], loc)
+        if op in ("floordiv", "mod"):
+            zero = y == 0
+            if (zero & self.live).any():
+                self.fail("division by zero", loc, zero & self.live)
+            y = np.where(zero, 1, y)
+            return np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
+        return _HOST_BINARY[op](x, y)
+
+    # -- values ---------------------------------------------------------------
+    def value(self, node: Node):
+        try:
+            return self.env[node]
+        except KeyError:
+            pass
+        v = _EVAL[type(node)](self, node)
+        self.env[node] = v
+        return v
+
+    def sop(self, v) -> np.ndarray:
+        """A value as an s-op array [B, N] (scalars broadcast)."""
+        if isinstance(v, np.ndarray) and v.shape == (self.B, self.N):
+            return v
+        return np.broadcast_to(np.asarray(v, dtype=np.int64).reshape(-1, 1), (self.B, self.N))
+
+    def scalar_of(self, node: Node):
+        """The scalar value of `node` if it is a scalar or full(scalar), else None."""
+        if node.kind == SCALAR:
+            return self.value(node)
+        if isinstance(node, Full):
+            return self.value(node.inputs[0])
+        return None
+
+    def index_offset(self, node: Node):
+        """c (int or [B, 1]) if `node` is indices + c for a scalar c, else None."""
+        if isinstance(node, Indices):
+            return 0
+        if isinstance(node, Map) and node.op in ("add", "sub"):
+            a, b = node.inputs
+            ca = self.index_offset(a)
+            if ca is not None:
+                s = self.scalar_of(b)
+                if s is not None:
+                    return ca + s if node.op == "add" else ca - s
+            if node.op == "add":
+                cb = self.index_offset(b)
+                s = self.scalar_of(a)
+                if cb is not None and s is not None:
+                    return cb + s
+        return None
+
+    def divide(self, node: Map, x, y):
+        zero = np.equal(y, 0)
+        if zero.any():
+            # only valid positions of executing inputs count
+            bad = (np.broadcast_to(zero, (self.B, self.N)) & self.valid).any(axis=1) & self.live
+            if bad.any():
+                self.fail("division by zero", node.loc, bad)
+            y = np.where(zero, 1, y)
+        return np.floor_divide(x, y) if node.op == "floordiv" else np.mod(x, y)
+
+    # -- blocks, loops, binds ----------------------------------------------------
+    def block(self, block):
+        for item in block.items:
+            if isinstance(item, Loop):
+                self.loop(item)
+            elif isinstance(item, Bind):
+                self.bind(item)
+            elif item.kind == SELECTOR or isinstance(item, (LoopOut, LoopState)):
+                continue        # built on demand (most selectors never are)
+            else:
+                self.value(item)
+
+    def loop(self, loop: Loop):
+        outer_live = self.live
+        count = np.where(outer_live, np.maximum(self.host(loop.count, loop.loc), 0), 0)
+        limit = self.limits.max_steps
+        if not loop.until_stable and (count > limit).any():
+            self.fail_limit(loop, count > limit)
+        state = {v: None if v.init is None else self.as_kind(self.value(v.init), v.kind)
+                 for v in loop.vars}
+        ran = np.zeros(self.B, dtype=np.int64)
+        active = count > 0
+        t = 0
+        self.step_path.append(0)
+        try:
+            while active.any():
+                if t >= limit:
+                    self.fail_limit(loop, active)
+                t += 1
+                self.step_path[-1] = t
+                self.live = active
+                for node in self.clear.get(loop, ()):
+                    self.env.pop(node, None)
+                for var in loop.vars:
+                    self.env[var.state] = state[var]
+                self.block(loop.body)
+                new = {v: self.as_kind(self.value(v.update), v.kind) for v in loop.vars}
+                changed = np.zeros(self.B, dtype=bool)
+                all_active = bool(active.all())
+                for var in loop.vars:
+                    old = state[var]
+                    if loop.until_stable and var.kind != SELECTOR:
+                        changed |= True if old is None else self.differs(old, new[var])
+                    if old is None or all_active:
+                        state[var] = new[var]
+                    else:
+                        keep = active.reshape((-1,) + (1,) * (new[var].ndim - 1))
+                        state[var] = np.where(keep, new[var], old)
+                ran += active
+                active = active & (t < count)
+                if loop.until_stable:
+                    active &= changed
+        finally:
+            self.step_path.pop()
+            self.live = outer_live
+        self.steps[:, loop.index] += ran
+        self.ran[loop] = ran
+        for var in loop.vars:
+            self.final[var] = state[var]
+
+    def fail_limit(self, loop, rows):
+        self.fail(f"the loop ran more than {self.limits.max_steps} steps; raise the limit "
+                  f"with --max-steps", loop.loc, rows)
+
+    def differs(self, old, new) -> np.ndarray:
+        """[B] bool: the s-op changed at some valid position."""
+        return ((old != new) & self.valid).any(axis=1)
+
+    def as_kind(self, v, kind):
+        if kind == SOP:
+            return self.sop(v)
+        return v
+
+    def bind(self, item: Bind):
+        if self.events is None or not self.live[0]:
+            return          # binds only matter for traces (of input 0)
+        node = item.node
+        if isinstance(node, LoopOut) and self.undefined(node).any():
+            return          # the name has no value here; reading it is the error
+        v = self.value(node)
+        if node.kind == SELECTOR:
+            if isinstance(node, Select):
+                v = self.selector_rows(node, slice(0, 1))
+            n = int(self.lengths[0])
+            shown = v[0, :n, :n].astype(int).tolist()
+        elif node.kind == SCALAR:
+            shown = int(np.asarray(v).reshape(-1)[0])
+        else:
+            shown = self.sop(v)[0, :int(self.lengths[0])].tolist()
+        self.events.append(TraceEvent(item.name, item.loc, tuple(self.step_path), node.kind, shown))
+
+    def input_event(self):
+        if self.events is not None:
+            loc = getattr(self.ir.input, "loc", None)
+            self.events.append(TraceEvent(self.ir.input_name, loc, (), SOP,
+                                          self.tokens[0, :int(self.lengths[0])].tolist()))
+
+    def output_event(self, out):
+        if self.events is not None:
+            self.events.append(TraceEvent("output", self.ir.output_loc, (), SOP,
+                                          out[0, :int(self.lengths[0])].tolist()))
+
+    def undefined(self, node: LoopOut) -> np.ndarray:
+        """[B] bool: executing inputs for which the loop variable has no value."""
+        if node.var.init is not None:
+            return np.zeros(self.B, dtype=bool)
+        return self.live & (self.ran[node.loop] == 0)
+
+    # -- selectors: dense rows (fallback and traces) --------------------------------
+    def selector_rows(self, sel: Node, rows: slice) -> np.ndarray:
+        """bool [b, N, N] for the inputs in `rows`."""
+        if not isinstance(sel, Select):
+            return self.value(sel)[rows]
+        nb = len(range(*rows.indices(self.B)))
+        causal = self.pos[None, :] <= self.pos[:, None]            # [q, k]
+        if sel.pred == "always":
+            return np.broadcast_to(causal, (nb, self.N, self.N))
+        k = _rows(self.value(sel.key), rows)
+        q = _rows(self.value(sel.query), rows)
+        k3 = k[:, None, :] if isinstance(k, np.ndarray) else k
+        q3 = q[:, :, None] if isinstance(q, np.ndarray) else q
+        a = _PREDS[sel.pred](k3, q3) & causal
+        return np.broadcast_to(a, (nb, self.N, self.N))
+
+    def reduce(self, sel: Node, x, red: str, default):
+        """Aggregate `x` (None for sel_width) over selector `sel`."""
+        if isinstance(sel, Select):
+            for rule in _RULES:
+                out = rule(self, sel, x, red, default)
+                if out is not None:
+                    return self.sop(out)
+        return self.dense_reduce(sel, x, red, default)
+
+    def dense_reduce(self, sel, x, red, default):
+        B, N = self.B, self.N
+        chunk = max(1, DENSE_BUDGET_BYTES // (N * N * 9))
+        out = np.empty((B, N), dtype=np.int64)
+        for lo in range(0, B, chunk):
+            rows = slice(lo, min(B, lo + chunk))
+            a = self.selector_rows(sel, rows)
+            out[rows] = _dense_reduce(a, _rows(x, rows), red, _rows(default, rows))
+        return out
+
+
+def _rows(v, rows: slice):
+    """Rows of a per-input value; Python ints are the same for every input."""
+    return v[rows] if isinstance(v, np.ndarray) else v
+
+
+# ---- node evaluation ----------------------------------------------------------------
+
+def _eval_map(run: _Run, node: Map):
+    args = [run.value(i) for i in node.inputs]
+    if node.op in ("floordiv", "mod"):
+        out = run.divide(node, *args)
+    else:
+        out = _MAP_OPS[node.op](*args)
+    if node.kind == SCALAR:
+        return int(out) if np.ndim(out) == 0 else _i64(out).reshape(run.B, 1)
+    return run.sop(_i64(out))
+
+
+def _eval_host(run: _Run, node: Host):
+    if node.name is not None and node.name in run.params:
+        return run.params[node.name].reshape(-1, 1)
+    return run.host(node.expr, node.loc).reshape(-1, 1)
+
+
+def _eval_aggregate(run: _Run, node: Aggregate):
+    return run.reduce(node.selector, run.value(node.value), node.reduction, run.value(node.default))
+
+
+def _eval_loop_state(run: _Run, node: LoopState):
+    raise RaspRuntimeError(f"'{node.var.name}' is read in the loop before it is assigned",
+                           loc=node.loc, source=run.ir.source)
+
+
+def _eval_loop_out(run: _Run, node: LoopOut):
+    bad = run.undefined(node)
+    if bad.any():
+        line = node.loop.loc.line if node.loop.loc else "?"
+        run.fail(f"'{node.var.name}' is undefined: the loop at line {line} ran 0 times",
+                 node.loop.loc, bad)
+    return run.final[node.var]
+
+
+_EVAL = {
+    Const: lambda run, n: n.value,
+    Host: _eval_host,
+    Input: lambda run, n: run.tokens,
+    Indices: lambda run, n: np.broadcast_to(run.pos, (run.B, run.N)),
+    Full: lambda run, n: run.sop(run.value(n.inputs[0])),
+    Map: _eval_map,
+    Select: lambda run, n: run.selector_rows(n, slice(None)),
+    Aggregate: _eval_aggregate,
+    SelWidth: lambda run, n: run.reduce(n.inputs[0], None, "width", 0),
+    LoopState: _eval_loop_state,
+    LoopOut: _eval_loop_out,
+}
+
+
+def _loop_scopes(ir: ProgramIR) -> dict:
+    """Loop -> the nodes to recompute at each of its iterations: those placed in
+    its body, and any node that depends on its loop state (found from the
+    inputs, so a mis-placed node is still never stale)."""
+    parent: dict = {}      # Loop -> enclosing Loop or None
+    depth: dict = {None: 0}
+    clear: dict = {}
+    nodes: list = []
+
+    def walk(block, enclosing):
+        for item in block.items:
+            if isinstance(item, Loop):
+                parent[item] = enclosing
+                depth[item] = depth[enclosing] + 1
+                clear[item] = [i for i in item.body.items if isinstance(i, Node)]
+                for v in item.vars:
+                    nodes.extend(n for n in (v.init, v.update) if n is not None)
+                walk(item.body, item)
+            elif isinstance(item, Bind):
+                nodes.append(item.node)
+            else:
+                nodes.append(item)
+
+    walk(ir.body, None)
+    nodes.append(ir.output)
+    scope: dict = {}
+
+    def scope_of(node):
+        if node in scope:
+            return scope[node]
+        if isinstance(node, LoopState):
+            s = node.loop
+        elif isinstance(node, LoopOut):
+            s = parent.get(node.loop)
+        else:
+            s = None
+            for i in node.inputs:
+                si = scope_of(i)
+                if depth.get(si, 0) > depth.get(s, 0):
+                    s = si
+        scope[node] = s
+        return s
+
+    for n in nodes:
+        s = scope_of(n)
+        if s is not None and n not in clear[s]:
+            clear[s].append(n)
+    for n, s in scope.items():
+        if s is not None and n not in clear[s]:
+            clear[s].append(n)
+    return clear
+
+
+# ---- reductions: finishing, dense path ------------------------------------------------
+
+def _trunc_div(s, c):
+    """s / c truncated toward zero, exactly (c > 0)."""
+    q = np.abs(s) // c
+    return np.where(s < 0, -q, q)
+
+
+def _finish(cnt, stat, red, default):
+    """From the number of selected keys and their sum/max/min to the result."""
+    if red == "width":
+        return cnt
+    has = cnt > 0
+    val = _trunc_div(stat, np.maximum(cnt, 1)) if red == "mean" else stat
+    return np.where(has, val, default)
+
+
+def _exact_sum(a, x):
+    """sum over k of a[b, q, k] * x[b, k], exactly, via BLAS when floats are exact."""
+    n = a.shape[-1]
+    bound = max(abs(int(x.min())), abs(int(x.max()))) * n if x.size else 0
+    for dtype, limit in ((np.float32, 2**24), (np.float64, 2**53)):
+        if bound < limit:
+            s = np.matmul(a.astype(dtype), x[:, :, None].astype(dtype))[:, :, 0]
+            return np.rint(s).astype(np.int64)
+    return np.einsum("bqk,bk->bq", a.astype(np.int64), x)
+
+
+def _dense_reduce(a, x, red, default):
+    cnt = a.sum(axis=2, dtype=np.int64)
+    if red == "width":
+        return cnt
+    if not isinstance(x, np.ndarray) or x.shape[1] == 1:
+        stat = cnt * x if red == "mean" else np.broadcast_to(x, cnt.shape)
+    elif red == "mean":
+        stat = _exact_sum(a, x)
+    elif red == "max":
+        stat = np.where(a, x[:, None, :], I64_MIN).max(axis=2)
+    else:
+        stat = np.where(a, x[:, None, :], I64_MAX).min(axis=2)
+    return _finish(cnt, stat, red, default)
+
+
+# ---- fast selector rules ----------------------------------------------------------------
+#
+# Each rule looks at a Select node (key, query, pred) and returns the
+# aggregate's result, or None if it does not apply.  A rule must give exactly
+# what _dense_reduce gives at every valid position.  The first that applies wins.
+#
+# Most rules build on `_prefix`: the selector  A[i, j] = r[i] & m[j] & (j <= i)
+# (a row mask times a key mask) reduces with running sums/maxima in O(N).
+
+_IDENTITY = {"mean": 0, "max": I64_MIN, "min": I64_MAX, "width": 0}
+
+
+def _prefix(run, red, x, m=None, r=None):
+    """(count, stat) of A[i, j] = r[i] & m[j] & (j <= i); stat holds the
+    reduction's identity where count is 0.  m, r: bool broadcastable to [B, N]
+    (None: all true)."""
+    shape = (run.B, run.N)
+    if m is None:
+        cnt = np.broadcast_to(run.pos + 1, shape)
+    else:
+        cnt = np.cumsum(np.broadcast_to(m, shape), axis=1, dtype=np.int64)
+    stat = None
+    if red != "width":
+        scalar_x = not isinstance(x, np.ndarray) or x.shape[1] == 1
+        ident = _IDENTITY[red]
+        if red == "mean":
+            if scalar_x:
+                stat = cnt * x
+            else:
+                stat = np.cumsum(x if m is None else np.where(m, x, 0), axis=1)
+        else:
+            acc = np.maximum if red == "max" else np.minimum
+            if scalar_x:
+                stat = np.where(cnt > 0, x, ident)
+            else:
+                stat = acc.accumulate(x if m is None else np.where(m, x, ident), axis=1)
+        if r is not None:
+            stat = np.where(r, stat, ident)
+    if r is not None:
+        cnt = np.where(r, cnt, 0)
+    return cnt, stat
+
+
+def _combine(parts, red):
+    """Merge (count, stat) parts of a selector split into disjoint pieces."""
+    cnt, stat = parts[0]
+    for c, s in parts[1:]:
+        cnt = cnt + c
+        if red == "mean":
+            stat = stat + s
+        elif red == "max":
+            stat = np.maximum(stat, s)
+        elif red == "min":
+            stat = np.minimum(stat, s)
+    return cnt, stat
+
+
+def _shift(run, x, s: int, red, default):
+    """Row i selects exactly key i - s when 0 <= i - s: x shifted right by s."""
+    B, N = run.B, run.N
+    if red == "width":
+        return np.broadcast_to((run.pos >= s).astype(np.int64), (B, N))
+    if s == 0:
+        return run.sop(x)
+    d = run.sop(default)
+    if s < 0 or s >= N:
+        return d
+    out = np.empty((B, N), dtype=np.int64)
+    out[:, s:] = run.sop(x)[:, :N - s]
+    out[:, :s] = d[:, :s]
+    return out
+
+
+def _rule_index_eq(run, sel, x, red, default):
+    """select(indices + c, q, eq): row i selects the single key j = q[i] - c
+    when 0 <= j <= i -- a gather (a shift when q is indices + const)."""
+    if sel.pred != "eq":
+        return None
+    c = run.index_offset(sel.key)
+    if c is None:
+        return None
+    cq = run.index_offset(sel.query)
+    if isinstance(c, int) and isinstance(cq, int):
+        return _shift(run, x, c - cq, red, default)
+    j = run.sop(np.subtract(run.value(sel.query), c))
+    ok = (j >= 0) & (j <= run.pos)
+    if red == "width":
+        return ok.astype(np.int64)
+    if isinstance(x, np.ndarray) and x.shape[1] > 1:
+        x = np.take_along_axis(x, np.clip(j, 0, run.N - 1), axis=1)
+    return np.where(ok, x, default)
+
+
+def _rule_always(run, sel, x, red, default):
+    """select(_, _, always): every j <= i -- running sum / max / min."""
+    if sel.pred != "always":
+        return None
+    return _finish(*_prefix(run, red, x), red, default)
+
+
+def _rule_scalar_side(run, sel, x, red, default):
+    """A scalar query makes the predicate a key mask m[j] = pred(k[j], c); a
+    scalar key makes it a row mask r[i] = pred(c, q[i])."""
+    qs, ks = run.scalar_of(sel.query), run.scalar_of(sel.key)
+    if qs is None and ks is None:
+        return None
+    pred = _PREDS[sel.pred]
+    if ks is None:
+        part = _prefix(run, red, x, m=pred(run.value(sel.key), qs))
+    elif qs is None:
+        part = _prefix(run, red, x, r=pred(ks, run.value(sel.query)))
+    else:
+        part = _prefix(run, red, x, r=np.asarray(pred(ks, qs)))
+    return _finish(*part, red, default)
+
+
+def _rule_index_window(run, sel, x, red, default):
+    """select(indices + a, indices + b, lt/le): j <= i + e, a shifted prefix."""
+    if sel.pred not in ("lt", "le"):
+        return None
+    ck, cq = run.index_offset(sel.key), run.index_offset(sel.query)
+    if ck is None or cq is None or not (isinstance(ck, int) and isinstance(cq, int)):
+        return None
+    e = cq - ck - (1 if sel.pred == "lt" else 0)
+    s = max(0, -e)        # row i selects keys 0 .. i - s
+    cnt, stat = _prefix(run, red, x)
+    cnt = _shift(run, cnt, s, "mean", 0)
+    if stat is not None:
+        stat = _shift(run, stat, s, "mean", _IDENTITY[red])
+    return _finish(cnt, stat, red, default)
+
+
+FEW_VALUES = 4          # distinct values below which per-value masks beat sorting
+
+
+def _rule_few_values(run, sel, x, red, default):
+    """Few distinct query (or key) values: split the selector by value; each
+    piece is a row mask times a key mask (exact for any predicate)."""
+    pred = _PREDS[sel.pred]
+    k, q = run.value(sel.key), run.value(sel.query)
+    limit = FEW_VALUES if sel.pred == "eq" else max(FEW_VALUES, run.N // 8)
+    qv = np.unique(q[run.valid])
+    if len(qv) <= limit:
+        parts = [_prefix(run, red, x, m=pred(k, v), r=(q == v)) for v in qv.tolist()]
+        return _finish(*_combine(parts, red), red, default)
+    kv = np.unique(k[run.valid])
+    if len(kv) <= limit:
+        parts = [_prefix(run, red, x, m=(k == u), r=pred(u, q)) for u in kv.tolist()]
+        return _finish(*_combine(parts, red), red, default)
+    return None
+
+
+def _rule_eq_sorted(run, sel, x, red, default):
+    """eq between two s-ops: sort the keys by (input, value, position); the keys
+    row i selects are then a contiguous run [lo, hi) found by binary search."""
+    if sel.pred != "eq":
+        return None
+    B, N = run.B, run.N
+    k, q = run.value(sel.key), run.value(sel.query)
+    kb, kj = np.nonzero(run.valid)                   # valid keys, input-major
+    uniq, inv = np.unique(np.concatenate([k[kb, kj], q.ravel()]), return_inverse=True)
+    U, stride = len(uniq), N + 1
+    if B * U * stride >= 2**62:
+        return None
+    rk, rq = inv[:len(kb)], inv[len(kb):].reshape(B, N)
+    order = np.argsort((kb * U + rk) * stride + kj, kind="stable")
+    keys = ((kb * U + rk) * stride + kj)[order]
+    base = (np.arange(B, dtype=np.int64)[:, None] * U + rq) * stride
+    lo = np.searchsorted(keys, base, side="left")
+    hi = np.searchsorted(keys, base + run.pos, side="right")
+    cnt = hi - lo
+    if red == "width":
+        return cnt
+    if not isinstance(x, np.ndarray) or x.shape[1] == 1:
+        stat = cnt * x if red == "mean" else np.broadcast_to(x, (B, N))
+        return _finish(cnt, stat, red, default)
+    xs = x[kb, kj][order]
+    if red == "mean":
+        csum = np.concatenate([[0], np.cumsum(xs)])
+        stat = csum[hi] - csum[lo]
+    else:
+        running = _segment_running(xs, keys // stride, red)
+        if running is None:
+            return None
+        stat = running[np.maximum(hi - 1, 0)]
+    return _finish(cnt, stat, red, default)
+
+
+def _segment_running(vals, seg, red):
+    """Running max/min of `vals` restarting wherever `seg` (sorted) changes,
+    as one accumulate over seg_number * span + value.  None if that overflows."""
+    lo, hi = int(vals.min()), int(vals.max())
+    span = hi - lo + 1
+    sid = np.cumsum(np.concatenate([[False], seg[1:] != seg[:-1]]), dtype=np.int64)
+    if (int(sid[-1]) + 1) * span >= 2**62:
+        return None
+    offset = (vals - lo) if red == "max" else (hi - vals)
+    run = np.maximum.accumulate(sid * span + offset) - sid * span
+    return run + lo if red == "max" else hi - run
+
+
+_RULES = (
+    _rule_index_eq,         # shift_right, index_select
+    _rule_always,           # maximum, minimum, running mean
+    _rule_scalar_side,      # cumsum, has_seen(x, TOKEN), first_true
+    _rule_index_window,     # strict / shifted prefixes over positions
+    _rule_few_values,       # num_prev / has_seen on small alphabets, any predicate
+    _rule_eq_sorted,        # firsts / lasts / num_prev on large alphabets
+)
