@@ -178,9 +178,22 @@ COMMANDS = {"run": cmd_run, "check": cmd_check, "graph": cmd_graph, "compile": c
             "train": cmd_train, "eval": cmd_eval}
 
 
+def _glue_input_values(argv: list) -> list:
+    """`--input "-1 0 > #"` would look like an option to argparse: glue it."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--input" and i + 1 < len(argv):
+            out.append(f"--input={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv=None) -> int:
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_input_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         status = COMMANDS[args.command](args)
     except RaspError as e:
