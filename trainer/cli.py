@@ -1,0 +1,144 @@
+"""Command-line entry points for `rasp train` and `rasp eval`.
+
+rasp/cli.py wires them in:
+
+    p = sub.add_parser("train"); trainer.cli.add_train_args(p)   -> trainer.cli.run_train(args)
+    p = sub.add_parser("eval");  trainer.cli.add_eval_args(p)    -> trainer.cli.run_eval(args)
+
+`python -m trainer train|eval ...` does the same without the front end's CLI
+(and is what `torchrun --nproc_per_node K -m trainer train ...` runs).
+User errors raise `rasp.errors.RaspError`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from rasp.errors import RaspError
+from trainer.models import MODELS
+from trainer.presets import PRESETS, HParams, make_hparams
+from trainer.stopping import RULES
+from trainer.tasks import TASKS, get_task, parse_lengths
+
+# CLI flag -> HParams field (None = not given, keep the preset's value)
+_HP_FLAGS = {"steps": int, "batch_size": int, "lr": float, "weight_decay": float, "warmup": int,
+             "d_model": int, "n_layer": int, "n_head": int, "max_train_n": int, "start_n": int,
+             "interval": int, "grad_clip": float, "ckpt_every": int, "log_every": int,
+             "eval_every": int, "eval_samples": int, "seed": int, "baseline_depth": int,
+             "pause_tokens": int, "loop_steps": int}
+
+
+def add_train_args(p: argparse.ArgumentParser):
+    p.add_argument("--task", help=f"one of: {', '.join(TASKS)}")
+    p.add_argument("--model", default="looped", help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--init", default="random", choices=["random", "compiled"])
+    p.add_argument("--compress", type=int, default=None, metavar="D",
+                   help="with --init compiled: project the compiled model into width D")
+    p.add_argument("--compress-method", default="pca", choices=["pca", "random"])
+    p.add_argument("--preset", default="cpu", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--max-wall", type=float, default=None, help="stop after this many seconds (checkpointed)")
+    for name, typ in _HP_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RaspError("--device cuda: no CUDA device is available")
+    if not (name == "cpu" or name.startswith("cuda")):
+        raise RaspError(f"unknown --device {name!r} (cpu, cuda or auto)")
+    return name
+
+
+def config_from_args(args):
+    from trainer.train import RunConfig
+    out = Path(args.out)
+    overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
+    if args.resume and (out / "run.json").exists():
+        # A resumed run keeps its own settings (only --steps may extend it).
+        run = json.loads((out / "run.json").read_text())
+        hp = HParams.from_dict(run["hparams"])
+        if overrides["steps"] is not None:
+            hp.steps = overrides["steps"]
+        return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
+                         compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
+                         preset=run["preset"], device=_device(args.device), hp=hp, resume=True,
+                         progress=not args.no_progress, max_wall=args.max_wall)
+    if not args.task:
+        raise RaspError("--task is required (one of: " + ", ".join(TASKS) + ")")
+    task = get_task(args.task)
+    if args.model not in MODELS:
+        raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
+    if args.init == "compiled" and overrides["lr"] is None:
+        overrides["lr"] = 1e-4     # gentler: the start is already exact
+    hp = make_hparams(args.preset, task, **overrides)
+    return RunConfig(task=task.name, out=str(out), model=args.model, init=args.init,
+                     compress=args.compress, compress_method=args.compress_method, preset=args.preset,
+                     device=_device(args.device), hp=hp, resume=args.resume,
+                     progress=not args.no_progress, max_wall=args.max_wall)
+
+
+def run_train(args) -> int:
+    from trainer.train import train
+    cfg = config_from_args(args)
+    summary = train(cfg)
+    print(f"trained {cfg.task}/{cfg.model} ({cfg.init} init) to step {summary['step']} in "
+          f"{summary['seconds']:.1f}s: loss {summary['final_loss']}, in-distribution exact match "
+          f"{summary['final_eval_acc']}; run in {cfg.out}")
+    return 0
+
+
+def add_eval_args(p: argparse.ArgumentParser):
+    p.add_argument("run", help="run directory written by `rasp train`")
+    p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
+    p.add_argument("--stop", default="oracle", choices=list(RULES))
+    p.add_argument("--threshold", type=float, default=0.01, help="--stop threshold: confidence CE to exit at")
+    p.add_argument("--samples", type=int, default=256, help="test inputs per length")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", default=None, help="where to write the results (default RUN/eval_STOP.json)")
+    p.add_argument("--no-plots", action="store_true")
+    return p
+
+
+def run_eval(args) -> int:
+    from trainer.evaluate import evaluate_run, format_table
+    run_dir = Path(args.run)
+    if not (run_dir / "run.json").exists():
+        raise RaspError(f"{run_dir} is not a training run (no run.json)")
+    if args.lengths is None:
+        train_max = json.loads((run_dir / "run.json").read_text())["hparams"]["max_train_n"]
+        lengths = list(range(1, 2 * train_max + 1))
+    else:
+        lengths = parse_lengths(args.lengths)
+    if args.samples < 1 or args.batch_size < 1:
+        raise RaspError("--samples and --batch-size must be positive")
+    res = evaluate_run(run_dir, lengths, args.stop, args.samples, args.batch_size, args.threshold,
+                       args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots)
+    print(format_table(res))
+    print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else ""))
+    return 0
+
+
+def main(argv=None) -> int:
+    import sys
+    parser = argparse.ArgumentParser(prog="python -m trainer")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    add_train_args(sub.add_parser("train"))
+    add_eval_args(sub.add_parser("eval"))
+    args = parser.parse_args(argv)
+    try:
+        return (run_train if args.cmd == "train" else run_eval)(args)
+    except RaspError as e:
+        print(e.format(), file=sys.stderr)
+        return 2

@@ -1,0 +1,141 @@
+"""Online i.i.d. batches: sample inputs, label them with the program, map
+token values to model ids, pad on the right.
+
+Two layouts of the same labelled example (k = index of `>`):
+
+* FAP (full-answer prediction, Fan et al. §2.2): the model reads the whole
+  input `q > # # …` and predicts, at every position from `>` on, the program's
+  output there.
+* NTP (next-token prediction): the model reads the solved sequence
+  `q > a_1 … a_m` shifted by one and predicts each next token; at test time it
+  decodes greedily from the prompt `q >`.
+
+Pause variants insert P pause tokens between the query and `>`; the targets
+are those of the unpaused input.  Right padding is safe because attention is
+causal (padding never influences real positions) and padded positions are not
+scored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from rasp.errors import RaspError
+from trainer.tasks import Task
+
+
+@dataclass
+class Batch:
+    tokens: torch.Tensor       # [B, L] input ids
+    targets: torch.Tensor      # [B, L] output ids (0 where not scored)
+    mask: torch.Tensor         # [B, L] bool, scored positions
+    steps: torch.Tensor        # [B] T(n) from the program
+    lengths: torch.Tensor      # [B] problem size n
+    prompt_len: torch.Tensor   # [B] NTP: tokens up to and including `>`
+
+    def to(self, device) -> "Batch":
+        return Batch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+    def __len__(self):
+        return self.tokens.shape[0]
+
+
+class TaskData:
+    def __init__(self, task: Task, labeler, layout: str = "fap", pause: int = 0):
+        if layout not in ("fap", "ntp"):
+            raise ValueError(layout)
+        if layout == "ntp" and task.target != "fap":
+            raise RaspError(f"next-token prediction needs a full-answer task; {task.name} is {task.target}")
+        self.task, self.labeler, self.layout, self.pause = task, labeler, layout, pause
+        sym = labeler.symbols
+        missing = [s for s in task.symbols if s not in sym]
+        if missing:
+            raise RaspError(f"{labeler.path}: task {task.name} needs symbols {missing} declared in its program")
+        self.sym = sym
+        self.output_tokens = [int(v) for v in task.output_values(sym)]
+        values = list(labeler.vocab)
+        if layout == "ntp":   # generated answer tokens are read back in
+            values = sorted(set(values) | set(self.output_tokens))
+        self.pause_token = None
+        if pause:
+            self.pause_token = min(values + self.output_tokens) - 1
+            values = values + [self.pause_token]
+        self.input_tokens = values
+        self.in_id = {v: i for i, v in enumerate(self.input_tokens)}
+        self.out_id = {v: i for i, v in enumerate(self.output_tokens)}
+
+    # -- sampling ---------------------------------------------------------
+    def sample_inputs(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True):
+        return [self.task.sample(rng, int(n), self.sym, train) for n in lengths]
+
+    def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
+        return self.make_batch(self.sample_inputs(rng, lengths, train), lengths)
+
+    # -- labelling and layout --------------------------------------------
+    def make_batch(self, inputs: list, lengths: Sequence[int]) -> Batch:
+        outputs, steps = self.labeler(inputs)
+        rows = [self._layout(x, y) for x, y in zip(inputs, outputs)]
+        L = max(len(r[0]) for r in rows)
+        pad = self.in_id[self.sym["#"]]
+        B = len(rows)
+        tok = torch.full((B, L), pad, dtype=torch.long)
+        tgt = torch.zeros((B, L), dtype=torch.long)
+        msk = torch.zeros((B, L), dtype=torch.bool)
+        plen = torch.zeros(B, dtype=torch.long)
+        for i, (t, g, m, p) in enumerate(rows):
+            tok[i, :len(t)] = torch.tensor(t)
+            tgt[i, :len(g)] = torch.tensor(g)
+            msk[i, :len(m)] = torch.tensor(m)
+            plen[i] = p
+        return Batch(tok, tgt, msk, torch.as_tensor(np.asarray(steps), dtype=torch.long),
+                     torch.as_tensor(list(lengths), dtype=torch.long), plen)
+
+    def _scored_from(self, x) -> int:
+        t = self.task.target
+        if t == "fap":
+            try:
+                return x.index(self.sym[">"])
+            except ValueError:
+                raise RaspError("a full-answer input has no end-of-query symbol '>'")
+        return 0 if t == "per_position" else len(x) - 1
+
+    def _out(self, v) -> int:
+        if v not in self.out_id:
+            raise RaspError(f"{self.labeler.path}: output value {v} at a scored position is not one of "
+                            f"task {self.task.name}'s output tokens {self.output_tokens}")
+        return self.out_id[v]
+
+    def _layout(self, x: list, y: list):
+        """-> (input ids, target ids, score mask, prompt length)."""
+        k = self._scored_from(x)
+        if self.task.target == "fap":
+            query, answer = x[:k], [self._out(v) for v in y[k:]]
+            prompt = query + [self.pause_token] * self.pause + [x[k]]
+        else:
+            answer = [self._out(v) for v in y[k:]]
+            prompt = x[:k] if k else []
+        if self.layout == "fap":
+            rest = x[k + 1:] if self.task.target == "fap" else x[k:]
+            seq = prompt + rest if self.task.target == "fap" else x
+            ids = [self.in_id[v] for v in seq]
+            start = len(seq) - len(answer)
+            tgt = [0] * start + answer
+            mask = [False] * start + [True] * len(answer)
+            return ids, tgt, mask, len(prompt)
+        # NTP: solved sequence S = prompt + answer values; read S[:-1], predict S[1:]
+        ans_vals = [self.output_tokens[a] for a in answer]
+        solved = prompt + ans_vals
+        ids = [self.in_id[v] for v in solved[:-1]]
+        start = len(prompt) - 1
+        tgt = [0] * start + answer
+        mask = [False] * start + [True] * len(answer)
+        return ids, tgt, mask, len(prompt)
+
+    # -- metadata stored in checkpoints ----------------------------------
+    def meta(self) -> dict:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "symbols": self.sym, "layout": self.layout, "pause": self.pause,
+                "pause_token": self.pause_token, "task": self.task.name}

@@ -1,0 +1,51 @@
+"""Initial weights: random (the paper's setting) or the compiler's (optionally
+compressed into a smaller width)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rasp.errors import RaspError
+from trainer import compiled
+
+
+def compile_max_len(data, hp) -> int:
+    """Longest input the compiled model must handle: the task's paper test
+    length (and at least 2x the training length), as a token count."""
+    p = data.task.paper
+    n = max(p.test_n, 2 * hp.max_train_n)
+    x = data.task.sample(np.random.default_rng(0), n, data.sym, False)
+    return len(x) + 8
+
+
+def initial_model(cfg, spec, hp, data, device):
+    """-> (model, info dict recorded in run.json)."""
+    if cfg.init == "random":
+        if cfg.compress:
+            raise RaspError("--compress needs --init compiled")
+        model = spec.make(hp, data)
+        return model, {"init": "random", "params": model.num_params()}
+    if cfg.init != "compiled":
+        raise RaspError(f"unknown --init {cfg.init!r} (random or compiled)")
+    if spec.name != "looped":
+        raise RaspError(f"--init compiled builds the looped model; --model {spec.name} has no compiled form")
+    program = getattr(data.labeler, "program", None)
+    if program is None:
+        raise RaspError("--init compiled needs the task's program")
+    max_len = compile_max_len(data, hp)
+    cmodel = compiled.compile_task_model(program, max_len)
+    model = compiled.remap_vocab(cmodel, data.input_tokens, data.output_tokens,
+                                 extra={**data.meta(), "model": spec.name, "compile_max_len": max_len})
+    info = {"init": "compiled", "compiled_width": model.cfg.d_model, "compile_max_len": max_len,
+            "compiled_params": model.num_params()}
+    if cfg.compress:
+        rng = np.random.default_rng([hp.seed, 7])
+        lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=128)
+        batch = data.batch(rng, lengths, train=True)
+        moment = (compiled.residual_second_moment(model, batch.tokens, int(batch.steps.max()))
+                  if cfg.compress_method == "pca" else None)
+        P = compiled.projection(model, cfg.compress, cfg.compress_method, hp.seed, moment)
+        model = compiled.compress(model, P)
+        info.update(compressed_to=cfg.compress, compress_method=cfg.compress_method)
+    info["params"] = model.num_params()
+    return model.to(device), info

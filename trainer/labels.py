@@ -1,0 +1,47 @@
+"""Where targets and step counts come from.
+
+`ProgramLabeler` runs the task's program through the interpreter: its output
+is the target and the iteration count of its (single) top-level loop is T(n).
+`FunctionLabeler` wraps a plain Python function with the same interface; it
+exists for tests and for tasks that have no program yet.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from rasp.errors import RaspError
+
+
+class ProgramLabeler:
+    def __init__(self, path):
+        import rasp  # the front end; imported late so trainer/ loads without it
+        path = Path(path)
+        if not path.exists():
+            raise RaspError(f"task program {path} not found")
+        self.path = str(path)
+        self.program = rasp.load(str(path))
+        ir = self.program.ir
+        if not ir.loops:
+            raise RaspError(f"{path}: the task program has no loop, so it gives no step count T(n)")
+        self.symbols = dict(ir.symbols)
+        self.vocab = sorted(int(v) for v in ir.vocab)
+
+    def __call__(self, inputs: Sequence[Sequence[int]]):
+        res = self.program.run_batch([list(map(int, x)) for x in inputs])
+        steps = np.asarray(res.steps)[:, 0].astype(np.int64)   # first loop in source order
+        return [list(map(int, o)) for o in res.outputs], steps
+
+
+class FunctionLabeler:
+    """fn(tokens) -> (output tokens, T)."""
+
+    def __init__(self, fn: Callable, symbols: dict, vocab: Sequence[int]):
+        self.fn, self.symbols, self.vocab = fn, dict(symbols), sorted(int(v) for v in vocab)
+        self.path = "<function>"
+
+    def __call__(self, inputs):
+        outs, steps = zip(*(self.fn(list(x)) for x in inputs)) if inputs else ((), ())
+        return [list(o) for o in outs], np.asarray(steps, dtype=np.int64)

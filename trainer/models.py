@@ -1,0 +1,97 @@
+"""Model registry: the looped model and the baselines of Fan et al. §6.1.2/§6.3.
+
+Every entry is a `ModelSpec`: how to build the network and how it is run.
+All current entries are `LoopedTransformer`s (the compiler's class):
+
+    looped        block looped T(n) times, input injection      (the method)
+    looped_noinj  same, the input enters only as h_0            (§6.3 "FAP-Loop-Adaptive-WO")
+    fap           one pass through baseline_depth x block layers, full answer
+    fap_pause     fap with pause tokens before `>`
+    ntp           next-token prediction, baseline_depth x block layers
+    ntp_pause     ntp with pause tokens before `>`
+    ntp_loop      ntp, block looped a fixed loop_steps times (weight-tied)
+
+`objective` picks the training/decoding code in `trainer/objectives.py`
+("fap" or "ntp"); `adaptive` says the depth follows T(n), so stopping rules
+apply.  Later entries (UT with ACT halting, GUT, TLB, GUTLB, implicit
+SSM/transformer) register their own `build` and, where needed, a new
+objective, without touching these.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch.nn as nn
+
+from rasp.errors import RaspError
+from trainer.model import LoopedConfig, LoopedTransformer
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    objective: str = "fap"           # "fap" | "ntp"
+    adaptive: bool = False           # iterations = T(n) of each sample
+    injection: bool = True
+    deep: bool = False               # baseline_depth x n_layer layers, run once
+    fixed_steps: Optional[str] = None  # None (adaptive) | "one" | "loop" (hp.loop_steps)
+    pause: bool = False
+    description: str = ""
+    build: Optional[Callable] = None  # (spec, hp, data) -> nn.Module; default LoopedTransformer
+
+    def layout(self) -> str:
+        return "ntp" if self.objective == "ntp" else "fap"
+
+    def pause_count(self, hp) -> int:
+        return hp.pause_tokens if self.pause else 0
+
+    def iterations(self, hp) -> Optional[int]:
+        """Fixed number of loop iterations, or None when adaptive."""
+        if self.adaptive:
+            return None
+        return hp.loop_steps if self.fixed_steps == "loop" else 1
+
+    def make(self, hp, data) -> nn.Module:
+        return (self.build or build_looped)(self, hp, data)
+
+
+def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
+    layers = hp.n_layer * (hp.baseline_depth if spec.deep else 1)
+    return LoopedConfig(
+        vocab_size=len(data.input_tokens), out_vocab_size=len(data.output_tokens),
+        d_model=hp.d_model, n_head=hp.n_head, d_mlp=hp.d_mlp, n_body=layers,
+        input_injection=spec.injection,
+        extra={**data.meta(), "model": spec.name})
+
+
+def build_looped(spec: ModelSpec, hp, data) -> nn.Module:
+    return LoopedTransformer(looped_config(spec, hp, data))
+
+
+MODELS: dict[str, ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    MODELS[spec.name] = spec
+    return spec
+
+
+def get_model_spec(name: str) -> ModelSpec:
+    if name not in MODELS:
+        raise RaspError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
+    return MODELS[name]
+
+
+register(ModelSpec("looped", adaptive=True, description="looped block, T(n) iterations, input injection"))
+register(ModelSpec("looped_noinj", adaptive=True, injection=False,
+                   description="looped block without input injection"))
+register(ModelSpec("fap", deep=True, fixed_steps="one", description="full-answer prediction, deep model"))
+register(ModelSpec("fap_pause", deep=True, fixed_steps="one", pause=True,
+                   description="FAP with pause tokens"))
+register(ModelSpec("ntp", objective="ntp", deep=True, fixed_steps="one",
+                   description="next-token prediction, deep model"))
+register(ModelSpec("ntp_pause", objective="ntp", deep=True, fixed_steps="one", pause=True,
+                   description="NTP with pause tokens"))
+register(ModelSpec("ntp_loop", objective="ntp", fixed_steps="loop",
+                   description="NTP, block looped a fixed number of times"))

@@ -1,0 +1,91 @@
+"""How a model is trained and decoded, per objective.
+
+FAP (full-answer prediction): the loss is the cross-entropy at the scored
+positions of the output after each sample's own number of iterations —
+T_i for adaptive models (Fan et al. Eq. 1), a fixed count for baselines.
+
+NTP (next-token prediction): teacher-forced next-token loss over the solved
+sequence; evaluation decodes greedily from the prompt `q >`.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from trainer import stopping
+
+
+def iterations(spec, hp, batch) -> torch.Tensor:
+    fixed = spec.iterations(hp)
+    return batch.steps if fixed is None else torch.full_like(batch.steps, fixed)
+
+
+def train_step_outputs(spec, hp, model, batch):
+    """-> (loss, exact-match fraction) on a training batch."""
+    logits = model(batch.tokens, iterations(spec, hp, batch))
+    loss = F.cross_entropy(logits[batch.mask].float(), batch.targets[batch.mask])
+    with torch.no_grad():
+        pred = logits.argmax(-1)
+        acc = ((pred == batch.targets) | ~batch.mask).all(-1).float().mean()
+    return loss, acc
+
+
+@torch.no_grad()
+def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: float = 0.01) -> dict:
+    """Exact match per sample plus the chosen step, the iterations run and,
+    for adaptive models, per-step curves (Fan et al. Fig. 6)."""
+    model.eval()
+    t0 = time.perf_counter()
+    if spec.objective == "ntp":
+        correct = ntp_decode(model, batch, spec.iterations(hp))
+        k = spec.iterations(hp)
+        out = {"correct": correct, "chosen": torch.full_like(batch.steps, k),
+               "ran": torch.full_like(batch.steps, k)}
+    elif not spec.adaptive:
+        k = spec.iterations(hp)
+        logits = model(batch.tokens, k)
+        correct = ((logits.argmax(-1) == batch.targets) | ~batch.mask).all(-1)
+        out = {"correct": correct, "chosen": torch.full_like(batch.steps, k),
+               "ran": torch.full_like(batch.steps, k)}
+    else:
+        t_max = int(batch.steps.max()) + t_extra
+        if rule == "threshold":
+            pred, chosen, ran = stopping.threshold_run(model, batch.tokens, batch.mask, threshold, t_max)
+            correct = ((pred == batch.targets) | ~batch.mask).all(-1)
+            out = {"correct": correct, "chosen": chosen, "ran": ran}
+        else:
+            stats = stopping.step_stats(model.all_steps(batch.tokens, t_max), batch.targets, batch.mask)
+            chosen = stopping.choose_steps(rule, stats, batch.steps)
+            correct, _ = stopping.pick(stats, chosen)
+            ran = batch.steps.clamp(max=t_max) if rule == "oracle" else torch.full_like(chosen, t_max)
+            out = {"correct": correct, "chosen": chosen, "ran": ran,
+                   "curve_conf_ce": stats.conf_ce.mean(1), "curve_true_ce": stats.true_ce.mean(1),
+                   "curve_acc": stats.correct.float().mean(1)}
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+@torch.no_grad()
+def ntp_decode(model, batch, k: int) -> torch.Tensor:
+    """Greedy decoding from each prompt; exact match of the generated answer."""
+    meta = model.cfg.extra
+    out_vals, in_id = meta["output_tokens"], {v: i for i, v in enumerate(meta["input_tokens"])}
+    to_input = torch.tensor([in_id[v] for v in out_vals], device=batch.tokens.device)
+    correct = torch.zeros(len(batch), dtype=torch.bool, device=batch.tokens.device)
+    for p in batch.prompt_len.unique().tolist():          # same prompt length -> decode together
+        rows = (batch.prompt_len == p).nonzero().squeeze(1)
+        m = batch.mask[rows].sum(1)
+        n_ans = int(m.max())
+        seq = batch.tokens[rows, :p]
+        gen = []
+        for _ in range(n_ans):
+            nxt = model(seq, k)[:, -1].argmax(-1)
+            gen.append(nxt)
+            seq = torch.cat([seq, to_input[nxt][:, None]], dim=1)
+        gen = torch.stack(gen, 1)                           # [b, n_ans]
+        tgt = batch.targets[rows, p - 1:p - 1 + n_ans]
+        valid = torch.arange(n_ans, device=gen.device)[None] < m[:, None]
+        correct[rows] = ((gen == tgt) | ~valid).all(1)
+    return correct

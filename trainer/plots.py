@@ -1,0 +1,68 @@
+"""PNG plots of an evaluation: accuracy against length with the training
+range marked (Fan et al. Fig. 4) and the per-step loss/accuracy curve with
+the chosen step (Fig. 6)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def accuracy_vs_length(results: list, labels: list, train_max_n: int, path: Path, title: str = ""):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.axvspan(0.5, train_max_n + 0.5, color="0.9", label="training lengths")
+    ax.axvline(train_max_n + 0.5, color="0.4", ls="--")
+    for res, lab in zip(results, labels):
+        xs = [r["length"] for r in res["rows"]]
+        ys = [r["exact_match"] for r in res["rows"]]
+        es = [r["stderr"] for r in res["rows"]]
+        ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=lab)
+    ax.set_xlabel("length n")
+    ax.set_ylabel("exact match")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
+
+
+def step_curve(row: dict, path: Path, title: str = ""):
+    cv = row["curve"]
+    ts = list(range(1, len(cv["acc"]) + 1))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(ts, cv["acc"], color="C0", label="exact match")
+    ax.set_xlabel("loop step t")
+    ax.set_ylabel("exact match", color="C0")
+    ax.set_ylim(-0.03, 1.03)
+    ax2 = ax.twinx()
+    ax2.plot(ts, cv["loss"], color="C1", label="loss vs target")
+    ax2.plot(ts, cv["confidence_ce"], color="C2", ls=":", label="CE vs own argmax (Eq. 2)")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("cross-entropy")
+    ax.axvline(row["chosen_step"], color="k", ls="--", label=f"chosen step {row['chosen_step']:.1f}")
+    ax.axvline(row["oracle_step"], color="C3", ls=":", label=f"T(n) = {row['oracle_step']:.0f}")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="center right")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
+
+
+def eval_plots(result: dict, stem: Path) -> list:
+    stem = Path(stem)
+    name = f"{result['task']} / {result['model']} ({result['init']}), stop={result['stop']}"
+    out = [accuracy_vs_length([result], [result["stop"]], result["train_max_n"],
+                              stem.with_name(stem.name + "_accuracy.png"), name)]
+    with_curve = [r for r in result["rows"] if "curve" in r]
+    if with_curve:
+        row = with_curve[-1]     # the longest length, as in Fan et al. Fig. 6
+        out.append(step_curve(row, stem.with_name(stem.name + f"_steps_n{row['length']}.png"),
+                              f"{name}, n = {row['length']}"))
+    return out

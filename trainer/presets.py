@@ -1,0 +1,74 @@
+"""Hyper-parameters: the paper's (Fan et al. App. E / TASKS.md) and a small
+CPU preset that trains in minutes on 2 cores.  CLI flags override fields."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Optional
+
+from rasp.errors import RaspError
+from trainer.tasks import Task
+
+
+@dataclass
+class HParams:
+    d_model: int = 256
+    n_head: int = 8
+    n_layer: int = 1              # layers in the looped block
+    d_mlp: Optional[int] = None   # default 4 * d_model
+    batch_size: int = 64
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    warmup: int = 0               # linear warm-up steps
+    steps: int = 100_000          # total optimizer steps
+    grad_clip: float = 1.0
+    start_n: int = 1              # curriculum: max length at step 0
+    max_train_n: int = 20         # curriculum: final max length
+    interval: int = 1000          # curriculum: steps per +1 of the max length
+    baseline_depth: int = 20      # FAP/NTP baselines: layers = this x the block's
+    pause_tokens: int = 20        # *-Pause baselines
+    loop_steps: int = 20          # NTP-Loop: fixed number of iterations
+    log_every: int = 50
+    ckpt_every: int = 1000
+    keep_ckpts: int = 2
+    eval_every: int = 500         # in-distribution exact match (oracle stop) during training
+    eval_samples: int = 256
+    seed: int = 0
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def curriculum_end(self) -> int:
+        return max(0, self.max_train_n - self.start_n) * self.interval
+
+
+def paper(task: Task) -> HParams:
+    p = task.paper
+    return HParams(d_model=256, n_head=p.n_head, n_layer=p.n_layer, batch_size=64, lr=1e-4,
+                   warmup=0, steps=100_000, start_n=task.min_n, max_train_n=p.max_train_n,
+                   interval=p.interval, ckpt_every=2000, log_every=100,
+                   eval_every=2000)
+
+
+def cpu(task: Task) -> HParams:
+    # Small enough for 2 CPU cores in a few minutes; lengths stop at 10.
+    p = task.paper
+    return HParams(d_model=64, n_head=4, n_layer=min(p.n_layer, 2), batch_size=64, lr=1e-3,
+                   weight_decay=0.0, warmup=100, steps=2000, start_n=task.min_n,
+                   max_train_n=min(p.max_train_n, 10), interval=100, baseline_depth=4,
+                   pause_tokens=4, loop_steps=10, log_every=20, ckpt_every=250,
+                   eval_every=100)
+
+
+PRESETS = {"paper": paper, "cpu": cpu}
+
+
+def make_hparams(preset: str, task: Task, **overrides) -> HParams:
+    if preset not in PRESETS:
+        raise RaspError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    hp = PRESETS[preset](task)
+    return replace(hp, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,147 @@
+"""Task registry: what an input looks like, where its answer comes from.
+
+A task only knows how to *sample inputs* (TASKS.md: uniform bits, tokens 0..49,
+n1 in {1, 2}) and how many trailing `#` the answer needs.  Targets and the
+step count T(n) are never computed here: they come from running the task's
+program in `programs/` through the interpreter (see `trainer/labels.py`), so
+the program is the single source of truth.
+
+Adding a task = one `register(Task(...))` call.  `target` says how outputs
+are scored, so per-position tasks (flip-flop, word problems) and
+per-sequence tasks (ListOps) plug in next to the full-answer (FAP) ones:
+
+    "fap"           positions from the end-of-query symbol on (Fan et al.)
+    "per_position"  every position
+    "per_sequence"  only the last position
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from rasp.errors import RaspError
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = REPO / "programs"
+
+
+@dataclass(frozen=True)
+class PaperHParams:
+    """Fan et al. Table 2 / TASKS.md: the block and curriculum per task."""
+    n_layer: int
+    n_head: int
+    interval: int       # steps between curriculum increments
+    max_train_n: int
+    test_n: int
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    # sample(rng, n, sym, train) -> input tokens (ints; symbols as their codes)
+    sample: Callable[[np.random.Generator, int, dict, bool], list]
+    # possible values at scored positions, given the symbol codes
+    output_values: Callable[[dict], list]
+    paper: PaperHParams
+    t_max_extra: int = 20          # confidence stopping runs up to T(n) + this
+    program: str = ""              # file name in programs/ (default NAME.rasp)
+    target: str = "fap"
+    min_n: int = 1
+    symbols: tuple = (">", "#")    # symbols the sampler needs from the program
+
+    @property
+    def program_path(self) -> Path:
+        return PROGRAMS / (self.program or f"{self.name}.rasp")
+
+
+TASKS: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise RaspError(f"unknown task {name!r} (known: {', '.join(sorted(TASKS))})")
+    return TASKS[name]
+
+
+# ---- samplers -----------------------------------------------------------
+
+def _bits(rng, n):
+    return [int(b) for b in rng.integers(0, 2, size=n)]
+
+
+def _fap(query, sym, n_answer):
+    """query `>` then one `#` per answer token plus the final `#`."""
+    return list(query) + [sym[">"]] + [sym["#"]] * (n_answer + 1)
+
+
+def sample_parity(rng, n, sym, train=True):
+    return _fap(_bits(rng, n), sym, 1)
+
+
+def sample_copy(rng, n, sym, train=True):
+    return _fap(_bits(rng, n), sym, n)
+
+
+def sample_addition(rng, n, sym, train=True):
+    return _fap(_bits(rng, n) + [sym["+"]] + _bits(rng, n), sym, n + 1)
+
+
+def sample_binary_sum(rng, n, sym, train=True):
+    return _fap(_bits(rng, n), sym, int(n).bit_length())
+
+
+def sample_multiplication(rng, n, sym, train=True):
+    # n is n2 (the second factor's length); n1 in {1, 2} while training, 2 at test.
+    n1 = int(rng.integers(1, 3)) if train else 2
+    return _fap(_bits(rng, n1) + [sym["*"]] + _bits(rng, n), sym, n1 + n)
+
+
+def sample_unique_set(rng, n, sym, train=True):
+    return _fap([int(t) for t in rng.integers(0, 50, size=n)], sym, n)
+
+
+def _binary_out(sym):
+    return [0, 1, sym["#"]]
+
+
+register(Task("parity", sample_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50)))
+register(Task("copy", sample_copy, _binary_out, PaperHParams(2, 8, 1000, 19, 30)))
+register(Task("addition", sample_addition, _binary_out, PaperHParams(3, 8, 1600, 19, 30),
+              symbols=(">", "#", "+")))
+register(Task("binary_sum", sample_binary_sum, _binary_out, PaperHParams(2, 16, 1000, 19, 24)))
+register(Task("multiplication", sample_multiplication, _binary_out,
+              PaperHParams(4, 8, 500, 11, 15), t_max_extra=30, symbols=(">", "#", "*")))
+register(Task("unique_set", sample_unique_set, lambda sym: list(range(50)) + [sym["#"]],
+              PaperHParams(3, 8, 1000, 19, 30), t_max_extra=30))
+
+
+def parse_lengths(text: str) -> list:
+    """`1:40` (inclusive), `5`, `1,5,10` or `1:40:3` -> sorted unique ints >= 1."""
+    out = set()
+    try:
+        for part in str(text).split(","):
+            part = part.strip()
+            if ":" in part:
+                bits = [int(x) for x in part.split(":")]
+                if len(bits) not in (2, 3):
+                    raise ValueError
+                lo, hi = bits[0], bits[1]
+                step = bits[2] if len(bits) == 3 else 1
+                if step < 1 or hi < lo:
+                    raise ValueError
+                out.update(range(lo, hi + 1, step))
+            else:
+                out.add(int(part))
+    except ValueError:
+        raise RaspError(f"bad --lengths {text!r}: use LO:HI, LO:HI:STEP or a comma list, e.g. 1:40")
+    if not out or min(out) < 1:
+        raise RaspError(f"bad --lengths {text!r}: lengths must be >= 1")
+    return sorted(out)

@@ -1,0 +1,198 @@
+"""The training loop (Fan et al. §4.2.2): online batches, loss at each
+sample's step T_i, AdamW with warm-up + cosine, gradient clipping, a length
+curriculum, periodic in-distribution evaluation, atomic checkpoints and a
+`--resume` that continues bit-identically."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from rasp.errors import RaspError
+from trainer import checkpoint, distributed, objectives
+from trainer.data import TaskData
+from trainer.initialise import initial_model
+from trainer.labels import ProgramLabeler
+from trainer.models import get_model_spec
+from trainer.presets import HParams
+from trainer.schedule import curriculum_max_n, lr_at, sample_lengths
+from trainer.tasks import get_task
+
+
+@dataclass
+class RunConfig:
+    task: str
+    out: str
+    model: str = "looped"
+    init: str = "random"            # "random" | "compiled"
+    compress: Optional[int] = None  # compiled init projected into this width
+    compress_method: str = "pca"
+    preset: str = "cpu"
+    device: str = "cpu"
+    hp: HParams = field(default_factory=HParams)
+    resume: bool = False
+    progress: bool = True
+    max_wall: Optional[float] = None   # stop (after a checkpoint) once this many seconds pass
+
+    def to_dict(self):
+        d = {k: getattr(self, k) for k in ("task", "model", "init", "compress", "compress_method",
+                                           "preset", "device")}
+        d["hparams"] = self.hp.to_dict()
+        return d
+
+
+def build_data(task_name: str, spec, hp, labeler=None) -> TaskData:
+    task = get_task(task_name)
+    labeler = labeler or ProgramLabeler(task.program_path)
+    return TaskData(task, labeler, spec.layout(), spec.pause_count(hp))
+
+
+def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, device) -> float:
+    """Exact match over lengths uniform on 1..max_train_n, oracle stop; own RNG
+    so evaluating never changes the training stream."""
+    rng = np.random.default_rng([seed, 12345])
+    lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=n_samples)
+    correct = 0
+    for n in np.unique(lengths):
+        k = int((lengths == n).sum())
+        batch = data.batch(rng, [int(n)] * k, train=False).to(device)
+        correct += int(objectives.evaluate_batch(spec, hp, model, batch, "oracle", 0)["correct"].sum())
+    return correct / n_samples
+
+
+def _read_metrics(path: Path, upto: int) -> list:
+    if not path.exists():
+        return []
+    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    return [r for r in rows if r.get("step", 0) <= upto]
+
+
+def train(cfg: RunConfig, labeler=None) -> dict:
+    """Run (or resume) training; returns a summary dict."""
+    d = distributed.setup(cfg.device)
+    try:
+        return _train(cfg, d, labeler)
+    finally:
+        distributed.teardown(d)
+
+
+def _train(cfg: RunConfig, d, labeler) -> dict:
+    hp, out = cfg.hp, Path(cfg.out)
+    device = torch.device(d.device if d.on else cfg.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RaspError("--device cuda: no CUDA device is available")
+    if hp.batch_size % d.world:
+        raise RaspError(f"batch size {hp.batch_size} is not divisible by {d.world} processes")
+    spec = get_model_spec(cfg.model)
+    data = build_data(cfg.task, spec, hp, labeler)
+
+    ckpt = checkpoint.latest(out)
+    if ckpt is not None and not cfg.resume:
+        raise RaspError(f"{out} already holds a run (step {checkpoint.load_state(ckpt)['step']}); "
+                        f"pass --resume to continue it or choose another --out")
+    if cfg.resume and ckpt is None and not out.exists():
+        raise RaspError(f"--resume: {out} does not exist")
+    # (--resume on a run killed before its first checkpoint starts from step 0: same result)
+
+    torch.manual_seed(hp.seed)
+    rng = np.random.default_rng(hp.seed)
+    step, acc_sums, init_info = 0, {"loss": 0.0, "acc": 0.0, "k": 0, "t0": None}, {}
+    if ckpt is not None:
+        model = checkpoint.load_model(ckpt, device)
+        state = checkpoint.load_state(ckpt)
+        step = state["step"]
+        rng.bit_generator.state = state["numpy_rng"]
+        acc_sums = state["accumulators"]
+        init_info = state.get("init_info", {})
+    else:
+        model, init_info = initial_model(cfg, spec, hp, data, device)
+    model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+    if ckpt is not None:
+        checkpoint.restore_optimizer(ckpt, opt, state)
+    net = torch.nn.parallel.DistributedDataParallel(model) if d.on else model
+
+    metrics_path = out / "metrics.jsonl"
+    if d.main:
+        out.mkdir(parents=True, exist_ok=True)
+        checkpoint.write_json_atomic(out / "run.json", cfg.to_dict() | {"init_info": init_info,
+                                                                        "world_size": d.world})
+        kept = _read_metrics(metrics_path, step)     # drop rows written after the checkpoint
+        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        if step == 0:
+            acc0 = in_distribution_accuracy(spec, hp, model, data, hp.seed, hp.eval_samples, device)
+            _append(metrics_path, {"step": 0, "eval_acc": acc0})
+    d.barrier()
+
+    bar = tqdm(total=hp.steps, initial=step, disable=not (cfg.progress and d.main),
+               dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
+    t_start, t_last, last_step = time.perf_counter(), time.perf_counter(), step
+    while step < hp.steps:
+        lr = lr_at(step, hp)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        lengths = sample_lengths(rng, step, hp, data.task.min_n, hp.batch_size)
+        inputs = data.sample_inputs(rng, lengths, train=True)
+        sl = d.slice(hp.batch_size)
+        batch = data.make_batch(inputs[sl], lengths[sl]).to(device)
+        model.train()
+        loss, acc = objectives.train_step_outputs(spec, hp, net, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
+        opt.step()
+        step += 1
+        acc_sums["loss"] += float(loss.detach())
+        acc_sums["acc"] += float(acc)
+        acc_sums["k"] += 1
+
+        if step % hp.log_every == 0 or step == hp.steps:
+            now = time.perf_counter()
+            row = {"step": step, "loss": d.mean(acc_sums["loss"] / acc_sums["k"]),
+                   "acc": d.mean(acc_sums["acc"] / acc_sums["k"]), "lr": lr,
+                   "max_n": curriculum_max_n(step - 1, hp), "grad_norm": float(gnorm),
+                   "steps_per_s": (step - last_step) / max(now - t_last, 1e-9)}
+            t_last, last_step = now, step
+            acc_sums = {"loss": 0.0, "acc": 0.0, "k": 0, "t0": None}
+            if hp.eval_every and step % hp.eval_every == 0 and d.main:
+                row["eval_acc"] = in_distribution_accuracy(spec, hp, model, data, hp.seed,
+                                                           hp.eval_samples, device)
+            if d.main:
+                _append(metrics_path, row)
+                bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['acc']:.3f}", n=row["max_n"],
+                                **({"eval": f"{row['eval_acc']:.3f}"} if "eval_acc" in row else {}))
+        bar.update(1)
+        stop_now = cfg.max_wall is not None and time.perf_counter() - t_start > cfg.max_wall
+        if step % hp.ckpt_every == 0 or step == hp.steps or stop_now:
+            if d.main:
+                checkpoint.save(out, step, model, opt, {
+                    "numpy_rng": rng.bit_generator.state, "accumulators": acc_sums,
+                    "curriculum": {"max_n": curriculum_max_n(step, hp), "start_n": hp.start_n,
+                                   "interval": hp.interval, "max_train_n": hp.max_train_n},
+                    "lr": lr, "init_info": init_info, "model_name": cfg.model, "task": cfg.task,
+                }, keep=hp.keep_ckpts)
+            d.barrier()
+        if stop_now:
+            break
+    bar.close()
+    rows = _read_metrics(metrics_path, step) if d.main else []
+    evals = [r for r in rows if "eval_acc" in r]
+    solved = [r["step"] for r in evals if r["eval_acc"] >= 1.0]
+    summary = {"step": step, "seconds": time.perf_counter() - t_start,
+               "final_loss": rows[-1].get("loss") if rows else None,
+               "final_eval_acc": evals[-1]["eval_acc"] if evals else None,
+               "first_step_at_100": solved[0] if solved else None, "init_info": init_info}
+    if d.main:
+        checkpoint.write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+def _append(path: Path, row: dict):
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
