@@ -489,6 +489,8 @@ class Lowering:
             self.block = outer
         for var in loop.vars:
             update = body_scope.vars[var.name]
+            if isinstance(update, LazyLoopOut):
+                update = self.loop_out(update)
             if var.init is None:
                 var.kind = var.state.kind = update.kind
             if update.kind == ir.SCALAR:
