@@ -25,6 +25,7 @@ from .errors import RaspError, RaspWarning
 from .parser import parse
 
 MAX_VOCAB = 100_000
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1   # s-op values are NumPy int64
 PY_OPS = {  # folding of constants, with Python's int semantics
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a: -a,
@@ -164,6 +165,8 @@ class Lowering:
 
     # -- node constructors --
     def const(self, value: int, loc=None) -> ir.Node:
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise RaspError(f"the value {value} does not fit in a 64-bit int", loc, self.source)
         return self.graph.add(ir.Const(value), ("Const", int(value)), loc)
 
     def host(self, expr: ir.HostExpr, name=None, loc=None) -> ir.Node:

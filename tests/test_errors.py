@@ -103,6 +103,7 @@ CHECKS = [
      "without a default follows"),
     ("division by zero (constant)", HEADER + "output seq + 1 // 0\n", 4, 14, "division by zero"),
     ("empty range", 'input seq: {5..2}\noutput seq\n', 1, 13, "empty range"),
+    ("literal out of range", HEADER + "output seq + 99999999999999999999\n", 4, 14, "does not fit in a 64-bit int"),
 ]
 
 
