@@ -104,7 +104,7 @@ def loads(source: str, path: str = "<string>") -> Program:
 def load(path) -> Program:
     path = str(path)
     try:
-        source = Path(path).read_text(encoding="utf-8")
+        source = Path(path).read_text(encoding="utf-8-sig")   # tolerate a byte-order mark
     except FileNotFoundError:
         raise RaspError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
