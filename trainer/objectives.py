@@ -25,7 +25,11 @@ def iterations(spec, hp, batch) -> torch.Tensor:
 def train_step_outputs(spec, hp, model, batch):
     """-> (loss, exact-match fraction) on a training batch."""
     logits = model(batch.tokens, iterations(spec, hp, batch))
-    loss = F.cross_entropy(logits[batch.mask].float(), batch.targets[batch.mask])
+    # Eq. 1: expectation over samples of each sample's (token-averaged) loss, so
+    # equal data-parallel shards average to exactly the full-batch gradient.
+    tok = F.cross_entropy(logits.float().transpose(1, 2), batch.targets, reduction="none")
+    m = batch.mask.float()
+    loss = ((tok * m).sum(1) / m.sum(1).clamp(min=1)).mean()
     with torch.no_grad():
         pred = logits.argmax(-1)
         acc = ((pred == batch.targets) | ~batch.mask).all(-1).float().mean()

@@ -1,0 +1,206 @@
+"""Trainer units: samplers + program labels, batch layouts, schedules,
+stopping rules, checkpoint plumbing, compiled-weight surgery.  Seconds."""
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import references as R  # noqa: E402
+from rasp.errors import RaspError  # noqa: E402
+from trainer import stopping  # noqa: E402
+from trainer.compiled import compress, projection, remap_vocab, residual_second_moment  # noqa: E402
+from trainer.data import TaskData  # noqa: E402
+from trainer.labels import ProgramLabeler  # noqa: E402
+from trainer.model import LoopedConfig, LoopedTransformer  # noqa: E402
+from trainer.presets import HParams, make_hparams  # noqa: E402
+from trainer.schedule import curriculum_max_n, lr_at, sample_lengths  # noqa: E402
+from trainer.tasks import TASKS, get_task, parse_lengths  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def labelers():
+    return {name: ProgramLabeler(t.program_path) for name, t in TASKS.items()}
+
+
+def _text(tok, sym):
+    inv = {v: k for k, v in sym.items()}
+    return inv.get(tok, tok)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_sampler_and_program_targets_match_reference(name, labelers):
+    """Our samplers' inputs, labelled by the program, give the independent
+    reference answer; the `#` tail and T(n) follow TASKS.md."""
+    lab, task = labelers[name], TASKS[name]
+    data = TaskData(task, lab)
+    rng = np.random.default_rng(1)
+    lengths = [int(n) for n in rng.integers(1, 13, size=40)]
+    inputs = data.sample_inputs(rng, lengths, train=True)
+    outputs, steps = lab(inputs)
+    for x, y, n, T in zip(inputs, outputs, lengths, steps):
+        xt = [_text(t, lab.symbols) for t in x]
+        k = xt.index(">")
+        tail = len(xt) - k - 1
+        expect_tail = {"parity": 2, "copy": n + 1, "addition": n + 2, "binary_sum": n.bit_length() + 1,
+                       "unique_set": n + 1}.get(name)
+        if name == "multiplication":
+            expect_tail = xt.index("*") + n + 1
+        assert tail == expect_tail
+        assert [_text(t, lab.symbols) for t in y[k:]] == R.REFERENCES[name](xt)
+        if name == "multiplication":
+            assert T == xt.index("*") * n
+        else:
+            assert T == n + (1 if name == "addition" else 0)
+
+
+def test_multiplication_test_inputs_use_two_bit_first_factor(labelers):
+    data = TaskData(TASKS["multiplication"], labelers["multiplication"])
+    xs = data.sample_inputs(np.random.default_rng(0), [5] * 20, train=False)
+    assert all(x.index(data.sym["*"]) == 2 for x in xs)
+
+
+def test_fap_batch_scores_from_eoq(labelers):
+    data = TaskData(TASKS["copy"], labelers["copy"])
+    b = data.batch(np.random.default_rng(0), [3, 5])
+    eoq = data.in_id[data.sym[">"]]
+    for i, n in enumerate([3, 5]):
+        k = int((b.tokens[i] == eoq).nonzero()[0])
+        assert k == n
+        assert b.mask[i].nonzero().squeeze(1).tolist() == list(range(k, 2 * n + 2))
+        ans = [data.output_tokens[j] for j in b.targets[i, k:2 * n + 2].tolist()]
+        x = b.tokens[i, :n].tolist()
+        assert ans == [data.input_tokens[j] for j in x] + [data.sym["#"]] * 2   # n bits, then `#`
+    assert b.steps.tolist() == [3, 5]
+
+
+def test_pause_and_ntp_layouts(labelers):
+    task, lab = TASKS["parity"], labelers["parity"]
+    fap = TaskData(task, lab)
+    fp = TaskData(task, lab, "fap", pause=3)
+    ntp = TaskData(task, lab, "ntp", pause=2)
+    x = fap.task.sample(np.random.default_rng(0), 4, fap.sym, True)
+    a, b, c = fap.make_batch([x], [4]), fp.make_batch([x], [4]), ntp.make_batch([x], [4])
+    # pause: same targets, shifted by the pause count
+    assert b.tokens.shape[1] == a.tokens.shape[1] + 3
+    assert b.targets[0, b.mask[0]].tolist() == a.targets[0, a.mask[0]].tolist()
+    assert (b.tokens[0, 4:7] == fp.in_id[fp.pause_token]).all()
+    # NTP: reading S[:-1] and predicting S[1:]; prompt = query, pauses, `>`
+    ans = [fap.output_tokens[j] for j in a.targets[0, a.mask[0]].tolist()]
+    solved = x[:4] + [ntp.pause_token] * 2 + [ntp.sym[">"]] + ans
+    assert c.tokens[0].tolist() == [ntp.in_id[v] for v in solved[:-1]]
+    assert [ntp.output_tokens[j] for j in c.targets[0, c.mask[0]].tolist()] == ans
+    assert int(c.prompt_len[0]) == 7
+
+
+def test_parse_lengths_and_user_errors():
+    assert parse_lengths("1:5") == [1, 2, 3, 4, 5]
+    assert parse_lengths("2,8,4") == [2, 4, 8]
+    assert parse_lengths("1:9:4") == [1, 5, 9]
+    for bad in ("", "a:b", "5:1", "0:3", "1:2:3:4", "1:4:0"):
+        with pytest.raises(RaspError):
+            parse_lengths(bad)
+    with pytest.raises(RaspError):
+        get_task("sorting")
+    with pytest.raises(RaspError):
+        make_hparams("gpu-huge", TASKS["parity"])
+
+
+def test_curriculum_and_lr_schedule():
+    hp = HParams(lr=1.0, warmup=10, steps=100, start_n=1, max_train_n=5, interval=10)
+    assert [curriculum_max_n(s, hp) for s in (0, 9, 10, 39, 40, 99)] == [1, 1, 2, 4, 5, 5]
+    assert lr_at(0, hp) == pytest.approx(0.1) and lr_at(9, hp) == pytest.approx(1.0)
+    assert lr_at(30, hp) == 1.0                     # constant while the curriculum grows
+    assert lr_at(40, hp) == pytest.approx(1.0)      # cosine starts when it ends
+    assert lr_at(70, hp) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert lr_at(99, hp) < 0.01
+    n = sample_lengths(np.random.default_rng(0), 25, hp, 1, 4000)
+    assert n.min() == 1 and n.max() == 3 and abs(np.mean(n == 3) - 1 / 3) < 0.05
+
+
+def _random_model(**kw):
+    torch.manual_seed(0)
+    cfg = LoopedConfig(**{**dict(vocab_size=4, out_vocab_size=3, d_model=16, n_head=2), **kw})
+    m = LoopedTransformer(cfg)
+    for p in m.parameters():
+        p.data.normal_(0, 0.3)
+    return m.eval()
+
+
+def test_step_stats_and_rules():
+    logits = torch.zeros(3, 2, 2, 3)
+    logits[0, :, :, 0] = 1.0        # step 1: predicts 0, unsure
+    logits[1, :, :, 1] = 9.0        # step 2: predicts 1, confident
+    logits[2, :, :, 1] = 4.0        # step 3: predicts 1, less confident
+    logits[2, 1, :, 1] = 20.0       # ... except sample 1, most confident at step 3
+    targets = torch.ones(2, 2, dtype=torch.long)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    st = stopping.step_stats(logits, targets, mask)
+    assert st.correct.tolist() == [[False, False], [True, True], [True, True]]
+    assert stopping.choose_steps("confidence", st, torch.tensor([1, 1])).tolist() == [2, 3]
+    assert stopping.choose_steps("confidence_batch", st, torch.tensor([1, 1])).tolist() == [2, 2]
+    assert stopping.choose_steps("oracle", st, torch.tensor([1, 7])).tolist() == [1, 3]
+
+
+def test_threshold_rule_exits_at_first_confident_step():
+    m = _random_model()
+    x = torch.randint(0, 4, (6, 7))
+    mask = torch.zeros(6, 7, dtype=torch.bool)
+    mask[:, 3:] = True
+    with torch.no_grad():
+        st = stopping.step_stats(m.all_steps(x, 12), torch.zeros(6, 7, dtype=torch.long), mask)
+    thr = float(st.conf_ce.median())
+    pred, chosen, ran = stopping.threshold_run(m, x, mask, thr, 12)
+    for i in range(6):
+        below = (st.conf_ce[:, i] < thr).nonzero()
+        if len(below):
+            assert int(ran[i]) == int(below[0]) + 1 == int(chosen[i])
+        else:
+            assert int(ran[i]) == 12 and int(chosen[i]) == int(st.conf_ce[:, i].argmin()) + 1
+        assert torch.equal(pred[i][mask[i]], st.pred[chosen[i] - 1, i][mask[i]])
+    assert float(ran.float().mean()) < 12
+
+
+def test_remap_vocab_keeps_outputs_and_blocks_unknown_tokens():
+    m = _random_model(norm="none", activation="relu", bos=True, body_final_norm=False,
+                      extra={"input_tokens": [-2, -1, 0, 1], "output_tokens": [-2, 0, 1]})
+    x = torch.randint(0, 4, (5, 9))
+    ref = m.all_steps(x, 3)
+    new_in, new_out = [0, 1, -1, -2], [0, 1, -2, -5]
+    r = remap_vocab(m, new_in, new_out)
+    xm = torch.tensor([[new_in.index([-2, -1, 0, 1][i]) for i in row] for row in x.tolist()])
+    out = r.all_steps(xm, 3)
+    assert torch.allclose(out[..., :3], ref[..., [1, 2, 0]], atol=1e-5)
+    assert (out[..., 3] <= -1e3).all()
+    with pytest.raises(RaspError):
+        remap_vocab(m, [0, 1, 7], new_out)
+
+
+def test_compress_is_exact_for_a_full_width_rotation_and_pca_of_full_rank():
+    m = _random_model(norm="none", activation="relu", bos=True, body_final_norm=False,
+                      position_features=[("index", 3), ("one", 7)])
+    x = torch.randint(0, 4, (5, 9))
+    ref = m.all_steps(x, 3)
+    scale = float(ref.abs().max())
+    rot = compress(m, projection(m, 16, "random", seed=1))
+    assert float((rot.all_steps(x, 3) - ref).abs().max()) < 1e-4 * scale
+    assert rot.cfg.position_features == [("index", 0), ("one", 1)]
+    M = residual_second_moment(m, x, 3)
+    small = compress(m, projection(m, 12, "pca", moment=M))
+    assert small.cfg.d_model == 12
+    err12 = float((small.all_steps(x, 3) - ref).abs().max())
+    rnd12 = compress(m, projection(m, 12, "random", seed=3))
+    assert err12 > 0          # information was really dropped ...
+    assert err12 < float((rnd12.all_steps(x, 3) - ref).abs().max())   # ... less of it by PCA
+    with pytest.raises(RaspError):
+        projection(m, 1, "random")
