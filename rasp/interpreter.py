@@ -570,8 +570,8 @@ def _combine(parts, red):
 def _shift(run, x, s: int, red, default):
     """Row i selects exactly key i - s when 0 <= i - s: x shifted right by s."""
     B, N = run.B, run.N
-    if red == "width":
-        return np.broadcast_to((run.pos >= s).astype(np.int64), (B, N))
+    if red == "width":       # s < 0 selects nothing: key i - s lies after i
+        return np.broadcast_to(((run.pos >= s) & (s >= 0)).astype(np.int64), (B, N))
     if s == 0:
         return run.sop(x)
     d = run.sop(default)
