@@ -180,6 +180,22 @@ def reverse(tokens):
     return fap(tokens, list(reversed(query(tokens))))
 
 
+def sort(tokens):
+    q = list(query(tokens))
+    # insertion sort, to stay independent of the sorted() used above
+    out = []
+    for t in q:
+        pos = 0
+        while pos < len(out) and out[pos] <= t:
+            pos += 1
+        out.insert(pos, t)
+    return fap(tokens, out)
+
+
+def induction_copy(tokens):
+    return fap(tokens, query(tokens))
+
+
 def max_running(tokens):
     out = []
     best = None
@@ -268,6 +284,16 @@ def sample_reverse(rng, n, k=None):
     return with_tail([rng.randint(0, 9) for _ in range(n)], n + 1 if k is None else k)
 
 
+def sample_sort(rng, n, k=None):
+    hi = rng.randint(0, 19)
+    return with_tail([rng.randint(0, hi) for _ in range(n)], n + 1 if k is None else k)
+
+
+def sample_induction_copy(rng, n, k=None):
+    n = min(n, 100)
+    return with_tail(rng.sample(range(100), n), n + 1 if k is None else k)
+
+
 def sample_max_running(rng, n):
     return [rng.randint(-9, 9) for _ in range(n)]
 
@@ -291,14 +317,15 @@ REFERENCES = {
     "unique_set": unique_set, "histogram": histogram,
     "sort_unique": sort_unique, "mode": mode, "dyck1": dyck1,
     "count": count, "induction": induction, "reverse": reverse,
-    "max_running": max_running,
+    "max_running": max_running, "sort": sort, "induction_copy": induction_copy,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
 
 # tasks whose output is scored from `>` on (the others: every position)
 FAP_TASKS = {"parity", "copy", "addition", "binary_sum", "multiplication",
-             "unique_set", "sort_unique", "count", "reverse"}
+             "unique_set", "sort_unique", "count", "reverse", "sort",
+             "induction_copy"}
 TASKS_WITH_T = ("parity", "copy", "addition", "binary_sum", "multiplication",
                 "unique_set")
 

@@ -214,7 +214,8 @@ def test_addition_long_carry():
 def test_empty_query():
     """n = 0: the answer is empty (binary sum of nothing, copy, unique set,
     sort, reverse) or a single bit (parity of nothing is 0)."""
-    for name in ("parity", "copy", "binary_sum", "unique_set", "sort_unique", "reverse"):
+    for name in ("parity", "copy", "binary_sum", "unique_set", "sort_unique", "reverse",
+                 "sort", "induction_copy"):
         batch = [[">"] + ["#"] * k for k in range(4)]
         outs, _ = run_texts(program(name), batch)
         compare(name, batch, outs)
