@@ -1,0 +1,181 @@
+"""End-to-end trainer tests on seconds-long configurations: learning, all
+baselines, eval artefacts, compiled initialisation, kill-and-resume
+equality, DDP with 2 CPU processes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rasp.errors import RaspError  # noqa: E402
+from trainer import checkpoint, objectives  # noqa: E402
+from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval  # noqa: E402
+from trainer.evaluate import evaluate_run  # noqa: E402
+from trainer.models import MODELS, get_model_spec  # noqa: E402
+from trainer.presets import HParams  # noqa: E402
+from trainer.train import RunConfig, build_data, train  # noqa: E402
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)      # tiny models; avoids oversubscribing 2 cores
+    yield
+    torch.set_num_threads(old)
+
+
+def tiny(**kw) -> HParams:
+    base = dict(d_model=32, n_head=4, n_layer=1, batch_size=32, lr=3e-3, warmup=10, steps=150,
+                start_n=1, max_train_n=3, interval=30, log_every=10, ckpt_every=50,
+                eval_every=50, eval_samples=128, baseline_depth=2, pause_tokens=2, loop_steps=3)
+    base.update(kw)
+    return HParams(**base)
+
+
+def metrics(out):
+    return [json.loads(l) for l in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_looped_parity_learns(tmp_path):
+    out = tmp_path / "parity"
+    s = train(RunConfig(task="parity", out=str(out), hp=tiny(), progress=False))
+    rows = [r for r in metrics(out) if "loss" in r]
+    assert rows[-1]["loss"] < rows[0]["loss"] / 5
+    assert s["final_eval_acc"] >= 0.95          # in-distribution exact match, n <= 3
+    assert s["first_step_at_100"] is not None or s["final_eval_acc"] >= 0.95
+    # eval artefacts: table rows, JSON, both plots
+    res = evaluate_run(out, [1, 2, 3, 6], "confidence", samples=64)
+    assert [r["length"] for r in res["rows"]] == [1, 2, 3, 6]
+    assert all(0 <= r["exact_match"] <= 1 and "curve" in r for r in res["rows"])
+    assert res["rows"][0]["exact_match"] >= 0.9
+    assert Path(res["json"]).exists() and len(res["plots"]) == 2
+    assert all(Path(p).stat().st_size > 1000 for p in res["plots"])
+    thr = evaluate_run(out, [3], "threshold", samples=64, threshold=0.05, plots=False)["rows"][0]
+    conf = res["rows"][2]
+    assert thr["iterations"] < conf["iterations"]          # early exit saves loop iterations
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if m != "looped"])
+def test_baselines_train_and_evaluate(tmp_path, name):
+    out = tmp_path / name
+    train(RunConfig(task="copy", out=str(out), model=name, hp=tiny(steps=20, eval_every=0, max_train_n=2,
+                                                                      interval=10), progress=False))
+    rows = [r for r in metrics(out) if "loss" in r]
+    assert np.isfinite(rows[-1]["loss"]) and rows[-1]["loss"] < rows[0]["loss"]
+    res = evaluate_run(out, [2], "oracle", samples=16, plots=False)
+    assert 0 <= res["rows"][0]["exact_match"] <= 1
+
+
+def test_ntp_greedy_decoding_matches_teacher_forcing(tmp_path):
+    """A greedy decode is right exactly when every teacher-forced prediction is."""
+    out = tmp_path / "ntp"
+    train(RunConfig(task="copy", out=str(out), model="ntp", hp=tiny(steps=60, eval_every=0), progress=False))
+    model = checkpoint.load_model(checkpoint.latest(out))
+    spec, hp = get_model_spec("ntp"), tiny()
+    data = build_data("copy", spec, hp)
+    batch = data.batch(np.random.default_rng(0), [1, 2, 3, 3, 2] * 20, train=False)
+    with torch.no_grad():
+        logits = model(batch.tokens, 1)
+    forced = ((logits.argmax(-1) == batch.targets) | ~batch.mask).all(-1)
+    greedy = objectives.ntp_decode(model, batch, 1)
+    assert 0 < int(forced.sum()) < len(batch)       # a mix, so the check means something
+    assert torch.equal(forced, greedy)
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "trainer", *argv], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+
+
+TRAIN_ARGS = ["train", "--task", "parity", "--preset", "cpu", "--no-progress", "--steps", "120",
+              "--d-model", "32", "--n-head", "4", "--ckpt-every", "10", "--log-every", "10",
+              "--eval-every", "0", "--max-train-n", "4", "--interval", "20", "--batch-size", "16"]
+
+
+def _weights(out):
+    ck = checkpoint.latest(out)
+    return load_file(str(ck / "model.safetensors")), load_file(str(ck / "optimizer.safetensors"))
+
+
+def test_kill_and_resume_is_bit_identical(tmp_path):
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    r = _cli(*TRAIN_ARGS, "--out", str(ref))
+    assert r.returncode == 0, r.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "trainer", *TRAIN_ARGS, "--out", str(cut)],
+                            cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        ck = checkpoint.latest(cut)
+        if ck is not None and checkpoint.load_state(ck)["step"] >= 30:
+            break
+        time.sleep(0.02)
+    alive = proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = checkpoint.load_state(checkpoint.latest(cut))["step"]
+    assert alive and killed_at < 120          # really interrupted mid-run
+    r = _cli(*TRAIN_ARGS, "--out", str(cut), "--resume")
+    assert r.returncode == 0, r.stderr
+    (wa, oa), (wb, ob) = _weights(ref), _weights(cut)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert all(torch.equal(oa[k], ob[k]) for k in oa)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "steps_per_s"} for r in rows]
+    assert strip(metrics(ref)) == strip(metrics(cut))
+    # a second plain `train` into the same directory is refused
+    r = _cli(*TRAIN_ARGS, "--out", str(cut))
+    assert r.returncode == 2 and "--resume" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ddp_two_cpu_processes_match_single_process(tmp_path):
+    args = ["train", "--task", "copy", "--preset", "cpu", "--no-progress", "--steps", "12",
+            "--d-model", "32", "--n-head", "4", "--ckpt-every", "12", "--log-every", "4",
+            "--eval-every", "0", "--max-train-n", "4", "--interval", "3", "--batch-size", "16",
+            "--warmup", "0", "--lr", "3e-3"]
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    r = _cli(*args, "--out", str(single))
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        "-m", "trainer", *args, "--out", str(ddp)], cwd=ROOT, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((ddp / "run.json").read_text())["world_size"] == 2
+    (wa, _), (wb, _) = _weights(single), _weights(ddp)
+    moved = max(float((wa[k] - wb[k]).abs().max()) for k in wa)
+    assert all(torch.allclose(wa[k], wb[k], atol=2e-5, rtol=1e-4) for k in wa), moved
+    # ... and training really moved the weights far beyond that tolerance
+    run = json.loads((single / "run.json").read_text())
+    torch.manual_seed(run["hparams"]["seed"])
+    spec, hp = get_model_spec("looped"), HParams.from_dict(run["hparams"])
+    start = spec.make(hp, build_data("copy", spec, hp)).state_dict()
+    assert max(float((start[k] - wa[k]).abs().max()) for k in wa) > 1e-2
+
+
+def test_cli_user_errors(tmp_path):
+    import argparse
+    p = add_train_args(argparse.ArgumentParser())
+    with pytest.raises(RaspError):
+        config_from_args(p.parse_args(["--task", "sorting", "--out", str(tmp_path / "x")]))
+    with pytest.raises(RaspError):
+        config_from_args(p.parse_args(["--task", "parity", "--model", "lstm", "--out", str(tmp_path / "x")]))
+    with pytest.raises(RaspError):
+        config_from_args(p.parse_args(["--task", "parity", "--preset", "huge", "--out", str(tmp_path / "x")]))
+    e = add_eval_args(argparse.ArgumentParser())
+    with pytest.raises(RaspError):
+        run_eval(e.parse_args([str(tmp_path / "missing")]))
+    r = _cli("eval", str(tmp_path / "missing"), "--lengths", "1:4")
+    assert r.returncode == 2 and "no run.json" in r.stderr and "Traceback" not in r.stderr
