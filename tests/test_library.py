@@ -628,3 +628,20 @@ def test_aggr_mean_truncates_toward_zero():
     assert prog.run([-3, -2]) == [-3, -2]       # mean(-3, -2) = -2.5 -> -2
     assert prog.run([-3, -3, 2]) == [-3, -3, -1]  # -4/3 -> -1
     assert prog.run([5, -2, 0]) == [5, 1, 1]
+
+
+def test_params_are_scalars():
+    """A param is a scalar wherever an s-op or an int argument is expected."""
+    body = ("param m = len(x) % 4\n"
+            "param k = count(x, 2) + count_before(x, 3)\n"
+            "output x * m + shift_right(x, m, k) - full(x, k) + kqv(x, m, x, ge, default=m)\n")
+    prog = rasp.loads(PRELUDE + body)
+    batch = random_inputs(random.Random(4), 16)
+    res = prog.run_batch(batch)
+    for x, got in zip(batch, res.outputs):
+        n = len(x)
+        m = n % 4
+        k = x.count(2) + (x.index(3) if 3 in x else n)
+        want = [a * m + s - k + q for a, s, q in zip(
+            x, p_shift_right(x, m, k), p_kqv(x, m, x, "ge", m))]
+        assert list(got) == want, (x, list(got), want)
