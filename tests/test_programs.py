@@ -123,7 +123,8 @@ def make_batch(name, seed, lengths, k_mode):
     batch = []
     for n in lengths:
         if name in R.FAP_TASKS and k_mode == "random":
-            batch.append(sampler(rng, n, k=rng.randint(0, n + 3)))
+            k = rng.randint(0, n + 3) if rng.random() < 0.7 else rng.randint(n, 3 * n + 8)
+            batch.append(sampler(rng, n, k=k))
         else:
             batch.append(sampler(rng, n))
     return batch
