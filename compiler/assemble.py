@@ -1,0 +1,161 @@
+"""Make the named-subspace ops dense and fill a `trainer.model.LoopedTransformer`.
+
+BOS is tracked exactly while the weights are written: BOS attends only to
+itself, so its residual vector is a fixed function of the weights; each
+head's key/value rows get a correction on the `bos` dim so that BOS's key
+and value are exactly the ones the construction asked for.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from trainer.model import LoopedConfig, LoopedTransformer
+
+from .basis import BOS, GATE, IDX, IDX2, ONE, Cat
+
+
+def _dense(lin: dict, d: int) -> np.ndarray:
+    row = np.zeros(d)
+    for k, v in lin.items():
+        row[k] += v
+    return row
+
+
+class Layer:
+    def __init__(self, ops):
+        self.heads = [op for op in ops if op.kind == "attn"]
+        self.mlps = [op for op in ops if op.kind == "mlp"]
+
+    @property
+    def units(self):
+        return [u for op in self.mlps for u in op.units]
+
+
+def group(ops, n_layers):
+    return [Layer([op for op in ops if op.layer == i]) for i in range(n_layers)]
+
+
+def build_stage(layers, d, dh, nh, dm, x_bos):
+    """Dense weights for each layer; advances x_bos through them."""
+    out = []
+    for layer in layers:
+        W = {name: np.zeros(shape) for name, shape in (
+            ("q", (nh * dh, d)), ("k", (nh * dh, d)), ("v", (nh * dh, d)), ("o", (d, nh * dh)),
+            ("up", (dm, d)), ("down", (d, dm)))}
+        B = {"up": np.zeros(dm), "down": np.zeros(d)}
+        attn_bos = np.zeros(d)
+        for h, op in enumerate(layer.heads):
+            base = h * dh
+            for r, lin in enumerate(op.q):
+                W["q"][base + r] = _dense(lin, d)
+            for r, lin in enumerate(op.k):
+                row = _dense(lin, d)
+                row[BOS] += op.k_bos[r] - row @ x_bos
+                W["k"][base + r] = row
+            for r, lin in enumerate(op.v):
+                row = _dense(lin, d)
+                row[BOS] += op.v_bos[r] - row @ x_bos
+                W["v"][base + r] = row
+                for dim, c in op.o[r].items():
+                    W["o"][dim, base + r] += c
+                attn_bos += W["o"][:, base + r] * op.v_bos[r]
+        x_bos = x_bos + attn_bos
+        for i, u in enumerate(layer.units):
+            W["up"][i] = _dense(u.inp, d)
+            B["up"][i] = u.bias
+            if u.gated:
+                W["up"][i, BOS] -= GATE
+            for dim, c in u.out.items():
+                W["down"][dim, i] += c
+        for op in layer.mlps:
+            for dim, c in op.out_bias.items():
+                B["down"][dim] += c
+        hidden = np.maximum(W["up"] @ x_bos + B["up"], 0.0)
+        x_bos = x_bos + W["down"] @ hidden + B["down"]
+        out.append((W, B))
+    return out, x_bos
+
+
+def unembed_rows(rep, d):
+    """Output token values and the unembedding (weights, bias)."""
+    if isinstance(rep, Cat):
+        tokens = sorted(rep.vals)
+        W = np.stack([_dense(rep.vals[t], d) * 10.0 for t in tokens])
+        return tokens, W, np.zeros(len(tokens))
+    lo, hi = int(np.floor(rep.lo)), int(np.ceil(rep.hi))
+    tokens = list(range(lo, hi + 1))
+    x = _dense(rep.lin, d)
+    W = np.stack([2.0 * t * x for t in tokens])       # argmax_t 2tx - t^2 = round(x)
+    return tokens, W, -np.array([float(t * t) for t in tokens])
+
+
+def assemble(crafter, stages: dict, out_rep, extra: dict):
+    """stages: name -> (ops, n_layers) for 'pre', 'body', 'post'."""
+    res = crafter.res
+    d = len(res)
+    all_ops = [op for ops, _ in stages.values() for op in ops]
+    nh = max([len(Layer([o for o in ops if o.layer == i]).heads) for ops, n in stages.values()
+              for i in range(n)] + [1])
+    dh = max([op.width for op in all_ops if op.kind == "attn"] + [1])
+    dm = max([len(Layer([o for o in ops if o.layer == i]).units) for ops, n in stages.values()
+              for i in range(n)] + [1])
+    vocab = sorted(crafter.ir.vocab)
+    x_bos = np.zeros(d)
+    x_bos[ONE], x_bos[BOS], x_bos[IDX], x_bos[IDX2] = 1.0, 1.0, -1.0, 1.0
+    pre, e_bos = build_stage(group(*stages["pre"]), d, dh, nh, dm, x_bos)
+    body, _ = build_stage(group(*stages["body"]), d, dh, nh, dm, e_bos)
+    post, _ = build_stage(group(*stages["post"]), d, dh, nh, dm, e_bos)
+    tokens, WU, bU = unembed_rows(out_rep, d)
+    WE = np.zeros((len(vocab) + 1, d))
+    for t, v in enumerate(vocab):
+        WE[t, crafter.input_dims[v]] = 1.0
+    WE[len(vocab), BOS] = 1.0
+
+    # drop residual dims nothing reads (state dims stay: halting compares them)
+    read = np.zeros(d, dtype=bool)
+    for W, B in pre + body + post:
+        for name in ("q", "k", "v", "up"):
+            read |= np.abs(W[name]).sum(axis=0) > 0
+    read |= np.abs(WU).sum(axis=0) > 0
+    state_dims = sorted({dd for var in crafter.pg.loop_vars() for lin in _forms(crafter.state[var][0])
+                         for dd in lin})
+    read[state_dims] = True
+    read[[ONE, BOS]] = True
+    keep = np.flatnonzero(read)
+    remap = {int(old): i for i, old in enumerate(keep)}
+    feats = [(name, remap[dim]) for name, dim in (("one", ONE), ("index", IDX), ("index_sq", IDX2))
+             if dim in remap]
+    cfg = LoopedConfig(vocab_size=len(vocab), out_vocab_size=len(tokens), d_model=len(keep), n_head=nh,
+                       d_head=dh, d_mlp=dm, n_prelude=len(pre), n_body=len(body), n_postlude=len(post),
+                       norm="none", activation="relu", input_injection=True, body_final_norm=False,
+                       bias=True, attn_scale=1.0, bos=True, position_features=feats,
+                       extra=dict(extra, input_tokens=vocab, output_tokens=tokens,
+                                  state_dims=[remap[s] for s in state_dims],
+                                  dim_names=[res.dims[k].name for k in keep]))
+    model = LoopedTransformer(cfg)
+    t = lambda a: torch.tensor(a, dtype=torch.float32)
+    with torch.no_grad():
+        model.embed.weight.copy_(t(WE[:, keep]))
+        for blocks, dense in ((model.prelude, pre), (model.body, body), (model.postlude, post)):
+            for blk, (W, B) in zip(blocks, dense):
+                for name, lin in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v)):
+                    lin.weight.copy_(t(W[name][:, keep]))
+                    lin.bias.zero_()
+                blk.attn.o.weight.copy_(t(W["o"][keep]))
+                blk.attn.o.bias.zero_()
+                blk.mlp.up.weight.copy_(t(W["up"][:, keep]))
+                blk.mlp.up.bias.copy_(t(B["up"]))
+                blk.mlp.down.weight.copy_(t(W["down"][keep]))
+                blk.mlp.down.bias.copy_(t(B["down"][keep]))
+        model.unembed.weight.copy_(t(WU[:, keep]))
+        model.unembed.bias.copy_(t(bU))
+    model.eval()
+    layout = {name: [[op.label for op in ops if op.layer == i and op.kind == "attn"] +
+                     [f"mlp: {op.label} ({len(op.units)} units)" for op in ops if op.layer == i and op.kind == "mlp"]
+                     for i in range(n)] for name, (ops, n) in stages.items()}
+    return model, layout
+
+
+def _forms(rep):
+    return list(rep.vals.values()) if isinstance(rep, Cat) else [rep.lin]

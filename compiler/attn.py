@@ -1,0 +1,66 @@
+"""Attention-head constructions for select + aggregate / sel_width.
+
+Scores (attention scale 1, so these are logits):
+  selected key      SEL   (+ GAMMA * rank of the value for max/min)
+  BOS               SEL - BOS_GAP   (SEL for sel_width: BOS counts as one key)
+  unselected key    <= SEL - 2*BOS_GAP
+Categorical predicates are a 0/1 table between one-hot key and query; numeric
+equality uses -(k - q)^2 = 2kq - k^2 - q^2 built from value and square forms,
+which works at any length (no position table).
+"""
+from __future__ import annotations
+
+from .basis import NOTBOS, ONE, Cat, Num, lin_add, lin_scale
+
+SEL = 40.0
+BOS_GAP = 20.0
+EQ_GAP = 40.0        # score drop for |k - q| = 1 in numeric equality
+GAMMA = 20.0         # score per rank step for max/min
+
+PREDS = {
+    "eq": lambda k, q: k == q, "ne": lambda k, q: k != q, "lt": lambda k, q: k < q,
+    "le": lambda k, q: k <= q, "gt": lambda k, q: k > q, "ge": lambda k, q: k >= q,
+    "always": lambda k, q: True,
+}
+
+
+def score_rows(kind, k, q, pred, sel):
+    """(q rows, k rows) giving score `sel` to selected real keys and <= sel -
+    EQ_GAP (numeric) or 0 (categorical) to the others."""
+    if kind == "always":
+        return [lin_scale(NOTBOS, sel)], [{ONE: 1.0}]
+    if kind == "cat":
+        test = PREDS[pred]
+        if len(k.vals) <= len(q.vals):          # key side one-hot
+            qs = [lin_add(*[(sel, ql) for qv, ql in q.vals.items() if test(kv, qv)]) for kv in k.vals]
+            ks = [kl for kl in k.vals.values()]
+        else:
+            qs = [lin_scale(ql, sel) for ql in q.vals.values()]
+            ks = [lin_add(*[kl for kv, kl in k.vals.items() if test(kv, qv)]) for qv in q.vals]
+        return qs, ks
+    # numeric equality: sel - EQ_GAP * (k - q)^2
+    b = EQ_GAP
+    qs = [lin_scale(q.numeric(), 2 * b), lin_scale(NOTBOS, -b), lin_add((-b, q.square()), (sel, NOTBOS))]
+    ks = [k.numeric(), k.square(), {ONE: 1.0}]
+    return qs, ks
+
+
+def head(kind, k, q, pred, values, v_bos, rank=None, rank_span=0.0, width=False):
+    """Fill an attention op's rows.  values: list of value forms, v_bos: their
+    values at BOS (= the default); rank: form ranking keys for max/min."""
+    if rank is not None:
+        sel = GAMMA * rank_span * 2.0 + 2 * BOS_GAP + SEL
+    else:
+        sel = SEL
+    qs, ks = score_rows(kind, k, q, pred, sel)
+    if rank is not None:
+        qs.append(lin_scale(NOTBOS, GAMMA))
+        ks.append(rank)
+    bos = sel if width else sel - BOS_GAP
+    qs.append(lin_scale(NOTBOS, bos))
+    ks.append({})
+    k_bos = [0.0] * (len(ks) - 1) + [1.0]
+    if rank is not None:
+        # BOS's rank row must be 0 (its score is set by the BOS row alone)
+        pass
+    return dict(q=qs, k=ks, k_bos=k_bos, v=list(values), v_bos=list(v_bos))

@@ -1,0 +1,243 @@
+"""compile_program(): program -> CompiledModel (a LoopedTransformer + what it
+needs to run: token maps, loop count, halting), with save/load and a report."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+import rasp
+from rasp import ir
+from rasp.errors import RaspError, RaspInputError
+from trainer.model import LoopedConfig, LoopedTransformer
+
+from .assemble import assemble
+from .craft import Crafter
+from .graph import ProgramGraph
+from .layers import plan_body, schedule
+from .values import ValueSets
+
+DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * max_len
+
+
+def compile_program(prog, max_len: int, steps: Optional[int] = None,
+                    design_factor: int = DESIGN_FACTOR) -> "CompiledModel":
+    """Compile a rasp.Program (or ProgramIR).  Raises RaspError (located) for
+    constructs the compiler cannot make exact."""
+    t0 = time.perf_counter()
+    program = prog if isinstance(prog, rasp.Program) else None
+    pir = prog.ir if program is not None else prog
+    if max_len < 1:
+        raise RaspError("--max-len must be at least 1")
+    L = design_factor * max_len
+    pg = ProgramGraph(pir)
+    keep = set(pg.g)
+    sets = ValueSets(pir, L, pg.names, keep).sets
+    sets2 = ValueSets(pir, 2 * L, pg.names, keep).sets
+    cr = Crafter(pg, sets, sets2, L)
+    out_rep = cr.run()
+    stages = {}
+    for stage in ("pre", "body", "post"):
+        ops = [op for op in cr.ops if op.stage == stage]
+        n = schedule(ops)
+        if stage == "body" and pg.loop is not None:
+            n = plan_body(cr, ops)
+        stages[stage] = (ops, n)
+    loop = pg.loop
+    extra = {"compiler": {"max_len": max_len, "design_length": L, "steps": steps,
+                          "has_loop": loop is not None,
+                          "until_stable": bool(loop.until_stable) if loop else False}}
+    model, layout = assemble(cr, stages, out_rep, extra)
+    elapsed = time.perf_counter() - t0
+    cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
+    cm.compile_time = elapsed
+    cm.model.cfg.extra["compiler"]["compile_time_s"] = round(elapsed, 4)
+    cm.model.cfg.extra["compiler"]["layout"] = layout
+    return cm
+
+
+class CompiledModel:
+    def __init__(self, model: LoopedTransformer, source: str, path: str, program=None, layout=None):
+        self.model = model
+        self.source, self.path = source, path
+        self.program = program or rasp.loads(source, path)
+        self.layout = layout or model.cfg.extra.get("compiler", {}).get("layout", {})
+        self.compile_time = model.cfg.extra.get("compiler", {}).get("compile_time_s", float("nan"))
+        ex = model.cfg.extra
+        self.in_index = {v: i for i, v in enumerate(ex["input_tokens"])}
+        self.out_tokens = np.array(ex["output_tokens"], dtype=np.int64)
+        self.state_dims = ex["state_dims"]
+        info = ex["compiler"]
+        self.has_loop, self.until_stable = info["has_loop"], info["until_stable"]
+        self.fixed_steps = info.get("steps")
+        self.loop = self.program.ir.loops[0] if self.has_loop else None
+
+    @property
+    def config(self) -> LoopedConfig:
+        return self.model.cfg
+
+    # ---- running ------------------------------------------------------------------
+    def loop_counts(self, batch, params=None) -> np.ndarray:
+        if not self.has_loop:
+            return np.zeros(len(batch), dtype=np.int64)
+        if self.fixed_steps is not None:
+            return np.full(len(batch), int(self.fixed_steps), dtype=np.int64)
+        return np.array([host_eval(self.program.ir, self.loop.count, x, params) for x in batch], dtype=np.int64)
+
+    def encode_batch(self, batch):
+        n = max(len(x) for x in batch)
+        toks = torch.zeros((len(batch), n), dtype=torch.long)
+        for b, x in enumerate(batch):
+            toks[b, :len(x)] = torch.tensor([self.in_index[int(v)] for v in x], dtype=torch.long)
+        return toks
+
+    @torch.no_grad()
+    def logits(self, tokens: torch.Tensor, counts: np.ndarray, lengths=None):
+        """Run the looped model: each sample for its own count (until stable:
+        stop after the first step that leaves every state dim unchanged)."""
+        m = self.model
+        if not self.has_loop:
+            return m(tokens, 1), np.zeros(len(counts), dtype=np.int64)
+        counts = torch.as_tensor(counts).clamp(min=0)
+        e = m.encode(tokens)
+        h = m.initial_state(e)
+        out = m.decode(e)                    # 0 iterations: the prelude's values, read by the postlude
+        ran = torch.zeros_like(counts)
+        active = counts > 0
+        if lengths is not None:
+            valid = torch.arange(tokens.shape[1])[None, :] < torch.as_tensor(lengths)[:, None]
+        t = 0
+        sd = self.state_dims
+        while bool(active.any()):
+            t += 1
+            new = m.step(h, e)
+            ran += active.long()
+            if self.until_stable:
+                old_s = torch.round(h[:, 1:, sd]) if sd else None
+                new_s = torch.round(new[:, 1:, sd]) if sd else None
+                changed = torch.ones_like(active)
+                if sd:
+                    diff = (old_s != new_s).any(dim=-1)
+                    if lengths is not None:
+                        diff &= valid
+                    changed = diff.any(dim=-1) | (t == 1 and self._undefined_init())
+            h = torch.where(active[:, None, None], new, h)
+            done_now = active & ((counts <= t) | (~changed if self.until_stable else torch.zeros_like(active)))
+            if bool(done_now.any()):
+                out = torch.where(done_now[:, None, None], m.decode(h), out)
+            active = active & ~done_now
+        return out, ran.numpy()
+
+    def _undefined_init(self):
+        return any(v.init is None for v in self.loop.vars)
+
+    def run_batch(self, batch, params=None):
+        """Same contract as Program.run_batch(...).outputs: list of token-value
+        lists.  Inputs are validated like the interpreter does."""
+        batch = [list(map(int, x)) for x in batch]
+        self.program.check_batch(batch, rasp.program.RunLimits())
+        self.program.check_params(params)
+        counts = self.loop_counts(batch, params)
+        outs = []
+        for start in range(0, len(batch), 256):
+            chunk = batch[start:start + 256]
+            logits, _ = self.logits(self.encode_batch(chunk), counts[start:start + 256],
+                                    [len(x) for x in chunk])
+            ids = logits.argmax(-1).numpy()
+            outs += [self.out_tokens[ids[b, :len(x)]].tolist() for b, x in enumerate(chunk)]
+        return outs
+
+    def run(self, tokens, params=None):
+        return self.run_batch([tokens], params)[0]
+
+    # ---- description --------------------------------------------------------------
+    def sizes(self) -> dict:
+        c = self.model.cfg
+        layers = c.n_prelude + c.n_body + c.n_postlude
+        heads = sum(1 for stage in self.layout.values() for layer in stage for op in layer
+                    if not op.startswith("mlp:"))
+        return {"layers": layers, "prelude": c.n_prelude, "body": c.n_body, "postlude": c.n_postlude,
+                "heads": heads, "n_head": c.n_head, "d_head": c.d_head, "residual": c.d_model,
+                "mlp": c.d_mlp, "params": self.model.num_params(), "compile_time_s": self.compile_time}
+
+    def report(self) -> str:
+        s = self.sizes()
+        lines = [f"{self.path}: compiled looped transformer",
+                 f"  layers      {s['layers']} (prelude {s['prelude']}, body {s['body']} x T, postlude {s['postlude']})",
+                 f"  heads       {s['heads']} used ({s['n_head']} per layer x d_head {s['d_head']})",
+                 f"  residual    {s['residual']}",
+                 f"  MLP width   {s['mlp']}",
+                 f"  parameters  {s['params']:,}",
+                 f"  compile     {s['compile_time_s']:.3f} s"]
+        info = self.model.cfg.extra["compiler"]
+        lines.append(f"  numeric tables cover lengths <= {info['design_length']} (--max-len {info['max_len']})")
+        for stage in ("pre", "body", "post"):
+            for i, layer in enumerate(self.layout.get(stage, [])):
+                lines.append(f"  {stage} {i}: " + "; ".join(layer))
+        return "\n".join(lines)
+
+    # ---- files ----------------------------------------------------------------------
+    def save(self, directory):
+        """config.json, model.safetensors, program.rasp (each written atomically)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        state = {k: v.contiguous() for k, v in self.model.state_dict().items()}
+        _atomic(d / "config.json", lambda p: Path(p).write_text(self.model.cfg.to_json()))
+        _atomic(d / "model.safetensors", lambda p: save_file(state, p))
+        _atomic(d / "program.rasp", lambda p: Path(p).write_text(self.source, encoding="utf-8"))
+
+
+def _atomic(path: Path, write):
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_compiled(directory) -> CompiledModel:
+    d = Path(directory)
+    for name in ("config.json", "model.safetensors", "program.rasp"):
+        if not (d / name).exists():
+            raise RaspError(f"{d}: not a compiled model directory (missing {name})")
+    cfg = LoopedConfig.from_dict(json.loads((d / "config.json").read_text()))
+    model = LoopedTransformer(cfg)
+    model.load_state_dict(load_file(str(d / "model.safetensors")))
+    model.eval()
+    source = (d / "program.rasp").read_text(encoding="utf-8")
+    return CompiledModel(model, source, str(d / "program.rasp"))
+
+
+def host_eval(pir: ir.ProgramIR, e: ir.HostExpr, tokens, params=None, _cache=None) -> int:
+    """A host expression (loop count, param) on one raw input."""
+    params = params or {}
+    op, a = e.op, e.args
+    if op == "lit":
+        return int(a[0])
+    if op == "param":
+        if a[0] in params:
+            return int(params[a[0]])
+        return host_eval(pir, pir.params[a[0]].expr, tokens, params)
+    if op == "len":
+        return len(tokens)
+    if op == "count":
+        return sum(1 for t in tokens if t == a[0])
+    if op == "count_before":
+        return next((i for i, t in enumerate(tokens) if t == a[0]), len(tokens))
+    if op == "neg":
+        return -host_eval(pir, a[0], tokens, params)
+    x, y = host_eval(pir, a[0], tokens, params), host_eval(pir, a[1], tokens, params)
+    if op in ("floordiv", "mod") and y == 0:
+        raise RaspError("division by zero in a host expression")
+    return {"add": x + y, "sub": x - y, "mul": x * y, "floordiv": x // y if y else 0,
+            "mod": x % y if y else 0, "min": min(x, y), "max": max(x, y)}[op]

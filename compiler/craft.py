@@ -1,0 +1,461 @@
+"""Turn every graph node into a residual representation plus the attention
+heads / MLP units that compute it (not yet placed in layers)."""
+from __future__ import annotations
+
+import numpy as np
+
+from rasp import ir
+from rasp.errors import RaspError
+
+from . import attn as A
+from . import mlp as M
+from .basis import IDX, IDX2, NOTBOS, Cat, Num, Residual, lin_add, lin_scale
+from .graph import ProgramGraph
+from .ops import Op, Unit
+from .values import apply_op, unique_key
+
+CAT_LIMIT = 160          # larger (or length-dependent) value sets are encoded as numbers
+LINEAR = {"add", "sub", "neg", "mul"}
+COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+class Crafter:
+    def __init__(self, pg: ProgramGraph, sets: dict, sets2: dict, length: int):
+        self.pg, self.ir = pg, pg.ir
+        self.sets, self.sets2, self.L = sets, sets2, length
+        self.res = Residual()
+        self.ops: list[Op] = []
+        self.writer: dict = {}          # dim -> op writing it
+        self.reps: dict = {}            # node -> rep in its own stage
+        self.state: dict = {}           # LoopVar -> (S rep, init rep or None)
+        self.stage = "pre"
+        self.input_dims: dict = {}
+        self.need_sq = self.find_need_sq()
+
+    # ---- helpers -------------------------------------------------------------
+    def error(self, node, message):
+        return RaspError(message, loc=node.loc, source=self.ir.source)
+
+    def what(self, node):
+        n = self.pg.name(node)
+        return f"'{n}'" if n else node.label()
+
+    def alloc(self, name, signed=True):
+        return self.res.new(name, self.stage, signed)
+
+    def vals(self, node):
+        key = node.var.state if isinstance(node, (ir.LoopState, ir.LoopOut)) else node
+        return self.sets[key]
+
+    def is_cat(self, node) -> bool:
+        if isinstance(node, ir.Input):
+            return True
+        if isinstance(node, (ir.Indices, ir.SelWidth)):
+            return False
+        key = node.var.state if isinstance(node, (ir.LoopState, ir.LoopOut)) else node
+        s1, s2 = self.sets[key], self.sets2[key]
+        return s1 == s2 and len(s1) <= CAT_LIMIT
+
+    def add_op(self, op: Op) -> Op:
+        op.stage = self.stage
+        deps = {self.writer[d] for d in op.reads() if d in self.writer}
+        op.deps = [d for d in deps if d.stage == self.stage]
+        for d in op.writes:
+            self.writer[d] = op
+        self.ops.append(op)
+        return op
+
+    def mlp(self, label, units, writes) -> None:
+        if not units:
+            return
+        self.add_op(Op("mlp", label, self.stage, writes=sorted(writes), units=units))
+
+    @staticmethod
+    def unit_writes(units):
+        return {d for u in units for d in u.out}
+
+    def rep(self, node):
+        """The representation of `node` as seen from the current stage."""
+        if isinstance(node, ir.Const):
+            return node.value
+        if isinstance(node, ir.Full) and isinstance(node.inputs[0], ir.Const):
+            return Cat({node.inputs[0].value: dict(NOTBOS)})
+        if isinstance(node, ir.LoopOut):
+            s, init = self.state[node.var]
+            return self.state_view(s, init, carried=True)
+        r = self.reps[node]
+        if self.stage == "post" and self.pg.stage[node] == "pre":
+            return r.map_forms(self.res.carried)
+        return r
+
+    def state_view(self, s, init, carried=False):
+        """A loop variable = its state dims S (0 before the first iteration) plus
+        its initial value's dims: S holds (current - init)."""
+        if init is None:
+            return s
+        if carried:
+            init = init.map_forms(self.res.carried)
+        if isinstance(s, Cat):
+            return Cat({v: lin_add(l, init.vals.get(v, {})) for v, l in s.vals.items()})
+        return Num(lin_add(s.lin, init.numeric()), s.lo, s.hi)
+
+    # ---- which numeric s-ops need a square form (numeric equality select) ----
+    def find_need_sq(self):
+        need = set()
+        for n in self.pg.g:
+            if isinstance(n, ir.Select) and n.pred == "eq":
+                need |= {n.key, n.query}
+        changed = True
+        while changed:
+            changed = False
+            for n in list(need):
+                more = []
+                if isinstance(n, ir.Map) and n.op in LINEAR:
+                    more = [i for i in n.inputs if not isinstance(i, ir.Const)]
+                elif isinstance(n, ir.Aggregate):
+                    more = [n.value]
+                for m in more:
+                    if m not in need:
+                        need.add(m)
+                        changed = True
+        return need
+
+    # ---- driver -----------------------------------------------------------------
+    def run(self):
+        self.stage = "pre"
+        for node in self.pg.order("pre"):
+            self.build(node)
+        if self.pg.loop is not None:
+            self.stage = "body"
+            for var in self.pg.loop_vars():
+                self.make_state(var)
+            for node in self.pg.order("body"):
+                if not isinstance(node, ir.LoopState):
+                    self.build(node)
+            self.stage = "post"
+            for node in self.pg.order("post"):
+                if not isinstance(node, ir.LoopOut):
+                    self.build(node)
+        self.stage = "post" if self.pg.loop is not None else "pre"
+        out = self.rep(self.ir.output)
+        if isinstance(out, int):
+            out = Cat({out: dict(NOTBOS)})
+        return out
+
+    def make_state(self, var):
+        if var.kind != ir.SOP:
+            raise self.error(var.update, f"loop variable '{var.name}' is a {var.kind}; the compiler supports "
+                             "s-op loop variables only")
+        init = self.reps[var.init] if var.init is not None and var.init in self.reps else None
+        if var.init is not None and init is None:
+            init = self.rep(var.init)
+        if isinstance(init, int):
+            init = Cat({init: dict(NOTBOS)})
+        self.stage = "state"
+        vals = sorted(self.vals(var.state))
+        if self.is_cat(var.state):
+            if init is not None and not isinstance(init, Cat):
+                raise self.error(var.update, f"loop variable '{var.name}' starts from a numeric value but "
+                                 "takes few values; unsupported")
+            s = Cat({v: {self.alloc(f"{var.name}={v}", True): 1.0} for v in vals})
+        else:
+            s = Num({self.alloc(f"{var.name}", True): 1.0}, min(vals), max(vals))
+        self.stage = "body"
+        self.state[var] = (s, init)
+        self.reps[var.state] = self.state_view(s, init)
+
+    def build(self, node):
+        if isinstance(node, (ir.Const, ir.Select, ir.Host)):
+            return
+        if isinstance(node, ir.Input):
+            vals = sorted(self.ir.vocab)
+            self.input_dims = {v: self.alloc(f"{self.ir.input_name}={v}", False) for v in vals}
+            self.reps[node] = Cat({v: {d: 1.0} for v, d in self.input_dims.items()})
+        elif isinstance(node, ir.Indices):
+            self.reps[node] = Num({IDX: 1.0}, 0, self.L - 1, {IDX2: 1.0}, (1, 0))
+        elif isinstance(node, ir.Full):
+            if not isinstance(node.inputs[0], ir.Const):
+                raise self.error(node, "full() of a host value (param) cannot be computed by a causal "
+                                 "transformer; use a const")
+            self.reps[node] = self.rep(node)
+        elif isinstance(node, ir.Map):
+            self.reps[node] = self.build_map(node)
+        elif isinstance(node, ir.Aggregate):
+            self.reps[node] = self.build_aggregate(node)
+        elif isinstance(node, ir.SelWidth):
+            self.reps[node] = self.build_selwidth(node)
+        else:
+            raise self.error(node, f"the compiler does not support {node.label()} here")
+        r = self.reps[node]
+        if node in self.need_sq and isinstance(r, Num) and r.sq is None:
+            self.add_square(node, r)
+
+    # ---- element-wise maps --------------------------------------------------------
+    def fn(self, node):
+        op = node.op
+
+        def f(*args):
+            if op in ("floordiv", "mod") and args[1] == 0:
+                return None
+            return int(apply_op(op, [np.array(a) for a in args]))
+        return f
+
+    def build_map(self, node):
+        args = [self.rep(i) for i in node.inputs]
+        if any(isinstance(i, ir.Host) or (isinstance(i, ir.Map) and i.kind == ir.SCALAR) for i in node.inputs):
+            raise self.error(node, f"{self.what(node)} uses a param/host value; a causal transformer "
+                             "cannot compute it (params may only be loop counts)")
+        f, op = self.fn(node), node.op
+        nonconst = [a for a in args if not isinstance(a, int)]
+        out_vals = sorted(self.vals(node))
+        want_cat = self.is_cat(node)
+        if not nonconst:
+            return Cat({f(*args): dict(NOTBOS)})
+        if all(isinstance(a, Cat) for a in nonconst):
+            if len(nonconst) == 1:
+                rep, _ = M.cat_map(f, args, out_vals, self.alloc)
+                return rep if want_cat else self.as_num(node, rep)
+            if op in ("add", "sub", "neg") and not want_cat:
+                return self.linear(node, args)
+            if op == "where" and isinstance(args[0], Cat):
+                rep, units = M.cat_where(args[0], args[1], args[2], out_vals, self.alloc)
+            else:
+                if not want_cat:
+                    raise self.error(node, f"the values of {self.what(node)} depend on the input length; "
+                                     f"'{op}' of them cannot be computed exactly")
+                rep, units = M.cat_map(f, args, out_vals, self.alloc, explicit=self.is_update(node))
+            self.mlp(f"{op} {self.pg.name(node)}", units, self.unit_writes(units))
+            return rep
+        # some operand is numeric
+        if op in ("add", "sub", "neg") or (op == "mul" and len(nonconst) == 1):
+            rep = self.linear(node, args)
+            return self.to_cat(node, rep) if want_cat else rep
+        if op == "where":
+            c = args[0]
+            if not isinstance(c, Cat):
+                c = self.to_cat(node, c, f=lambda v: int(v != 0), vals=[0, 1])
+            x, y = args[1], args[2]
+            if want_cat and all(isinstance(b, (Cat, int)) for b in (x, y)):
+                rep, units = M.cat_where(c, x, y, out_vals, self.alloc)
+            else:
+                rep, units = M.num_where(c, x, y, min(out_vals), max(out_vals), self.alloc)
+            self.mlp(f"where {self.pg.name(node)}", units, self.unit_writes(units))
+            return self.to_cat(node, rep) if want_cat and isinstance(rep, Num) else rep
+        if len(nonconst) == 1:
+            i = next(i for i, a in enumerate(args) if not isinstance(a, int))
+            x = args[i]
+
+            def g(v):
+                a = list(args)
+                a[i] = v
+                return f(*a)
+            return self.tabulate(node, x, g, want_cat)
+        if op in COMPARE and len(nonconst) == 2:
+            a, b = args
+            d = Num(lin_add(a.numeric(), (-1.0, b.numeric())), a.lo - b.hi, a.hi - b.lo)
+            return self.tabulate(node, d, lambda v: f(v, 0), want_cat)
+        if op in ("min", "max") and len(nonconst) == 2:
+            a, b = args
+            dim = self.alloc(op)
+            sign = 1.0 if op == "max" else -1.0
+            # max(a,b) = b + relu(a - b);  min(a,b) = a - relu(a - b)
+            units = [Unit(lin_add(a.numeric(), (-1.0, b.numeric())), 0.0, {dim: 1.0})]
+            self.mlp(f"{op} {self.pg.name(node)}", units, {dim})
+            base = b.numeric() if op == "max" else a.numeric()
+            rep = Num(lin_add(base, (sign, {dim: 1.0})), min(out_vals), max(out_vals))
+            return self.to_cat(node, rep) if want_cat else rep
+        raise self.error(node, f"'{op}' on numeric (length-dependent) values of {self.what(node)} has no "
+                         "exact compilation; only +, -, comparisons, min/max, where and one-operand "
+                         "tables are supported")
+
+    def is_update(self, node):
+        return self.stage == "body" and any(v.update is node for v in self.pg.loop_vars())
+
+    def linear(self, node, args):
+        """add/sub/neg/mul-by-const: a linear form, no layer needed."""
+        op = node.op
+        forms = [a if isinstance(a, int) else a for a in args]
+        vals = sorted(self.vals(node))
+
+        def num(a):
+            return lin_scale(NOTBOS, float(a)) if isinstance(a, int) else a.numeric()
+        if op == "neg":
+            lin = lin_scale(num(forms[0]), -1.0)
+        elif op == "add":
+            lin = lin_add(num(forms[0]), num(forms[1]))
+        elif op == "sub":
+            lin = lin_add(num(forms[0]), (-1.0, num(forms[1])))
+        else:
+            c = next(a for a in forms if isinstance(a, int))
+            lin = lin_scale(num(next(a for a in forms if not isinstance(a, int))), float(c))
+        rep = Num(lin, min(vals), max(vals))
+        nonconst = [a for a in forms if not isinstance(a, int)]
+        if len(nonconst) == 1 and nonconst[0].square() is not None:
+            x = nonconst[0]
+            xs, xl = x.square(), x.numeric()
+            c = next((a for a in forms if isinstance(a, int)), 0)
+            if op == "neg":
+                rep.sq = xs
+            elif op == "mul":
+                rep.sq = lin_scale(xs, float(c * c))
+            else:
+                s = 1.0 if op == "add" or forms[0] is x else -1.0    # rep = s*x + c'
+                cc = float(c) if op == "add" else (-float(c) if forms[0] is x else float(c))
+                rep.sq = lin_add(xs, (2.0 * s * cc, xl), (cc * cc, NOTBOS))
+            aff = getattr(x, "affine", None)
+            if aff is not None:
+                if op == "neg":
+                    rep.affine = (-aff[0], -aff[1])
+                elif op == "mul":
+                    rep.affine = (aff[0] * c, aff[1] * c)
+                elif op == "add":
+                    rep.affine = (aff[0], aff[1] + c)
+                else:
+                    rep.affine = (aff[0], aff[1] - c) if forms[0] is x else (-aff[0], c - aff[1])
+        return rep
+
+    def as_num(self, node, cat: Cat):
+        vals = sorted(cat.vals)
+        return Num(cat.numeric(), vals[0], vals[-1], cat.square())
+
+    def tabulate(self, node, x, g, want_cat):
+        """One-operand function of a numeric value, by a table over its range."""
+        lo, hi = int(np.floor(x.lo)), int(np.ceil(x.hi))
+        if hi - lo > 20000:
+            raise self.error(node, f"the operand of {self.what(node)} ranges over {hi - lo} values; too many "
+                             "to tabulate")
+        fvals = {}
+        for v in range(lo, hi + 1):
+            r = g(v)
+            fvals[v] = r if r is not None else (fvals.get(v - 1, 0))
+        out_vals = sorted(set(fvals.values()))
+        rep, units = M.table(x.numeric(), lo, hi, fvals, out_vals if want_cat else None, self.alloc)
+        self.mlp(f"{node.label()} {self.pg.name(node)}", units, self.unit_writes(units))
+        return rep
+
+    def to_cat(self, node, rep, f=None, vals=None):
+        if isinstance(rep, Cat):
+            return rep
+        f = f or (lambda v: v)
+        return self.tabulate(node, rep, f, True)
+
+    def add_square(self, node, r: Num):
+        lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
+        sq, units = M.square_table(r.numeric(), lo, hi, self.alloc)
+        self.mlp(f"square {self.pg.name(node)}", units, self.unit_writes(units))
+        r.sq = sq
+
+    # ---- attention ---------------------------------------------------------------------
+    def select_kind(self, sel, agg_node):
+        k, q = self.rep(sel.key), self.rep(sel.query)
+        if sel.pred == "always":
+            return "always", k, q
+        if isinstance(k, Cat) and isinstance(q, Cat):
+            return "cat", k, q
+        if sel.pred == "eq":
+            if k.square() is None or q.square() is None:
+                raise self.error(sel, "numeric equality select needs squares of both sides (internal)")
+            return "num", k, q
+        ka, qa = getattr(k, "affine", None), getattr(q, "affine", None)
+        if ka and qa and ka[0] == qa[0] and ka[0] != 0:
+            # pred(a*j + b1, a*i + b2) for every j <= i: true for all keys?
+            test = A.PREDS[sel.pred]
+            a, b1, b2 = ka[0], ka[1], qa[1]
+            always = all(test(a * j + b1, a * i + b2) for i in range(0, 50) for j in range(0, i + 1))
+            if always:
+                return "always", k, q
+        raise self.error(sel, f"select with '{sel.pred}' on numeric (length-dependent) values has no exact "
+                         "attention construction; only eq (and predicates that hold for every earlier "
+                         "position) are supported on numbers")
+
+    def attn(self, label, spec, outs):
+        op = Op("attn", label, self.stage, q=spec["q"], k=spec["k"], k_bos=spec["k_bos"],
+                v=spec["v"], v_bos=spec["v_bos"], o=outs)
+        op.writes = sorted({d for o in outs for d in o})
+        return self.add_op(op)
+
+    def default_of(self, node):
+        d = node.default
+        if isinstance(d, ir.Const):
+            return d.value
+        if isinstance(d, ir.Full) and isinstance(d.inputs[0], ir.Const):
+            return d.inputs[0].value
+        raise self.error(node, "the default of an aggregate must be a constant for the compiler")
+
+    def build_aggregate(self, node):
+        sel, red = node.selector, node.reduction
+        kind, k, q = self.select_kind(sel, node)
+        v = self.rep(node.value)
+        if isinstance(v, int):
+            v = Cat({v: dict(NOTBOS)})
+        default = self.default_of(node)
+        out_vals = sorted(self.vals(node))
+        want_cat = self.is_cat(node)
+        label = f"{red} {self.pg.name(node)}".strip()
+        single = (kind == "num" and unique_key(sel)) or len(getattr(v, "vals", {0: 0, 1: 1})) == 1
+        if red == "mean" and not single:
+            return self.general_mean(node, kind, k, q, v, default, out_vals, want_cat, label)
+        rank, span = None, 0.0
+        if red in ("max", "min") and not single:
+            if kind == "num":
+                raise self.error(node, "max/min over a numeric equality select is only supported when at "
+                                 "most one key matches (key = indices + c)")
+            sign = 1.0 if red == "max" else -1.0
+            if isinstance(v, Cat):
+                order = sorted(v.vals) if red == "max" else sorted(v.vals, reverse=True)
+                rank = lin_add(*[(float(r), v.vals[w]) for r, w in enumerate(order)])
+                span = float(len(order) - 1)
+            else:
+                base = v.lo if red == "max" else v.hi
+                rank = lin_add((sign, v.numeric()), (-sign * base, {0: 1.0}))
+                span = float(v.hi - v.lo)
+        if isinstance(v, Cat) and want_cat:
+            outs, rows, bos = [], [], []
+            dims = {}
+            for w in out_vals:
+                dims[w] = self.alloc(f"={w}", False)
+                rows.append(v.vals.get(w, {}))
+                bos.append(1.0 if w == default else 0.0)
+                outs.append({dims[w]: 1.0})
+            self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
+            return Cat({w: {d: 1.0} for w, d in dims.items()})
+        vnum = v.numeric()
+        dim = self.alloc(label)
+        rows, bos, outs = [vnum], [float(default)], [{dim: 1.0}]
+        rep = Num({dim: 1.0}, min(out_vals), max(out_vals))
+        if node in self.need_sq and v.square() is not None:
+            sdim = self.alloc(label + "^2")
+            rows.append(v.square())
+            bos.append(float(default) ** 2)
+            outs.append({sdim: 1.0})
+            rep.sq = {sdim: 1.0}
+        self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
+        return self.to_cat(node, rep) if want_cat else rep
+
+    def general_mean(self, node, kind, k, q, v, default, out_vals, want_cat, label):
+        """Mean over several keys: the head averages the value, an MLP in the
+        same layer truncates toward zero with a 1/L margin."""
+        raw = self.alloc(label + " raw")
+        self.attn(label, A.head(kind, k, q, node.selector.pred, [v.numeric()], [float(default)]), [{raw: 1.0}])
+        vals = sorted(set(getattr(v, "vals", {})) | {default}) if isinstance(v, Cat) else [v.lo, v.hi, default]
+        lo, hi = int(min(vals)), int(max(vals))
+        rep, units = M.trunc_mean({raw: 1.0}, lo, hi, self.L, lambda t: t, out_vals if want_cat else None,
+                                  self.alloc)
+        self.mlp(f"trunc {self.pg.name(node)}", units, self.unit_writes(units))
+        return rep
+
+    def build_selwidth(self, node):
+        sel = node.inputs[0]
+        kind, k, q = self.select_kind(sel, node)
+        raw = self.alloc("width raw")
+        label = f"sel_width {self.pg.name(node)}".strip()
+        self.attn(label, A.head(kind, k, q, sel.pred, [{}], [1.0], width=True), [{raw: 1.0}])
+        outputs = [("num", lambda w: w)]
+        if node in self.need_sq:
+            outputs.append(("num", lambda w: w * w))
+        reps, units = M.selwidth_decode(raw, self.L, outputs, self.alloc)
+        self.mlp(f"decode {label}", units, self.unit_writes(units))
+        rep = reps[0]
+        if len(reps) > 1:
+            rep.sq = reps[1].lin
+        return rep

@@ -1,0 +1,170 @@
+"""Place operations in layers (as early as dependencies allow, per stage) and
+add the loop body's bookkeeping so loop-carried variables are overwritten
+correctly on every iteration.
+
+Body invariants (h = state after an iteration, e = injected embedding):
+  * dims of e ('pre') and body temporaries are 0 in h: each is cancelled by
+    one ReLU unit (two if it can be negative) in the MLP of its last use;
+  * a loop variable is S + init, where S (0 in e) holds current - init;
+    the commit layer adds new - current to S (exact for one-hot and numbers);
+  * a 'pre' dim the postlude reads is copied into a carry dim as it is
+    cancelled (and the old copy cancelled), so h keeps it for the postlude.
+"""
+from __future__ import annotations
+
+from .basis import BOS, ONE, Cat, Num, lin_add
+from .ops import Op, Unit
+
+
+def schedule(ops: list) -> int:
+    """ASAP layers for one stage's ops (in creation order, a topological order).
+    An attention head reads the residual after the previous layer; an MLP
+    reads it after this layer's attention."""
+    n = 0
+    for op in ops:
+        if op.kind == "attn":
+            op.layer = max([d.layer + 1 for d in op.deps], default=0)
+        else:
+            op.layer = max([d.layer if d.kind == "attn" else d.layer + 1 for d in op.deps], default=0)
+        n = max(n, op.layer + 1)
+    return n
+
+
+def plan_body(crafter, body_ops: list) -> int:
+    """Add commit, cancel and carry units to the body; returns its layer count."""
+    res = crafter.res
+    states = [(var, *crafter.state[var]) for var in crafter.pg.loop_vars()]
+    s_dims = {d for _, s, _ in states for lin in _forms(s) for d in lin}
+    last_read = {}            # dim -> last body layer reading it
+    for op in body_ops:
+        for d in op.reads():
+            last_read[d] = max(last_read.get(d, -1), op.layer)
+    writer = {d: op for op in body_ops for d in op.writes}
+
+    # the commit layer: after every read of the old state and every update
+    c = max([last_read.get(d, 0) for d in s_dims] + [0])
+    direct = {}
+    for var, s, init in states:
+        new = crafter.reps.get(var.update) if crafter.pg.stage.get(var.update) == "body" else None
+        for d in _dims(new) if new is not None else ():
+            w = writer.get(d)
+            if w is not None:
+                c = max(c, w.layer)
+    for var, s, init in states:
+        new = crafter.reps.get(var.update)
+        op = _pure_writer(new, writer) if crafter.pg.stage.get(var.update) == "body" else None
+        if op is not None and op.layer == c and isinstance(s, Cat) \
+                and not any(last_read.get(d, -1) >= 0 for d in op.writes):
+            direct[var] = op
+    for var, s, init in states:
+        if var in direct:
+            continue
+        new = crafter.reps.get(var.update)
+        if crafter.pg.stage.get(var.update) == "body":
+            for d in _dims(new):
+                w = writer.get(d)
+                if w is not None and w.kind == "mlp" and w.layer >= c:
+                    c = w.layer + 1
+    direct = {v: op for v, op in direct.items() if op.layer == c}
+    n_layers = c + 1
+    extra = {layer: Op("mlp", "loop bookkeeping", "body", layer=layer) for layer in range(n_layers)}
+
+    # commit: S += new - current  (gated: BOS keeps S = 0)
+    for var, s, init in states:
+        cur = crafter.state_view(s, init)
+        new = crafter.rep(var.update) if not isinstance(var.update, int) else var.update
+        if isinstance(s, Cat):
+            if isinstance(new, Num):
+                raise crafter.error(var.update, f"loop variable '{var.name}' gets a numeric update but "
+                                    "holds few values (internal)")
+            for v, lin in s.vals.items():
+                (sd,) = lin
+                extra[c].units.append(Unit(cur.vals[v], 0.0, {sd: -1.0}))
+                if var not in direct:
+                    extra[c].units.append(Unit(new.vals.get(v, {}), 0.0, {sd: 1.0}))
+                for d in cur.vals[v]:
+                    last_read[d] = max(last_read.get(d, -1), c)
+                for d in new.vals.get(v, {}):
+                    last_read[d] = max(last_read.get(d, -1), c)
+        else:
+            (sd,) = s.lin
+            lo = float(s.lo)
+            nl = new.numeric() if not isinstance(new, int) else {ONE: float(new), BOS: -float(new)}
+            extra[c].units.append(Unit(cur.numeric(), -lo, {sd: -1.0}))
+            extra[c].units.append(Unit(nl, -lo, {sd: 1.0}))
+            for d in list(cur.numeric()) + list(nl):
+                last_read[d] = max(last_read.get(d, -1), c)
+    for var, op in direct.items():
+        s = crafter.state[var][0]
+        new = crafter.reps[var.update]
+        remap = {}
+        for v, lin in new.vals.items():
+            (d,) = lin
+            remap.setdefault(d, []).append(next(iter(s.vals[v])))
+        for u in op.units:
+            out = {}
+            for d, cf in u.out.items():
+                for sd in remap.get(d, [d]):
+                    out[sd] = out.get(sd, 0.0) + cf
+            u.out = out
+        op.writes = sorted({d for u in op.units for d in u.out})
+    redirected = {d for var in direct for d in _dims(crafter.reps[var.update])}
+
+    # cancel every 'pre' dim and every body temporary at its last use
+    gated_reads = bool(extra[c].units) or any(op.kind == "mlp" for op in body_ops)
+    for d, dim in enumerate(res.dims):
+        if dim.stage == "pre":
+            layer = last_read.get(d, -1)
+            if d == BOS and gated_reads:
+                layer = c                      # gated units read bos up to the commit layer
+            if layer < 0:
+                layer = 0
+            _cancel(extra[layer], d, dim.signed, res.carry.get(d))
+        elif dim.stage == "body" and d in writer and d not in redirected:
+            w = writer[d]
+            layer = max(last_read.get(d, -1), w.layer if w.kind == "attn" else w.layer + 1)
+            if layer > c:
+                raise RuntimeError(f"internal: temporary {dim.name} outlives the loop body")
+            _cancel(extra[layer], d, dim.signed, None)
+    for layer, op in extra.items():
+        if op.units:
+            body_ops.append(op)
+    return n_layers
+
+
+def _forms(rep):
+    return list(rep.vals.values()) if isinstance(rep, Cat) else [rep.lin]
+
+
+def _dims(rep):
+    if rep is None or isinstance(rep, int):
+        return set()
+    return {d for lin in _forms(rep) for d in lin}
+
+
+def _pure_writer(rep, writer):
+    """The MLP op writing every value of a one-hot rep as a single dim, if so."""
+    if not isinstance(rep, Cat):
+        return None
+    ops = set()
+    for lin in rep.vals.values():
+        if len(lin) != 1 or next(iter(lin.values())) != 1.0:
+            return None
+        (d,) = lin
+        if d not in writer or writer[d].kind != "mlp":
+            return None
+        ops.add(writer[d])
+    return ops.pop() if len(ops) == 1 else None
+
+
+def _cancel(op: Op, d: int, signed: bool, carry):
+    """Units making dim d zero (and, with carry, copying it to the carry dim
+    and removing the previous copy)."""
+    op.units.append(Unit({d: 1.0}, 0.0, {d: -1.0, **({carry: 1.0} if carry is not None else {})}, gated=False))
+    if signed:
+        op.units.append(Unit({d: -1.0}, 0.0, {d: 1.0, **({carry: -1.0} if carry is not None else {})},
+                             gated=False))
+    if carry is not None:
+        op.units.append(Unit({carry: 1.0}, 0.0, {carry: -1.0}, gated=False))
+        if signed:
+            op.units.append(Unit({carry: -1.0}, 0.0, {carry: 1.0}, gated=False))

@@ -1,0 +1,240 @@
+"""Exact MLP constructions (ReLU units over named residual forms).
+
+* categorical maps of several one-hot inputs: one unit per (combination of
+  the smaller inputs, output value) instead of one per input combination;
+  a map of a single one-hot input is linear, so it needs no unit at all;
+* `where` on one-hot branches: one unit per branch value;
+* tables of a numeric input: two units per point where the function changes
+  (a sharp step with a margin, so small float noise is harmless);
+* the sel_width decoder: piecewise-linear interpolation through the points
+  (1/(w+1), f(w)), one unit per knot, shared by every output read from it.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .basis import NOTBOS, Cat, Num, lin_add, lin_scale
+from .ops import Unit
+
+
+class OutCat:
+    """Accumulates one-hot outputs: value -> dim, plus free (linear) parts."""
+
+    def __init__(self, alloc, values, explicit=False, omit=None, signed=False):
+        self.alloc, self.dims, self.free, self.signed = alloc, {}, {}, signed
+        self.values = sorted(values)
+        self.omit = None if explicit else omit
+
+    def dim(self, w):
+        if w not in self.dims:
+            self.dims[w] = self.alloc(f"={w}", self.signed)
+        return self.dims[w]
+
+    def rep(self) -> Cat:
+        vals = {}
+        for w in self.values:
+            if w == self.omit:
+                continue
+            vals[w] = lin_add(self.free.get(w, {}), {self.dims[w]: 1.0} if w in self.dims else {})
+        if self.omit is not None:     # the omitted value is "real position and none of the others"
+            vals[self.omit] = lin_add(NOTBOS, self.free.get(self.omit, {}),
+                                      *[(-1.0, l) for l in vals.values()])
+        return Cat({w: l for w, l in vals.items()})
+
+
+def cat_map(f, args, out_values, alloc, explicit=False):
+    """f over one-hot inputs (ints are constants).  Returns (Cat, units)."""
+    reps = [a for a in args if isinstance(a, Cat)]
+    pos = [i for i, a in enumerate(args) if isinstance(a, Cat)]
+
+    def call(vals):
+        full = list(args)
+        for i, v in zip(pos, vals):
+            full[i] = v
+        return f(*full)
+
+    if len(reps) == 1:                       # linear: out_w = sum of input indicators with f(v) = w
+        out = {}
+        for v, lin in reps[0].vals.items():
+            w = call([v])
+            if w is not None:
+                out[w] = lin_add(out.get(w, {}), lin)
+        return Cat(out), []
+    order = sorted(range(len(reps)), key=lambda i: len(reps[i].vals))
+    last, rest = order[-1], order[:-1]
+    counts = {}
+    table = {}
+    for combo in itertools.product(*[sorted(reps[i].vals) for i in rest]):
+        for u in reps[last].vals:
+            vals = [None] * len(reps)
+            for i, v in zip(rest, combo):
+                vals[i] = v
+            vals[last] = u
+            w = call(vals)
+            if w is None:
+                continue
+            table.setdefault(combo, {}).setdefault(w, []).append(u)
+            counts[w] = counts.get(w, 0) + 1
+    omit = max(counts, key=counts.get) if counts else None
+    out = OutCat(alloc, out_values, explicit, omit)
+    units = []
+    k = len(rest)
+    for combo, by_w in table.items():
+        base = lin_add(*[reps[i].vals[v] for i, v in zip(rest, combo)])
+        for w, us in by_w.items():
+            if w == out.omit:
+                continue
+            if len(us) == len(reps[last].vals):       # f(combo, .) is constant: no test on the last input
+                inp, bias = base, -(k - 1.0)
+            else:
+                inp, bias = lin_add(base, *[reps[last].vals[u] for u in us]), -float(k)
+            units.append(Unit(inp, bias, {out.dim(w): 1.0}))
+    return out.rep(), units
+
+
+def cat_where(c: Cat, x, y, out_values, alloc):
+    """where(c, x, y) with one-hot branches (or constant ones): one unit per
+    value of each one-hot branch, none for a constant branch."""
+    nz = lin_add(*[l for v, l in c.vals.items() if v != 0])
+    z = lin_add(*[l for v, l in c.vals.items() if v == 0])
+    out = OutCat(alloc, out_values, explicit=True)
+    units = []
+    for branch, cond in ((x, nz), (y, z)):
+        if isinstance(branch, Cat):
+            for w, lin in branch.vals.items():
+                units.append(Unit(lin_add(lin, cond), -1.0, {out.dim(w): 1.0}))
+        else:
+            out.free[branch] = lin_add(out.free.get(branch, {}), cond)
+    return out.rep(), units
+
+
+def num_where(c: Cat, x, y, lo, hi, alloc):
+    """where(c, x, y) with numeric (or constant) branches -> Num."""
+    nz = lin_add(*[l for v, l in c.vals.items() if v != 0])
+    z = lin_add(*[l for v, l in c.vals.items() if v == 0])
+    dim = alloc("where")
+    units, free = [], {}
+    for branch, cond in ((x, nz), (y, z)):
+        if isinstance(branch, int):
+            free = lin_add(free, (float(branch), cond))
+            continue
+        xl = branch.numeric()
+        blo, bhi = (branch.lo, branch.hi)
+        r = bhi - blo + 1.0
+        # cond * (x - lo) = relu((x - lo) - r * (1 - cond));  the lo * cond part is linear
+        units.append(Unit(lin_add(xl, (r, cond)), -blo - r, {dim: 1.0}))
+        free = lin_add(free, (float(blo), cond))
+    return Num(lin_add(free, {dim: 1.0}), lo, hi), units
+
+
+def step_units(x: dict, k: float, coefs: dict):
+    """[x >= k] for integer-valued x (float noise < 0.25): two units whose
+    difference ramps from 0 at x = k - 0.75 to 1 at x = k - 0.25."""
+    x2 = lin_scale(x, 2.0)
+    return [Unit(x2, -2.0 * k + 1.5, coefs), Unit(x2, -2.0 * k + 0.5, {d: -c for d, c in coefs.items()})]
+
+
+def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc):
+    """f(x) for integer x in [lo, hi] (fvals: x -> f(x)), continued as the
+    constant f(hi) above hi.  out_cat: output values (-> Cat) or None (-> Num)."""
+    ks = [k for k in range(lo + 1, hi + 1) if fvals[k] != fvals[k - 1]]
+    units = []
+    if out_cat is not None:
+        out = OutCat(alloc, out_cat, explicit=True, signed=True)
+        out.free[fvals[lo]] = dict(NOTBOS)
+        for k in ks:
+            units += step_units(x, k, {out.dim(fvals[k]): 1.0, out.dim(fvals[k - 1]): -1.0})
+        return out.rep(), units
+    dim = alloc("table")
+    for k in ks:
+        units += step_units(x, k, {dim: float(fvals[k] - fvals[k - 1])})
+    return Num(lin_add((float(fvals[lo]), NOTBOS), {dim: 1.0}), min(fvals.values()), max(fvals.values())), units
+
+
+def trunc_mean(m: dict, lo: int, hi: int, L: int, fout, out_cat, alloc):
+    """trunc(m) toward zero for a mean m of ints in [lo, hi] with denominators
+    <= L (so m is an integer or >= 1/L away from one), then fout."""
+    base = min(max(0, lo), hi)
+    K = 2.0 * L
+    events = []   # (unit input form, bias, from value, to value)
+    for k in range(base + 1, hi + 1):        # m >= k
+        events.append((lin_scale(m, K), -K * k, k - 1, k))
+    for k in range(base - 1, lo - 1, -1):    # m <= k  (k < 0)
+        events.append((lin_scale(m, -K), K * k, k + 1, k))
+    units = []
+    if out_cat is not None:
+        out = OutCat(alloc, out_cat, explicit=True, signed=True)
+        out.free[fout(base)] = dict(NOTBOS)
+    else:
+        dim = alloc("mean")
+    for inp, bias, a, b in events:
+        fa, fb = fout(a), fout(b)
+        if fa == fb:
+            continue
+        coefs = {out.dim(fb): 1.0, out.dim(fa): -1.0} if out_cat is not None else {dim: float(fb - fa)}
+        units.append(Unit(inp, bias + 1.0, coefs))
+        units.append(Unit(inp, bias, {d: -c for d, c in coefs.items()}))
+    if out_cat is not None:
+        return out.rep(), units
+    vals = [fout(v) for v in range(lo, hi + 1)]
+    return Num(lin_add((float(fout(base)), NOTBOS), {dim: 1.0}), min(vals), max(vals)), units
+
+
+def selwidth_decode(a_dim: int, L: int, outputs: list, alloc):
+    """Given a = 1/(w+1) (w = 0..L), outputs: list of (kind, f) with kind 'num'
+    (f: w -> number) or 'cat' (f: w -> value).  Piecewise-linear interpolation
+    in a through the knots a_k = 1/(k+1); knots where no output bends are dropped."""
+    a = np.array([1.0 / (k + 1) for k in range(L + 1)])        # descending
+    cols = []      # (dim, y values over w, free base)
+    reps = []
+    for kind, f in outputs:
+        if kind == "num":
+            d = alloc("sel_width")
+            cols.append((d, np.array([float(f(w)) for w in range(L + 1)])))
+            ys = [f(w) for w in range(L + 1)]
+            reps.append(("num", d, min(ys), max(ys)))
+        else:
+            ys = [f(w) for w in range(L + 1)]
+            dims = {}
+            for v in sorted(set(ys)):
+                dims[v] = alloc(f"={v}", True)
+                cols.append((dims[v], np.array([1.0 if y == v else 0.0 for y in ys])))
+            reps.append(("cat", dims, None, None))
+    units = {}
+    for d, y in cols:
+        # segment slopes: seg k spans [a_{k+1}, a_k]
+        slope = (y[:-1] - y[1:]) / (a[:-1] - a[1:])
+        coef = {L: slope[L - 1]}                      # unit relu(a - a_L)
+        for j in range(L - 1, 0, -1):
+            coef[j] = slope[j - 1] - slope[j]         # unit relu(a - a_j)
+        for j, c in coef.items():
+            if abs(c) > 1e-9 * max(1.0, abs(slope).max()):
+                units.setdefault(j, {})[d] = c
+    mlp = [Unit({a_dim: 1.0}, -float(a[j]), out) for j, out in sorted(units.items())]
+    out_reps = []
+    for (kind, d, lo, hi), (_, f) in zip(reps, outputs):
+        if kind == "num":
+            out_reps.append(Num(lin_add((float(f(L)), NOTBOS), {d: 1.0}), lo, hi))
+        else:
+            vals = {}
+            for v, dv in d.items():
+                base = 1.0 if f(L) == v else 0.0
+                vals[v] = lin_add((base, NOTBOS), {dv: 1.0})
+            out_reps.append(Cat(vals))
+    return out_reps, mlp
+
+
+def square_table(x: dict, lo: int, hi: int, alloc):
+    """x^2 for integer x in [lo, hi] by interpolation: one unit per integer."""
+    d = alloc("square")
+    units = []
+    # g(x) = lo^2 + sum_k c_k relu(x - k), slopes 2k+1 on [k, k+1]
+    prev = 0.0
+    for k in range(lo, hi):
+        slope = 2.0 * k + 1.0
+        units.append(Unit(dict(x), -float(k), {d: slope - prev}))
+        prev = slope
+    # below lo the units are off and g = lo^2 (x >= lo always)
+    return lin_add((float(lo * lo), NOTBOS), {d: 1.0}), units

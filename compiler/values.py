@@ -1,0 +1,178 @@
+"""Value-set inference: the finite set of ints every s-op can hold at a given
+sequence length, from the input vocabulary, the consts and the maps.
+
+Sets are computed at two lengths; an s-op whose set changes with the length
+(indices, counts, anything derived from them) is encoded numerically by the
+compiler, everything else one-hot.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rasp import ir
+from rasp.errors import RaspError
+
+MAX_EVAL = 4_000_000     # largest product of input value sets a map may be evaluated on
+MAX_SET = 100_000        # a larger set is "huge": a located error
+
+_NP = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply,
+    "floordiv": np.floor_divide, "mod": np.mod, "neg": np.negative,
+    "eq": lambda a, b: (a == b), "ne": lambda a, b: (a != b), "lt": lambda a, b: (a < b),
+    "le": lambda a, b: (a <= b), "gt": lambda a, b: (a > b), "ge": lambda a, b: (a >= b),
+    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
+    "invert": np.invert, "and": lambda a, b: (a != 0) & (b != 0),
+    "or": lambda a, b: (a != 0) | (b != 0), "not": lambda a: (a == 0),
+    "min": np.minimum, "max": np.maximum, "abs": np.abs,
+    "where": lambda c, x, y: np.where(c != 0, x, y),
+}
+
+
+def apply_op(op: str, args: list) -> np.ndarray:
+    """Element-wise op on broadcastable int arrays, with the interpreter's int
+    semantics (floor division/modulo; comparisons give 0/1)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _NP[op](*[np.asarray(a, dtype=np.int64) for a in args])
+    return np.asarray(out).astype(np.int64)
+
+
+def eval_map(op: str, sets: list) -> np.ndarray:
+    """All values of `op` over the product of the operand sets (division by
+    zero combinations are skipped: the interpreter rejects them at run time)."""
+    arrays = [np.array(sorted(s), dtype=np.int64) for s in sets]
+    total = int(np.prod([len(a) for a in arrays])) if arrays else 1
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    if total > MAX_EVAL:
+        if op in ("add", "sub") and len(arrays) == 2:       # interval arithmetic
+            a, b = arrays
+            lo, hi = (a[0] + b[0], a[-1] + b[-1]) if op == "add" else (a[0] - b[-1], a[-1] - b[0])
+            return np.arange(lo, hi + 1)
+        raise OverflowError(total)
+    grids = np.meshgrid(*arrays, indexing="ij")
+    out = apply_op(op, grids)
+    if op in ("floordiv", "mod"):
+        out = out[grids[1] != 0]
+    return np.unique(out)
+
+
+def unique_key(sel: ir.Select) -> bool:
+    """At most one key per query: eq on a key that is index + c."""
+    return sel.pred == "eq" and affine_of(sel.key) is not None and affine_of(sel.key)[0] != 0
+
+
+def affine_of(node) -> tuple | None:
+    """(a, b) when node == a*indices + b, else None."""
+    if isinstance(node, ir.Indices):
+        return (1, 0)
+    if isinstance(node, ir.Map):
+        ins = node.inputs
+        if node.op == "neg":
+            a = affine_of(ins[0])
+            return None if a is None else (-a[0], -a[1])
+        if node.op in ("add", "sub", "mul") and len(ins) == 2:
+            consts = [isinstance(i, ir.Const) for i in ins]
+            if consts == [False, True] or consts == [True, False]:
+                c = ins[1].value if consts[1] else ins[0].value
+                a = affine_of(ins[0] if consts[1] else ins[1])
+                if a is None:
+                    return None
+                if node.op == "add":
+                    return (a[0], a[1] + c)
+                if node.op == "mul":
+                    return (a[0] * c, a[1] * c)
+                return (a[0], a[1] - c) if consts[1] else (-a[0], c - a[1])
+    return None
+
+
+class ValueSets:
+    """node -> frozenset of ints at sequence lengths 1..length."""
+
+    def __init__(self, prog: ir.ProgramIR, length: int, names: dict, keep=None):
+        self.ir, self.length, self.names = prog, length, names
+        self.keep = keep          # only these nodes (the ones the output needs)
+        self.sets: dict = {}
+        self.run_block(prog.body)
+
+    def error(self, node, message):
+        return RaspError(message, loc=node.loc, source=self.ir.source)
+
+    def name(self, node):
+        n = self.names.get(node)
+        return f"'{n}'" if n else f"this {node.label()}"
+
+    def get(self, node) -> frozenset:
+        if node not in self.sets:
+            self.sets[node] = self.compute(node)
+        return self.sets[node]
+
+    def run_block(self, block: ir.Block):
+        for item in block.items:
+            if isinstance(item, ir.Loop):
+                self.run_loop(item)
+            elif isinstance(item, ir.Node) and (self.keep is None or item in self.keep):
+                self.get(item)
+
+    def run_loop(self, loop: ir.Loop):
+        # fixpoint: state = init U update(state), iterated until nothing grows
+        if self.keep is not None:
+            vars_ = [v for v in loop.vars if v.state in self.keep]
+        else:
+            vars_ = list(loop.vars)
+        for var in vars_:
+            self.sets[var.state] = self.get(var.init) if var.init is not None else frozenset()
+        for _ in range(64):
+            body = [n for n in loop.body.nodes() if self.keep is None or n in self.keep]
+            for n in body:
+                self.sets.pop(n, None)
+            for n in body:
+                self.get(n)
+            grew = False
+            for var in vars_:
+                new = self.sets[var.state] | self.get(var.update)
+                if len(new) > MAX_SET:
+                    raise self.error(var.update, f"the values of loop variable '{var.name}' grow without "
+                                     "bound; the compiler needs a finite value set")
+                if new != self.sets[var.state]:
+                    self.sets[var.state], grew = new, True
+            if not grew:
+                return
+        var = next(v for v in vars_ if self.sets[v.state] != self.sets[v.state] | self.get(v.update))
+        raise self.error(var.update, f"the value set of loop variable '{var.name}' does not converge "
+                         f"(it keeps growing from iteration to iteration); the compiler needs a finite set")
+
+    def compute(self, node) -> frozenset:
+        L = self.length
+        if isinstance(node, ir.Input):
+            return frozenset(self.ir.vocab)
+        if isinstance(node, ir.Indices):
+            return frozenset(range(L))
+        if isinstance(node, ir.Const):
+            return frozenset({node.value})
+        if isinstance(node, ir.Host):
+            raise self.error(node, f"{self.name(node)} is computed on the host from the whole input; a "
+                             "causal transformer cannot use it as a value (only as a loop count)")
+        if isinstance(node, ir.Full):
+            return self.get(node.inputs[0])
+        if isinstance(node, (ir.LoopState, ir.LoopOut)):
+            return self.sets.get(node.var.state, frozenset())
+        if isinstance(node, ir.SelWidth):
+            return frozenset(range(L + 1))
+        if isinstance(node, ir.Select):
+            return frozenset()
+        if isinstance(node, ir.Aggregate):
+            v, d = self.get(node.value), self.get(node.default)
+            if node.reduction != "mean" or len(v) <= 1 or unique_key(node.selector):
+                return v | d
+            return frozenset(range(min(v), max(v) + 1)) | d
+        if isinstance(node, ir.Map):
+            sets = [self.get(i) for i in node.inputs]
+            try:
+                out = eval_map(node.op, sets)
+            except OverflowError as e:
+                raise self.error(node, f"the value set of {self.name(node)} is too large to enumerate "
+                                 f"({e.args[0]} operand combinations)") from None
+            if len(out) > MAX_SET:
+                raise self.error(node, f"the value set of {self.name(node)} is huge ({len(out)} values)")
+            return frozenset(int(x) for x in out)
+        raise self.error(node, f"unsupported operation {node.label()}")
