@@ -6,9 +6,15 @@ valid position (and errors are only raised for valid positions of inputs
 that actually execute the operation).
 
 Values, by node kind:
-    s-op      int64 array [B, N] (possibly a read-only broadcast view)
-    scalar    Python int (Const) or int64 array [B, 1] (Host and maps of it)
+    s-op      int array [B, N] (possibly a read-only broadcast view)
+    scalar    Python int (Const) or int array [B, 1] (Host and maps of it)
     selector  bool array [B, N, N], built only when something needs the matrix
+
+Integer arrays use the narrowest dtype that holds every value the node can
+take (`_Ranges`: interval analysis over the graph, with the batch's actual
+tokens, lengths and params).  Element-wise work on bits in int8 moves an
+eighth of the memory of int64; each operation computes in a dtype that holds
+its operands and its result, so results are exactly those of int64.
 
 Aggregates and sel_width never need the matrix for the common selector
 shapes: a table of rules (`_RULES`) recognises them and computes the same
@@ -27,8 +33,8 @@ from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, Host
                  Input, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
 from .trace import TraceEvent
 
-I64_MIN = np.iinfo(np.int64).min
-I64_MAX = np.iinfo(np.int64).max
+I64_MIN = np.int64(np.iinfo(np.int64).min)     # NumPy scalars: never narrowed
+I64_MAX = np.int64(np.iinfo(np.int64).max)
 DENSE_BUDGET_BYTES = 200 * 2**20     # cap for [B, N, N] temporaries
 
 
@@ -48,15 +54,23 @@ def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
             trace: bool = False, limits: Limits = Limits()) -> BatchResult:
     """Run `ir` on every input of `batch` (validated lists of ints)."""
     lengths = np.array([len(x) for x in batch], dtype=np.int64)
-    tokens = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
-    for b, x in enumerate(batch):
-        tokens[b, :len(x)] = x
-    run = _Run(ir, tokens, lengths, params or {}, trace, limits)
-    run.input_event()
-    run.block(ir.body)
-    out = run.sop(run.value(ir.output))
+    if (lengths == lengths[0]).all():
+        tokens = np.array(batch, dtype=np.int64).reshape(len(batch), -1)
+    else:
+        tokens = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
+        for b, x in enumerate(batch):
+            tokens[b, :len(x)] = x
+    # padded positions may overflow or divide garbage: never an error there
+    with np.errstate(all="ignore"):
+        run = _Run(ir, tokens, lengths, params or {}, trace, limits)
+        run.input_event()
+        run.block(ir.body)
+        out = run.sop(run.value(ir.output))
     run.output_event(out)
-    outputs = [out[b, :n].tolist() for b, n in enumerate(lengths.tolist())]
+    if (lengths == run.N).all():
+        outputs = out.tolist()
+    else:
+        outputs = [out[b, :n].tolist() for b, n in enumerate(lengths.tolist())]
     return BatchResult(outputs, run.steps, run.events)
 
 
@@ -70,18 +84,27 @@ def _i64(x):
     return np.asarray(x).astype(np.int64, copy=False)
 
 
+def _where(c, x, y):
+    """where(c, x, y).  np.where is branchy and slow on unpredictable
+    conditions; for narrow ints a bit mask is much faster."""
+    dtype = np.result_type(x, y)
+    if dtype.itemsize > 2 or np.ndim(c) == 0:
+        return np.where(_logical(c), x, y)
+    mask = np.negative(_logical(c).view(np.int8), dtype=dtype)      # 0 or -1 (all ones)
+    return np.bitwise_xor(y, np.bitwise_and(np.bitwise_xor(x, y), mask))
+
+
 _MAP_OPS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
-    "eq": lambda a, b: _i64(np.equal(a, b)), "ne": lambda a, b: _i64(np.not_equal(a, b)),
-    "lt": lambda a, b: _i64(np.less(a, b)), "le": lambda a, b: _i64(np.less_equal(a, b)),
-    "gt": lambda a, b: _i64(np.greater(a, b)), "ge": lambda a, b: _i64(np.greater_equal(a, b)),
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
     "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
     "invert": np.invert,
-    "and": lambda a, b: _i64(_logical(a) & _logical(b)),
-    "or": lambda a, b: _i64(_logical(a) | _logical(b)),
-    "not": lambda a: _i64(np.equal(a, 0)),
+    "and": lambda a, b: _logical(a) & _logical(b),
+    "or": lambda a, b: _logical(a) | _logical(b),
+    "not": lambda a: np.equal(a, 0),
     "min": np.minimum, "max": np.maximum, "abs": np.abs,
-    "where": lambda c, x, y: np.where(_logical(c), x, y),
+    "where": _where,
     # floordiv / mod are handled by _Run.divide (zero divisors are errors)
 }
 
@@ -115,6 +138,8 @@ class _Run:
         self.step_path: list = []
         self.clear = _loop_scopes(ir)
         self.params = self.eval_params(params)
+        self.dtype: dict = {}
+        self.dtype = _Ranges(self).dtypes()       # node -> narrowest safe int dtype
 
     # -- errors ---------------------------------------------------------------
     def fail(self, message, loc, bad_rows):
@@ -168,14 +193,21 @@ class _Run:
         except KeyError:
             pass
         v = _EVAL[type(node)](self, node)
+        if isinstance(v, np.ndarray) and node.kind != SELECTOR:
+            v = v.astype(self.dtype.get(node, np.int64), copy=False)
         self.env[node] = v
         return v
 
-    def sop(self, v) -> np.ndarray:
+    def sop(self, v, dtype=None) -> np.ndarray:
         """A value as an s-op array [B, N] (scalars broadcast)."""
         if isinstance(v, np.ndarray) and v.shape == (self.B, self.N):
             return v
-        return np.broadcast_to(np.asarray(v, dtype=np.int64).reshape(-1, 1), (self.B, self.N))
+        return np.broadcast_to(np.asarray(v, dtype=dtype).reshape(-1, 1), (self.B, self.N))
+
+    def typed(self, v, node):
+        """A Python int as a NumPy scalar of `node`'s dtype (it fits: the
+        node's range covers it), so it does not widen the arrays it meets."""
+        return self.dtype[node].type(v) if isinstance(v, int) and node in self.dtype else v
 
     def scalar_of(self, node: Node):
         """The scalar value of `node` if it is a scalar or full(scalar), else None."""
@@ -185,6 +217,10 @@ class _Run:
             return self.value(node.inputs[0])
         return None
 
+    def offset_of(self, node):
+        s = self.scalar_of(node)
+        return _i64(s) if isinstance(s, np.ndarray) else s
+
     def index_offset(self, node: Node):
         """c (int or [B, 1]) if `node` is indices + c for a scalar c, else None."""
         if isinstance(node, Indices):
@@ -193,12 +229,12 @@ class _Run:
             a, b = node.inputs
             ca = self.index_offset(a)
             if ca is not None:
-                s = self.scalar_of(b)
+                s = self.offset_of(b)
                 if s is not None:
                     return ca + s if node.op == "add" else ca - s
             if node.op == "add":
                 cb = self.index_offset(b)
-                s = self.scalar_of(a)
+                s = self.offset_of(a)
                 if cb is not None and s is not None:
                     return cb + s
         return None
@@ -339,6 +375,9 @@ class _Run:
 
     def reduce(self, sel: Node, x, red: str, default):
         """Aggregate `x` (None for sel_width) over selector `sel`."""
+        if red != "width" and (not isinstance(x, np.ndarray) or x.shape[1] == 1):
+            # mean / max / min of a constant value is that value
+            return np.where(self.reduce(sel, None, "width", 0) > 0, x, default)
         if isinstance(sel, Select):
             for rule in _RULES:
                 out = rule(self, sel, x, red, default)
@@ -366,13 +405,23 @@ def _rows(v, rows: slice):
 
 def _eval_map(run: _Run, node: Map):
     args = [run.value(i) for i in node.inputs]
+    # compute in a dtype that holds the operands and the result: then
+    # wrapping arithmetic in it is exact
+    dtype = run.dtype[node]
+    for a, i in zip(args, node.inputs):
+        dtype = np.promote_types(dtype, a.dtype if isinstance(a, np.ndarray) else run.dtype[i])
+    args = [a.astype(dtype, copy=False) if isinstance(a, np.ndarray) else dtype.type(a) for a in args]
     if node.op in ("floordiv", "mod"):
         out = run.divide(node, *args)
     else:
         out = _MAP_OPS[node.op](*args)
+    if np.ndim(out) == 0:
+        return int(out)
+    if out.dtype == np.bool_:
+        out = out.view(np.int8)
     if node.kind == SCALAR:
-        return int(out) if np.ndim(out) == 0 else _i64(out).reshape(run.B, 1)
-    return run.sop(_i64(out))
+        return out.reshape(run.B, 1)
+    return run.sop(out)
 
 
 def _eval_host(run: _Run, node: Host):
@@ -382,7 +431,8 @@ def _eval_host(run: _Run, node: Host):
 
 
 def _eval_aggregate(run: _Run, node: Aggregate):
-    return run.reduce(node.selector, run.value(node.value), node.reduction, run.value(node.default))
+    return run.reduce(node.selector, run.typed(run.value(node.value), node), node.reduction,
+                      run.typed(run.value(node.default), node))
 
 
 def _eval_loop_state(run: _Run, node: LoopState):
@@ -403,8 +453,8 @@ _EVAL = {
     Const: lambda run, n: n.value,
     Host: _eval_host,
     Input: lambda run, n: run.tokens,
-    Indices: lambda run, n: np.broadcast_to(run.pos, (run.B, run.N)),
-    Full: lambda run, n: run.sop(run.value(n.inputs[0])),
+    Indices: lambda run, n: np.broadcast_to(run.pos.astype(run.dtype[n]), (run.B, run.N)),
+    Full: lambda run, n: run.sop(run.value(n.inputs[0]), run.dtype[n]),
     Map: _eval_map,
     Select: lambda run, n: run.selector_rows(n, slice(None)),
     Aggregate: _eval_aggregate,
@@ -467,6 +517,166 @@ def _loop_scopes(ir: ProgramIR) -> dict:
     return clear
 
 
+# ---- value ranges: the narrowest dtype for every node ------------------------------------
+
+_INT_DTYPES = [np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)]
+_TOP = (int(I64_MIN), int(I64_MAX))
+
+
+def _dtype_for(lo: int, hi: int) -> np.dtype:
+    for dt in _INT_DTYPES:
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return dt
+    return _INT_DTYPES[-1]
+
+
+def _bits(lo: int, hi: int) -> int:
+    """k such that every value in [lo, hi] lies in [-2^k, 2^k - 1]."""
+    return max(lo.bit_length() if lo >= 0 else (-lo - 1).bit_length(),
+               hi.bit_length() if hi >= 0 else (-hi - 1).bit_length())
+
+
+def _hull(*rs):
+    return (min(r[0] for r in rs), max(r[1] for r in rs))
+
+
+def _map_range(op, rs):
+    """An interval holding op's result for operands in the intervals `rs`."""
+    (alo, ahi) = rs[0]
+    if op in ("eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"):
+        return (0, 1)
+    if op == "neg":
+        return (-ahi, -alo)
+    if op == "invert":
+        return (-ahi - 1, -alo - 1)
+    if op == "abs":
+        return (alo, ahi) if alo >= 0 else (-ahi, -alo) if ahi <= 0 else (0, max(-alo, ahi))
+    if op == "where":
+        return _hull(rs[1], rs[2])
+    (blo, bhi) = rs[1]
+    if op == "add":
+        return (alo + blo, ahi + bhi)
+    if op == "sub":
+        return (alo - bhi, ahi - blo)
+    if op == "mul":
+        p = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
+        return (min(p), max(p))
+    if op == "min":
+        return (min(alo, blo), min(ahi, bhi))
+    if op == "max":
+        return (max(alo, blo), max(ahi, bhi))
+    if op == "floordiv":          # |x // d| <= |x| for every divisor d != 0
+        m = max(abs(alo), abs(ahi))
+        return (-m, m)
+    if op == "mod":               # the result has the divisor's sign, |r| < |d|
+        if blo >= 1:
+            return (0, bhi - 1)
+        if bhi <= -1:
+            return (blo + 1, 0)
+        m = max(abs(blo), abs(bhi), 1)
+        return (-(m - 1), m - 1)
+    k = _bits(min(alo, blo), max(ahi, bhi))
+    if op == "bitand":
+        if alo >= 0 and blo >= 0:
+            return (0, min(ahi, bhi))
+        if alo >= 0 or blo >= 0:
+            return (0, ahi if alo >= 0 else bhi)
+        return (-(1 << k), -1)
+    # bitor / bitxor stay within the operands' two's-complement width
+    if alo >= 0 and blo >= 0:
+        return (0, (1 << k) - 1)
+    return (-(1 << k), (1 << k) - 1)
+
+
+class _Ranges:
+    """Interval analysis: for every s-op and scalar node, [lo, hi] holding all
+    its values at valid positions of this batch.  Loop states are solved as a
+    fixpoint (hull of init and update), widened to int64 when they keep
+    growing.  Padded positions may hold anything: they wrap harmlessly."""
+
+    WIDEN_AFTER = 4
+
+    def __init__(self, run: _Run):
+        self.run = run
+        self.r: dict = {}
+        self.final: dict = {}
+
+    def dtypes(self) -> dict:
+        self.block(self.run.ir.body)
+        self.of(self.run.ir.output)
+        return {node: _dtype_for(*r) for node, r in self.r.items()}
+
+    def block(self, block):
+        for item in block.items:
+            if isinstance(item, Loop):
+                self.loop(item)
+            elif isinstance(item, Bind):
+                self.of(item.node)
+            elif not isinstance(item, LoopState):
+                self.of(item)
+
+    def loop(self, loop):
+        vars_ = [v for v in loop.vars if v.kind != SELECTOR]
+        state = {v: None if v.init is None else self.of(v.init) for v in vars_}
+        for rounds in range(64):
+            for node in self.run.clear.get(loop, ()):
+                self.r.pop(node, None)
+            for v in vars_:
+                self.r[v.state] = state[v] or (0, 0)   # no value yet: never read
+            self.block(loop.body)
+            new = {v: self.of(v.update) if state[v] is None else _hull(state[v], self.of(v.update))
+                   for v in vars_}
+            if new == state:
+                break
+            if rounds >= self.WIDEN_AFTER:
+                new = {v: (r[0] if state[v] is None or r[0] >= state[v][0] else _TOP[0],
+                           r[1] if state[v] is None or r[1] <= state[v][1] else _TOP[1])
+                       for v, r in new.items()}
+            state = new
+        else:
+            raise AssertionError("range analysis did not converge")
+        for v in vars_:
+            self.final[v] = state[v]
+
+    def of(self, node):
+        if node.kind == SELECTOR:
+            for i in node.inputs:
+                self.of(i)
+            return None
+        try:
+            return self.r[node]
+        except KeyError:
+            pass
+        lo, hi = self.compute(node)
+        r = (max(lo, _TOP[0]), min(hi, _TOP[1]))
+        self.r[node] = r
+        return r
+
+    def compute(self, node):
+        run = self.run
+        if isinstance(node, Const):
+            return (node.value, node.value)
+        if isinstance(node, (Host, Input)):
+            v = _eval_host(run, node) if isinstance(node, Host) else run.tokens
+            return (int(v.min()), int(v.max()))
+        if isinstance(node, Indices):
+            return (0, run.N - 1)
+        if isinstance(node, Full):
+            return self.of(node.inputs[0])
+        if isinstance(node, Map):
+            return _map_range(node.op, [self.of(i) for i in node.inputs])
+        if isinstance(node, SelWidth):
+            self.of(node.inputs[0])
+            return (0, run.N)
+        if isinstance(node, Aggregate):
+            self.of(node.selector)
+            return _hull(self.of(node.value), self.of(node.default))
+        if isinstance(node, LoopOut):
+            return self.final.get(node.var, _TOP)
+        return _TOP
+
+
 # ---- reductions: finishing, dense path ------------------------------------------------
 
 def _trunc_div(s, c):
@@ -492,7 +702,7 @@ def _exact_sum(a, x):
         if bound < limit:
             s = np.matmul(a.astype(dtype), x[:, :, None].astype(dtype))[:, :, 0]
             return np.rint(s).astype(np.int64)
-    return np.einsum("bqk,bk->bq", a.astype(np.int64), x)
+    return np.einsum("bqk,bk->bq", a.astype(np.int64), _i64(x))
 
 
 def _dense_reduce(a, x, red, default):
@@ -577,8 +787,9 @@ def _shift(run, x, s: int, red, default):
     d = run.sop(default)
     if s < 0 or s >= N:
         return d
-    out = np.empty((B, N), dtype=np.int64)
-    out[:, s:] = run.sop(x)[:, :N - s]
+    x = run.sop(x)
+    out = np.empty((B, N), dtype=np.result_type(x, d))
+    out[:, s:] = x[:, :N - s]
     out[:, :s] = d[:, :s]
     return out
 
@@ -594,7 +805,7 @@ def _rule_index_eq(run, sel, x, red, default):
     cq = run.index_offset(sel.query)
     if isinstance(c, int) and isinstance(cq, int):
         return _shift(run, x, c - cq, red, default)
-    j = run.sop(np.subtract(run.value(sel.query), c))
+    j = run.sop(np.subtract(_i64(run.value(sel.query)), c))
     ok = (j >= 0) & (j <= run.pos)
     if red == "width":
         return ok.astype(np.int64)
@@ -686,7 +897,7 @@ def _rule_eq_sorted(run, sel, x, red, default):
     if not isinstance(x, np.ndarray) or x.shape[1] == 1:
         stat = cnt * x if red == "mean" else np.broadcast_to(x, (B, N))
         return _finish(cnt, stat, red, default)
-    xs = x[kb, kj][order]
+    xs = _i64(x[kb, kj])[order]
     if red == "mean":
         csum = np.concatenate([[0], np.cumsum(xs)])
         stat = csum[hi] - csum[lo]

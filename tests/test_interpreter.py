@@ -553,7 +553,8 @@ def test_trace_records_binds_and_steps():
     assert "\x1b" not in text
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["line", "step", "variable"]
-    assert any(line.split()[-4:] == ["1", "1", ">", "#"] for line in lines)   # symbols as text
+    assert lines[1].split()[-4:] == [">", "#", "#", "#"]       # symbols as text
+    assert lines[-1].split()[-4:] == ["0", "1", "1", "#"]      # the copy, from `>` on
 
 
 def test_trace_shows_selectors_and_scalars():
