@@ -196,6 +196,24 @@ def induction_copy(tokens):
     return fap(tokens, query(tokens))
 
 
+def flip_flop(tokens):
+    out, bit, prev = [], 0, None
+    for t in tokens:
+        if prev == "w" and t in (0, 1):
+            bit = t
+        out.append(bit)
+        prev = t
+    return out
+
+
+def word_z60(tokens):
+    out, acc = [], 0
+    for t in tokens:
+        acc = (acc + t) % 60
+        out.append(acc)
+    return out
+
+
 def max_running(tokens):
     out = []
     best = None
@@ -294,6 +312,29 @@ def sample_induction_copy(rng, n, k=None):
     return with_tail(rng.sample(range(100), n), n + 1 if k is None else k)
 
 
+def sample_flip_flop(rng, n, p_i=None):
+    """n instruction-bit pairs starting with `w`; reads return the latest
+    written bit (a valid flip-flop string)."""
+    if p_i is None:
+        p_i = rng.choice([0.1, 0.5, 0.8, 0.98])
+    out, bit = [], 0
+    for j in range(n):
+        u = rng.random()
+        op = "w" if j == 0 or u < (1 - p_i) / 2 else ("r" if u < 1 - p_i else "i")
+        if op == "w":
+            bit = rng.randint(0, 1)
+            out += ["w", bit]
+        elif op == "r":
+            out += ["r", bit]
+        else:
+            out += ["i", rng.randint(0, 1)]
+    return out
+
+
+def sample_word_z60(rng, n):
+    return [rng.randint(0, 59) for _ in range(n)]
+
+
 def sample_max_running(rng, n):
     return [rng.randint(-9, 9) for _ in range(n)]
 
@@ -318,6 +359,7 @@ REFERENCES = {
     "sort_unique": sort_unique, "mode": mode, "dyck1": dyck1,
     "count": count, "induction": induction, "reverse": reverse,
     "max_running": max_running, "sort": sort, "induction_copy": induction_copy,
+    "flip_flop": flip_flop, "word_z60": word_z60,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}

@@ -236,3 +236,22 @@ def test_sort_unique_full_vocabulary():
     batch = [R.with_tail(toks, 101)]
     outs, _ = run_texts(program("sort_unique"), batch)
     compare("sort_unique", batch, outs)
+
+
+def test_flip_flop_predicts_reads():
+    """The scored flip-flop target: at every `r`, the output is the next token."""
+    rng = random.Random(13)
+    batch = [R.sample_flip_flop(rng, n, p_i=p) for n in (1, 5, 32, 64) for p in (0.1, 0.8, 0.98)]
+    outs, _ = run_texts(program("flip_flop"), batch)
+    for b, o in zip(batch, outs):
+        for i in range(len(b) - 1):
+            if b[i] == "r":
+                assert o[i] == b[i + 1]
+
+
+def test_word_z60_steps():
+    rng = random.Random(17)
+    batch = [R.sample_word_z60(rng, n) for n in (1, 2, 7, 40)]
+    outs, res = run_texts(program("word_z60"), batch)
+    compare("word_z60", batch, outs)
+    assert list(res.steps[:, 0]) == [len(b) - 1 for b in batch]
