@@ -582,7 +582,7 @@ def _map_range(op, rs):
             return (0, min(ahi, bhi))
         if alo >= 0 or blo >= 0:
             return (0, ahi if alo >= 0 else bhi)
-        return (-(1 << k), -1)
+        return (-(1 << k), max(ahi, bhi))     # a & b <= a when a >= 0, <= min(a, b) when both < 0
     # bitor / bitxor stay within the operands' two's-complement width
     if alo >= 0 and blo >= 0:
         return (0, (1 << k) - 1)

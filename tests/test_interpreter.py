@@ -589,3 +589,86 @@ def test_batch_equals_one_by_one(name):
         alone = execute(prog.ir, [tokens])
         assert alone.outputs[0] == together.outputs[b]
         assert alone.steps[0].tolist() == together.steps[b].tolist()
+
+
+# ---- dtype narrowing: the interval analysis must be sound --------------------------------------
+
+_PY_OPS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "neg": operator.neg,
+    "floordiv": lambda a, b: a // (b or 1), "mod": lambda a, b: a % (b or 1),
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor, "invert": operator.invert,
+    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
+    "not": lambda a: int(not a), "min": min, "max": max, "abs": abs,
+    "where": lambda c, x, y: x if c else y,
+}
+
+
+def test_every_map_op_has_a_range_rule():
+    assert set(_PY_OPS) == set(MAP_ARITY)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(op=st.sampled_from(sorted(MAP_ARITY)), data=st.data())
+def test_map_range_is_sound(op, data):
+    bound = st.one_of(st.integers(-300, 300), st.integers(-2**40, 2**40))
+    intervals, values = [], []
+    for _ in range(MAP_ARITY[op]):
+        lo, hi = sorted([data.draw(bound), data.draw(bound)])
+        intervals.append((lo, hi))
+        values.append(data.draw(st.integers(lo, hi)))
+    if op == "mod" and intervals[1][0] <= 0 <= intervals[1][1]:
+        values[1] = values[1] or intervals[1][1] or intervals[1][0] or 1
+    lo, hi = interp._map_range(op, intervals)
+    assert lo <= _PY_OPS[op](*values) <= hi
+
+
+@FAST
+@given(batch=batches)
+def test_values_across_dtype_boundaries(batch):
+    # int8/int16/int32 boundaries crossed by ordinary arithmetic
+    src = HEADER + """\
+w = seq * 37 - 18000
+x = w * w - seq
+y = (x // (a * 1000 + 7)) ^ ~w
+output where(b > 0, y % 100003, shift_right(x, 1, -40000) - c * 129)
+"""
+    res = run(src, batch)
+    for t, out in zip(batch, res.outputs):
+        d = decode(t)
+        w = [v * 37 - 18000 for v in t]
+        x = [u * u - v for u, v in zip(w, t)]
+        y = [(xi // (ai * 1000 + 7)) ^ ~wi for xi, ai, wi in zip(x, d["a"], w)]
+        sx = shift(x, 1, -40000)
+        assert out == [yi % 100003 if bi > 0 else sxi - ci * 129
+                       for yi, bi, sxi, ci in zip(y, d["b"], sx, d["c"])]
+
+
+@FAST
+@given(batch=st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=40), min_size=1, max_size=5))
+def test_loop_state_ranges_widen(batch):
+    # x doubles each step: the analysis must give up on narrow dtypes; y settles
+    src = SMALL + """\
+param n = len(seq)
+x = seq
+y = seq
+loop n:
+    x = x * 2 + 1
+    y = min(y + 1, 12)
+output x - y
+"""
+    res = run(src, batch)
+    for t, out in zip(batch, res.outputs):
+        x, y = list(t), list(t)
+        for _ in range(len(t)):
+            x = [v * 2 + 1 for v in x]
+            y = [min(v + 1, 12) for v in y]
+        assert out == [u - v for u, v in zip(x, y)]
+
+
+def test_narrow_dtypes_are_used():
+    prog = rasp.load("programs/parity.rasp")
+    run_ = interp._Run(prog.ir, np.array([[1, 0, -1, -2]]), np.array([4]), {}, False, Limits())
+    loop = prog.ir.loops[0]
+    assert all(run_.dtype[v.state] == np.int8 for v in loop.vars)
