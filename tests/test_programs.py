@@ -255,3 +255,35 @@ def test_word_z60_steps():
     outs, res = run_texts(program("word_z60"), batch)
     compare("word_z60", batch, outs)
     assert list(res.steps[:, 0]) == [len(b) - 1 for b in batch]
+
+
+# ------------------------------------------------------------ compilation
+
+def _compiled_matches(name, max_len, count, max_n):
+    pytest.importorskip("torch")
+    from compiler import compile_program
+    prog = program(name)
+    cm = compile_program(prog, max_len=max_len)
+    rng = random.Random(19)
+    batch = []
+    while len(batch) < count:
+        x = R.SAMPLERS[name](rng, rng.randint(1, max_n))
+        if len(x) <= max_len:
+            batch.append(prog.parse_input(to_text(x)))
+    want = prog.run_batch(batch).outputs
+    got = cm.run_batch(batch)
+    for x, g, w in zip(batch, got, want):
+        assert list(g) == list(w), f"{name}: compiled model differs on {prog.format_output(x)}"
+
+
+@pytest.mark.parametrize("name", R.TASKS_WITH_T)
+def test_task_compiles_exactly(name):
+    """The six task programs compile to looped transformers that give the
+    interpreter's outputs."""
+    _compiled_matches(name, max_len=12, count=16, max_n=5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALL)
+def test_program_compiles_exactly_longer(name):
+    _compiled_matches(name, max_len=24, count=48, max_n=12)
