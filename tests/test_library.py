@@ -645,3 +645,60 @@ def test_params_are_scalars():
         want = [a * m + s - k + q for a, s, q in zip(
             x, p_shift_right(x, m, k), p_kqv(x, m, x, "ge", m))]
         assert list(got) == want, (x, list(got), want)
+
+
+# every default and keyword of the spec tables, spelled out once
+CALL_FORMS = [
+    ("shift_right(x, 2)", lambda e: p_shift_right(e["x"], 2)),
+    ("shift_right(x, 2, 7)", lambda e: p_shift_right(e["x"], 2, 7)),
+    ("shift_right(x, 2, default=7)", lambda e: p_shift_right(e["x"], 2, 7)),
+    ("shift_right(x=y, s=1, default=-3)", lambda e: p_shift_right(e["y"], 1, -3)),
+    ("shift_right(default=5, s=3, x=y)", lambda e: p_shift_right(e["y"], 3, 5)),
+    ("mask(x, b)", lambda e: p_mask(e["x"], e["b"])),
+    ("mask(x, b, 9)", lambda e: p_mask(e["x"], e["b"], 9)),
+    ("mask(x, m=b, mask_val=-9)", lambda e: p_mask(e["x"], e["b"], -9)),
+    ("firsts(x, y)", lambda e: p_firsts(e["x"], e["y"])),
+    ("firsts(x, y, 99)", lambda e: p_firsts(e["x"], e["y"], 99)),
+    ("firsts(q=y, x=x, default=-7)", lambda e: p_firsts(e["x"], e["y"], -7)),
+    ("lasts(x, y)", lambda e: p_lasts(e["x"], e["y"])),
+    ("lasts(x, y, default=42)", lambda e: p_lasts(e["x"], e["y"], 42)),
+    ("index_select(x, y)", lambda e: p_index_select(e["x"], e["y"])),
+    ("index_select(x, y, -5)", lambda e: p_index_select(e["x"], e["y"], -5)),
+    ("index_select(idx=i - 1, x=y, default=8)", lambda e: p_index_select(e["y"], [t - 1 for t in e["i"]], 8)),
+    ("first_true(b)", lambda e: p_first_true(e["b"])),
+    ("first_true(b, 77)", lambda e: p_first_true(e["b"], 77)),
+    ("first_true(x=c, default=-4)", lambda e: p_first_true(e["c"], -4)),
+    ("induct(x, y, 1)", lambda e: p_induct(e["x"], e["y"], 1)),
+    ("induct(x, y, 2, 6)", lambda e: p_induct(e["x"], e["y"], 2, 6)),
+    ("induct(k=x, q=x, offset=1, default=-6)", lambda e: p_induct(e["x"], e["x"], 1, -6)),
+    ("aggr(select(x, y, le), y)", lambda e: p_aggr(p_select(e["x"], e["y"], "le"), e["y"])),
+    ("aggr(select(x, y, le), y, 3)", lambda e: p_aggr(p_select(e["x"], e["y"], "le"), e["y"], 3)),
+    ("aggr(select(x, y, le), y, 3, max)", lambda e: p_aggr(p_select(e["x"], e["y"], "le"), e["y"], 3, "max")),
+    ("aggr(select(x, y, le), y, reduction=min)",
+     lambda e: p_aggr(p_select(e["x"], e["y"], "le"), e["y"], 0, "min")),
+    ("aggr(select(x, y, le), y, default=-1, reduction=mean)",
+     lambda e: p_aggr(p_select(e["x"], e["y"], "le"), e["y"], -1, "mean")),
+    ("kqv(x, y, c, gt)", lambda e: p_kqv(e["x"], e["y"], e["c"], "gt")),
+    ("kqv(x, y, c, gt, 4)", lambda e: p_kqv(e["x"], e["y"], e["c"], "gt", 4)),
+    ("kqv(x, y, c, gt, 4, min)", lambda e: p_kqv(e["x"], e["y"], e["c"], "gt", 4, "min")),
+    ("kqv(x, y, c, ne, reduction=max)", lambda e: p_kqv(e["x"], e["y"], e["c"], "ne", 0, "max")),
+    ("kqv(k=x, q=y, v=y, pred=always, default=2, reduction=mean)",
+     lambda e: p_kqv(e["x"], e["y"], e["y"], "always", 2, "mean")),
+    ("sel_width(select(k=x, q=y, pred=lt))",
+     lambda e: p_sel_width(p_select(e["x"], e["y"], "lt"))),
+    ("full(x=y, c=4)", lambda e: p_full(e["y"], 4)),
+    ("where(c=b, x=x, y=y)", lambda e: p_where(e["b"], e["x"], e["y"])),
+    ("num_prev(q=y, x=x)", lambda e: p_num_prev(e["x"], e["y"])),
+    ("has_seen(x=x, q=2)", lambda e: p_has_seen(e["x"], 2)),
+    ("cumsum(b=c)", lambda e: p_cumsum(e["c"])),
+    ("maximum(x=y) + minimum(x=y) * 100", lambda e: [a + 100 * b for a, b in zip(p_maximum(e["y"]), p_minimum(e["y"]))]),
+    ("argmax(x=y) + argmin(x=y) * 100", lambda e: [a + 100 * b for a, b in zip(p_argmax(e["y"]), p_argmin(e["y"]))]),
+    ("mode(x=c) + binary_mode(x=b) * 100", lambda e: [a + 100 * b for a, b in zip(p_mode(e["c"]), p_binary_mode(e["b"]))]),
+    ("tok_map(x=x, f=lambda a: a * a)", lambda e: [a * a for a in e["x"]]),
+    ("seq_map(x=x, y=y, f=lambda a, b: a - 2 * b)", lambda e: [a - 2 * b for a, b in zip(e["x"], e["y"])]),
+]
+
+
+@pytest.mark.parametrize("text,fn", CALL_FORMS, ids=[t for t, _ in CALL_FORMS])
+def test_call_form(text, fn):
+    run_case(f"output {text}\n", fn, random.Random(len(text)), count=16)
