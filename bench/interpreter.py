@@ -1,12 +1,14 @@
 """Interpreter throughput: `prog.run_batch` against a naive per-sequence
 RASP-L evaluator and against hand-written NumPy for the same task.
 
-    python bench/interpreter.py [--inputs 1000] [--naive-inputs 20] [--n 16 64 256]
+    python bench/interpreter.py [--inputs 1000] [--naive-inputs 20] [--naive-seconds 5] [--n 16 64 256]
 
 For parity, copy and addition at each n: 1000 random inputs (all of length
 for that n).  All three implementations must agree on every full output
 sequence before anything is timed.  The naive evaluator is timed on a subset
-and scaled per input (it takes seconds per input at n = 256).  Both the
+-- up to --naive-inputs inputs, stopping once --naive-seconds have passed
+(at least one input; it takes many seconds per input at n = 256) -- and
+scaled per input.  Both the
 interpreter and the hand-written version take lists of token lists and return
 lists of token lists, so conversions are counted on both sides.
 """
@@ -101,12 +103,21 @@ def best_time(fn, repeat):
     return best
 
 
-def bench(task, n, count, naive_count, rng):
+def time_naive(ir, batch, max_inputs, budget_s):
+    """(outputs, seconds per input) over a prefix of `batch`."""
+    outs, start = [], time.perf_counter()
+    for tokens in batch[:max_inputs]:
+        outs += run_naive(ir, [tokens])
+        if time.perf_counter() - start > budget_s:
+            break
+    return outs, (time.perf_counter() - start) / len(outs)
+
+
+def bench(task, n, count, naive_count, naive_seconds, rng):
     prog = rasp.load(os.path.join(ROOT, "programs", f"{task}.rasp"))
     batch = make_inputs(prog, task, n, count, rng)
     eos = prog.ir.symbols["#"]
     hand = HAND[task]
-    subset = batch[:naive_count]
 
     got = prog.run_batch(batch).outputs
     want = hand(batch, n, eos)
@@ -114,10 +125,8 @@ def bench(task, n, count, naive_count, rng):
         bad = next(i for i in range(count) if got[i] != want[i])
         raise SystemExit(f"{task} n={n}: interpreter and hand-written NumPy disagree on input {bad}:\n"
                          f"  {got[bad]}\n  {want[bad]}")
-    t0 = time.perf_counter()
-    naive = run_naive(prog.ir, subset)
-    t_naive = (time.perf_counter() - t0) / len(subset)
-    if naive != got[:len(subset)]:
+    naive, t_naive = time_naive(prog.ir, batch, naive_count, naive_seconds)
+    if naive != got[:len(naive)]:
         raise SystemExit(f"{task} n={n}: naive evaluator disagrees with the interpreter")
 
     repeat = 5 if n <= 64 else 3
@@ -125,6 +134,7 @@ def bench(task, n, count, naive_count, rng):
     t_exec = best_time(lambda: execute(prog.ir, batch), repeat) / count
     t_hand = best_time(lambda: hand(batch, n, eos), repeat) / count
     return dict(task=task, n=n, run=1 / t_run, exec=1 / t_exec, naive=1 / t_naive, hand=1 / t_hand,
+                naive_inputs=len(naive),
                 vs_naive=t_naive / t_run, vs_hand=t_run / t_hand, exec_vs_hand=t_exec / t_hand)
 
 
@@ -132,25 +142,27 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", type=int, default=1000)
     ap.add_argument("--naive-inputs", type=int, default=20)
+    ap.add_argument("--naive-seconds", type=float, default=5.0)
     ap.add_argument("--n", type=int, nargs="+", default=[16, 64, 256])
     ap.add_argument("--tasks", nargs="+", default=["parity", "copy", "addition"])
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"{args.inputs} random inputs per row; throughput in inputs/s (best of 3-5 runs).")
     print(f"naive: bench/naive_rasp.py, one sequence at a time, every select rebuilt with Python loops "
-          f"at each use (as RASP-L's kqv);\n       timed on the first {args.naive_inputs} inputs "
-          f"and scaled per input.")
+          f"at each use (as RASP-L's kqv);\n       timed on the first k inputs (column k: up to "
+          f"{args.naive_inputs}, fewer once {args.naive_seconds:g} s have passed) and scaled per input.")
     print("hand: hand-written NumPy of the same full output sequences.  Both sides take and return "
           "lists of token lists.")
     print("run_batch includes its input validation; execute is the interpreter alone.\n")
-    head = (f"{'task':<9}{'n':>5}{'run_batch/s':>13}{'execute/s':>12}{'naive/s':>10}{'hand/s':>12}"
+    head = (f"{'task':<9}{'n':>5}{'run_batch/s':>13}{'execute/s':>12}{'naive/s':>10}{'k':>4}{'hand/s':>12}"
             f"{'x naive':>10}{'slower than hand':>18}{'(execute)':>11}")
     print(head)
     print("-" * len(head))
     for task in args.tasks:
         for n in args.n:
-            r = bench(task, n, args.inputs, args.naive_inputs, rng)
-            print(f"{r['task']:<9}{r['n']:>5}{r['run']:>13,.0f}{r['exec']:>12,.0f}{r['naive']:>10,.1f}"
+            r = bench(task, n, args.inputs, args.naive_inputs, args.naive_seconds, rng)
+            print(f"{r['task']:<9}{r['n']:>5}{r['run']:>13,.0f}{r['exec']:>12,.0f}{r['naive']:>10,.2f}"
+                  f"{r['naive_inputs']:>4}"
                   f"{r['hand']:>12,.0f}{r['vs_naive']:>9,.0f}x{r['vs_hand']:>17.1f}x"
                   f"{r['exec_vs_hand']:>10.1f}x", flush=True)
 

@@ -128,6 +128,7 @@ class _Run:
         self.B, self.N = tokens.shape
         self.pos = np.arange(self.N, dtype=np.int64)
         self.valid = self.pos[None, :] < lengths[:, None]          # [B, N]
+        self.all_valid = bool(self.valid.all())
         self.live = np.ones(self.B, dtype=bool)                     # inputs executing now
         self.env: dict = {}
         self.final: dict = {}          # LoopVar -> value after its loop's latest run
@@ -137,6 +138,7 @@ class _Run:
         self.events = [] if trace else None
         self.step_path: list = []
         self.clear = _loop_scopes(ir)
+        self.host_cache: dict = {}
         self.params = self.eval_params(params)
         self.dtype: dict = {}
         self.dtype = _Ranges(self).dtypes()       # node -> narrowest safe int dtype
@@ -156,35 +158,57 @@ class _Run:
         values = {}
         self.params = values
         for name, p in self.ir.params.items():
+            self.host_cache.clear()        # 'param' expressions change as params are set
             if name in overrides:
                 values[name] = np.full(self.B, int(overrides[name]), dtype=np.int64)
             else:
                 values[name] = self.host(p.expr, p.loc)
+        self.host_cache.clear()
         return values
 
     def host(self, e: HostExpr, loc) -> np.ndarray:
+        """[B] values of a host expression; division by zero is an error for
+        the inputs executing now."""
+        v, zero = self.host_value(e)
+        if zero is not None and (zero & self.live).any():
+            self.fail("division by zero", loc, zero & self.live)
+        return v
+
+    def host_value(self, e: HostExpr):
+        """(values, inputs that divide by zero somewhere in `e` or None), cached."""
+        try:
+            return self.host_cache[e]
+        except KeyError:
+            pass
         op, a = e.op, e.args
+        zero = None
         if op == "lit":
-            return np.full(self.B, a[0], dtype=np.int64)
-        if op == "param":
-            return self.params[a[0]]
-        if op == "len":
-            return self.lengths
-        if op in ("count", "count_before"):
+            v = np.full(self.B, a[0], dtype=np.int64)
+        elif op == "param":
+            v = self.params[a[0]]
+        elif op == "len":
+            v = self.lengths
+        elif op in ("count", "count_before"):
             hit = (self.tokens == a[0]) & self.valid
             if op == "count":
-                return hit.sum(axis=1)
-            return np.where(hit.any(axis=1), hit.argmax(axis=1), self.lengths)
-        if op == "neg":
-            return -self.host(a[0], loc)
-        x, y = self.host(a[0], loc), self.host(a[1], loc)
-        if op in ("floordiv", "mod"):
-            zero = y == 0
-            if (zero & self.live).any():
-                self.fail("division by zero", loc, zero & self.live)
-            y = np.where(zero, 1, y)
-            return np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
-        return _HOST_BINARY[op](x, y)
+                v = hit.sum(axis=1)
+            else:
+                v = np.where(hit.any(axis=1), hit.argmax(axis=1), self.lengths)
+        elif op == "neg":
+            x, zero = self.host_value(a[0])
+            v = -x
+        else:
+            (x, zx), (y, zy) = self.host_value(a[0]), self.host_value(a[1])
+            zero = zx if zy is None else zy if zx is None else zx | zy
+            if op in ("floordiv", "mod"):
+                z = y == 0
+                zero = z if zero is None else zero | z
+                y = np.where(z, 1, y)
+                v = np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
+            else:
+                v = _HOST_BINARY[op](x, y)
+        self.host_cache[e] = (v, zero)
+        return v, zero
 
     # -- values ---------------------------------------------------------------
     def value(self, node: Node):
@@ -431,8 +455,11 @@ def _eval_host(run: _Run, node: Host):
 
 
 def _eval_aggregate(run: _Run, node: Aggregate):
-    return run.reduce(node.selector, run.typed(run.value(node.value), node), node.reduction,
-                      run.typed(run.value(node.default), node))
+    # full(c) values and defaults are used as the scalar c (cheaper to broadcast)
+    x, d = (run.scalar_of(i) for i in (node.value, node.default))
+    x = run.value(node.value) if x is None else x
+    d = run.value(node.default) if d is None else d
+    return run.reduce(node.selector, run.typed(x, node), node.reduction, run.typed(d, node))
 
 
 def _eval_loop_state(run: _Run, node: LoopState):
@@ -690,7 +717,11 @@ def _finish(cnt, stat, red, default):
     if red == "width":
         return cnt
     has = cnt > 0
-    val = _trunc_div(stat, np.maximum(cnt, 1)) if red == "mean" else stat
+    val = stat
+    if red == "mean":
+        c = np.maximum(cnt, 1)
+        if c.max() > 1:       # (at most one selected key: the mean is the sum)
+            val = stat // c if stat.min() >= 0 else _trunc_div(stat, c)
     return np.where(has, val, default)
 
 
@@ -874,39 +905,66 @@ def _rule_few_values(run, sel, x, red, default):
 
 
 def _rule_eq_sorted(run, sel, x, red, default):
-    """eq between two s-ops: sort the keys by (input, value, position); the keys
-    row i selects are then a contiguous run [lo, hi) found by binary search."""
+    """eq between two s-ops: order each input's keys by (value, position); the
+    keys row i selects are then a contiguous run [lo, hi) of that order,
+    starting at its value's bucket and ending at the last position <= i."""
     if sel.pred != "eq":
         return None
     B, N = run.B, run.N
-    k, q = run.value(sel.key), run.value(sel.query)
-    kb, kj = np.nonzero(run.valid)                   # valid keys, input-major
-    uniq, inv = np.unique(np.concatenate([k[kb, kj], q.ravel()]), return_inverse=True)
-    U, stride = len(uniq), N + 1
+    k, q = _i64(run.value(sel.key)), _i64(run.value(sel.query))
+    rk, rq, U = _value_ranks(k, q, None if run.all_valid else run.valid)
+    stride = N + 1
     if B * U * stride >= 2**62:
         return None
-    rk, rq = inv[:len(kb)], inv[len(kb):].reshape(B, N)
-    order = np.argsort((kb * U + rk) * stride + kj, kind="stable")
-    keys = ((kb * U + rk) * stride + kj)[order]
-    base = (np.arange(B, dtype=np.int64)[:, None] * U + rq) * stride
-    lo = np.searchsorted(keys, base, side="left")
-    hi = np.searchsorted(keys, base + run.pos, side="right")
+    # a stable sort of each row by value keeps equal values in position order
+    # (radix sort when the ranks fit in int16)
+    order = np.argsort(rk.astype(np.int16) if U < 2**15 else rk, axis=1, kind="stable")
+    rows = np.arange(B, dtype=np.int64)[:, None]
+    bucket = rows * U + np.take_along_axis(rk, order, axis=1)      # (input, value)
+    keys = (bucket * stride + order).ravel()                       # ascending
+    qbucket = rows * U + rq
+    hi = np.searchsorted(keys, qbucket * stride + run.pos, side="right")
+    if B * U <= 8 * B * N + 2**20:
+        sizes = np.bincount(bucket.ravel(), minlength=B * U)
+        lo = (np.cumsum(sizes) - sizes)[qbucket]
+    else:
+        lo = np.searchsorted(keys, qbucket * stride, side="left")
     cnt = hi - lo
     if red == "width":
         return cnt
     if not isinstance(x, np.ndarray) or x.shape[1] == 1:
         stat = cnt * x if red == "mean" else np.broadcast_to(x, (B, N))
         return _finish(cnt, stat, red, default)
-    xs = _i64(x[kb, kj])[order]
+    xs = np.take_along_axis(_i64(x), order, axis=1).ravel()
     if red == "mean":
         csum = np.concatenate([[0], np.cumsum(xs)])
         stat = csum[hi] - csum[lo]
     else:
-        running = _segment_running(xs, keys // stride, red)
+        running = _segment_running(xs, bucket.ravel(), red)
         if running is None:
             return None
         stat = running[np.maximum(hi - 1, 0)]
     return _finish(cnt, stat, red, default)
+
+
+def _value_ranks(k, q, valid):
+    """Ranks [B, N] for keys and queries such that equal values get equal
+    ranks.  A query equal to no key gets rank U - 2, a padded key U - 1 (so
+    it matches nothing).  valid: [B, N] bool, None if all are.
+    Returns (key ranks, query ranks, U)."""
+    kv = k if valid is None else k[valid]
+    lo, hi = int(kv.min()), int(kv.max())
+    span = hi - lo + 1
+    if span <= 4 * k.shape[1] + 64:                  # compact values: offsets are ranks
+        nk = span
+        rk, rq = k - lo, np.where((q >= lo) & (q <= hi), q - lo, nk)
+    else:
+        uniq = np.unique(kv)
+        nk = len(uniq)
+        rk = np.minimum(np.searchsorted(uniq, k), nk - 1)
+        rq = np.minimum(np.searchsorted(uniq, q), nk - 1)
+        rq = np.where(uniq[rq] == q, rq, nk)
+    return (rk if valid is None else np.where(valid, rk, nk + 1)), rq, nk + 2
 
 
 def _segment_running(vals, seg, red):
