@@ -287,3 +287,27 @@ def test_task_compiles_exactly(name):
 @pytest.mark.parametrize("name", ALL)
 def test_program_compiles_exactly_longer(name):
     _compiled_matches(name, max_len=24, count=48, max_n=12)
+
+
+# programs whose answer stays right when the loop runs past T(n) (copy and
+# addition follow Fan's listings, which keep shifting)
+STABLE = ("parity", "binary_sum", "multiplication", "unique_set", "sort_unique", "sort",
+          "reverse", "induction_copy")
+
+
+@pytest.mark.parametrize("name", STABLE)
+@settings(**dict(SETTINGS, max_examples=8))
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 20), extra=st.integers(1, 30))
+def test_stable_past_T(name, seed, n, extra):
+    rng = random.Random(seed)
+    if name == "multiplication":
+        n1 = rng.randint(1, 2)
+        batch = [R.sample_multiplication(rng, n, n1=n1) for _ in range(8)]
+        params = {"n1": n1, "n": n + extra}
+    else:
+        batch = [R.SAMPLERS[name](rng, n) for _ in range(8)]
+        params = {"n": n + extra}
+    prog = program(name)
+    res = prog.run_batch([prog.parse_input(to_text(b)) for b in batch], params=params)
+    outs = [from_text(prog.format_output(o)) for o in res.outputs]
+    compare(name, batch, outs)
