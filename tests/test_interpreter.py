@@ -135,6 +135,8 @@ SHAPES = {
     "gather_offset": ("1 + indices(seq)", "a + 4", lambda d: [i + 1 for i in d["i"]],
                       lambda d: [x + 4 for x in d["a"]]),
     "index_query": ("c + 5", "indices(seq)", lambda d: [x + 5 for x in d["c"]], lambda d: d["i"]),
+    "sparse_values": ("a * 100003", "b * 100003", lambda d: [x * 100003 for x in d["a"]],
+                      lambda d: [x * 100003 for x in d["b"]]),
 }
 
 # which rule must handle (shape, pred); absent: the dense path
@@ -150,6 +152,7 @@ EXPECTED_RULE = {
     ("small_keys", "eq"): "_rule_few_values",
     ("sops", "eq"): "_rule_eq_sorted",
     ("index_query", "eq"): "_rule_eq_sorted",
+    ("sparse_values", "eq"): "_rule_eq_sorted",
 }
 
 VALUES = {"c": lambda d: d["c"], "7": lambda d: [7] * len(d["c"]),
@@ -250,6 +253,27 @@ def test_few_values_threshold_falls_through_to_sorting(monkeypatch):
     # a 10-value alphabet is too many for per-value masks, so eq sorts
     batch = [list(range(0, 1000, 37))]
     check_reduce(batch, "sops", "eq", "max", "c", "-9")
+
+
+def test_eq_sorting_with_many_distinct_values():
+    # > 2**15 distinct keys in the batch: no radix sort, no bucket table
+    src = HEADER + "k = seq * 100 + indices(seq)\noutput aggr(select(k, shift_right(k, 3), eq), c, -9, RED)\n"
+    rng = np.random.default_rng(4)
+    batch = [rng.integers(0, 1000, size=100).tolist() for _ in range(999)] + [[5, 6, 7]]
+    for red in ("max", "mean", "min"):
+        with pytest.MonkeyPatch.context() as mp:
+            spy = RuleSpy(mp)
+            fast = run(src.replace("RED", red), batch).outputs
+        assert spy.fired == ["_rule_index_eq", "_rule_eq_sorted"]
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(interp, "_RULES", ())
+            assert fast == run(src.replace("RED", red), batch).outputs
+    for t, out in zip(batch[-3:], fast[-3:]):
+        d = decode(t)
+        k = [v * 100 + i for i, v in enumerate(t)]
+        q = shift(k, 3, 0)
+        assert out == [min((d["c"][j] for j in range(i + 1) if k[j] == q[i]), default=-9)
+                       for i in range(len(t))]
 
 
 def test_large_values_are_exact():
@@ -564,6 +588,15 @@ def test_trace_shows_selectors_and_scalars():
     assert sel.value == [[1, 0, 0], [0, 1, 0], [1, 1, 1]]
     text = format_trace(program(src).ir, res)
     assert "A[2]" in text and "1 1 1" in text
+
+
+def test_trace_nested_loop_steps():
+    src = SMALL + "x = seq\nloop 2:\n    loop 3:\n        x = x + 1\n    y = x\noutput x\n"
+    res = run(src, [[1, 2]], trace=True)
+    steps = [(e.name, e.steps) for e in res.trace if e.name in ("x", "y")]
+    assert steps[:5] == [("x", ()), ("x", (1, 1)), ("x", (1, 2)), ("x", (1, 3)), ("y", (1,))]
+    assert ("x", (2, 3)) in steps
+    assert "  1.2  " in format_trace(program(src).ir, res)
 
 
 def test_no_trace_by_default():
