@@ -41,6 +41,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--preset", default="cpu", help=f"one of: {', '.join(PRESETS)}")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    p.add_argument("--guard", default="auto", choices=["auto", "on", "off"],
+                   help="reject steps that raise the batch loss (auto: on for --init compiled)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-wall", type=float, default=None, help="stop after this many seconds (checkpointed)")
@@ -78,9 +80,9 @@ def config_from_args(args):
     task = get_task(args.task)
     if args.model not in MODELS:
         raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
-    if args.init == "compiled" and overrides["lr"] is None:
-        overrides["lr"] = 1e-4     # gentler: the start is already exact
-    hp = make_hparams(args.preset, task, **overrides)
+    # the descent guard keeps a compiled start exact (see train._guarded_step)
+    overrides["guard"] = {"on": True, "off": False}.get(args.guard)
+    hp = make_hparams(args.preset, task, args.init, **overrides)
     return RunConfig(task=task.name, out=str(out), model=args.model, init=args.init,
                      compress=args.compress, compress_method=args.compress_method, preset=args.preset,
                      device=_device(args.device), hp=hp, resume=args.resume,

@@ -32,6 +32,7 @@ class HParams:
     keep_ckpts: int = 2
     eval_every: int = 500         # in-distribution exact match (oracle stop) during training
     eval_samples: int = 256
+    guard: bool = False           # reject steps that raise the batch loss or lower its exact match
     seed: int = 0
 
     def to_dict(self):
@@ -67,8 +68,18 @@ def cpu(task: Task) -> HParams:
 PRESETS = {"paper": paper, "cpu": cpu}
 
 
-def make_hparams(preset: str, task: Task, **overrides) -> HParams:
+def init_defaults(init: str, hp: HParams) -> dict:
+    """A compiled start is already exact at every length: no curriculum, no
+    warm-up, a small step size, and the descent guard on."""
+    if init == "compiled":
+        return dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True)
+    return {}
+
+
+def make_hparams(preset: str, task: Task, init: str = "random", **overrides) -> HParams:
     if preset not in PRESETS:
         raise RaspError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
     hp = PRESETS[preset](task)
-    return replace(hp, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    hp = replace(hp, **{k: v for k, v in given.items() if k in ("max_train_n",)})
+    return replace(hp, **{**init_defaults(init, hp), **given})

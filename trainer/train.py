@@ -4,7 +4,9 @@ curriculum, periodic in-distribution evaluation, atomic checkpoints and a
 `--resume` that continues bit-identically."""
 from __future__ import annotations
 
+import copy
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +105,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     torch.manual_seed(hp.seed)
     rng = np.random.default_rng(hp.seed)
     step, acc_sums, init_info = 0, {"loss": 0.0, "acc": 0.0, "k": 0, "t0": None}, {}
+    guard, rejected = {"scale": 1.0}, 0
     if ckpt is not None:
         model = checkpoint.load_model(ckpt, device)
         state = checkpoint.load_state(ckpt)
@@ -110,6 +113,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         rng.bit_generator.state = state["numpy_rng"]
         acc_sums = state["accumulators"]
         init_info = state.get("init_info", {})
+        guard, rejected = state.get("guard", guard), state.get("rejected", 0)
     else:
         model, init_info = initial_model(cfg, spec, hp, data, device)
     model.to(device)
@@ -134,7 +138,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
                dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
     t_start, t_last, last_step = time.perf_counter(), time.perf_counter(), step
     while step < hp.steps:
-        lr = lr_at(step, hp)
+        lr = lr_at(step, hp) * guard["scale"]
         for g in opt.param_groups:
             g["lr"] = lr
         lengths = sample_lengths(rng, step, hp, data.task.min_n, hp.batch_size)
@@ -146,7 +150,10 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
-        opt.step()
+        if hp.guard:
+            rejected += _guarded_step(spec, hp, net, model, opt, batch, d, float(loss.detach()), float(acc), guard)
+        else:
+            opt.step()
         step += 1
         acc_sums["loss"] += float(loss.detach())
         acc_sums["acc"] += float(acc)
@@ -158,6 +165,8 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
                    "acc": d.mean(acc_sums["acc"] / acc_sums["k"]), "lr": lr,
                    "max_n": curriculum_max_n(step - 1, hp), "grad_norm": float(gnorm),
                    "steps_per_s": (step - last_step) / max(now - t_last, 1e-9)}
+            if hp.guard:
+                row.update(rejected=rejected, guard_scale=guard["scale"])
             t_last, last_step = now, step
             acc_sums = {"loss": 0.0, "acc": 0.0, "k": 0, "t0": None}
             if hp.eval_every and step % hp.eval_every == 0 and d.main:
@@ -175,7 +184,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
                     "numpy_rng": rng.bit_generator.state, "accumulators": acc_sums,
                     "curriculum": {"max_n": curriculum_max_n(step, hp), "start_n": hp.start_n,
                                    "interval": hp.interval, "max_train_n": hp.max_train_n},
-                    "lr": lr, "init_info": init_info, "model_name": cfg.model, "task": cfg.task,
+                    "lr": lr, "init_info": init_info, "guard": guard, "rejected": rejected, "model_name": cfg.model, "task": cfg.task,
                 }, keep=hp.keep_ckpts)
             d.barrier()
         if stop_now:
@@ -191,6 +200,31 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     if d.main:
         checkpoint.write_json_atomic(out / "summary.json", summary)
     return summary
+
+
+def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard) -> int:
+    """Take the optimizer step only if, on the same batch, the loss does not
+    rise and exact match does not fall; otherwise undo it and halve the step
+    size (regrown x2 per accepted step, up to 1).  Compiled weights sit on a
+    knife edge (a 1e-9 change to a residual writer can flip a hard attention),
+    so this is what keeps fine-tuning from destroying exactness.  Returns 1
+    if the step was rejected."""
+    params = [p.detach().clone() for p in model.parameters()]
+    opt_state = copy.deepcopy(opt.state_dict())
+    opt.step()
+    with torch.no_grad():
+        new_loss, new_acc = objectives.train_step_outputs(spec, hp, net, batch)
+    before, after = d.mean(loss), d.mean(float(new_loss))
+    ok = math.isfinite(after) and after <= before and d.mean(float(new_acc)) >= d.mean(acc)
+    if ok:
+        guard["scale"] = min(1.0, guard["scale"] * 2.0)
+        return 0
+    with torch.no_grad():
+        for p, old in zip(model.parameters(), params):
+            p.copy_(old)
+    opt.load_state_dict(opt_state)
+    guard["scale"] *= 0.5
+    return 1
 
 
 def _append(path: Path, row: dict):
