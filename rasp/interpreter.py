@@ -916,14 +916,16 @@ def _rule_eq_sorted(run, sel, x, red, default):
     stride = N + 1
     if B * U * stride >= 2**62:
         return None
+    it = np.int32 if B * U * stride < 2**31 else np.int64     # narrower: less memory traffic
+    rk, rq = rk.astype(it), rq.astype(it)
     # a stable sort of each row by value keeps equal values in position order
     # (radix sort when the ranks fit in int16)
-    order = np.argsort(rk.astype(np.int16) if U < 2**15 else rk, axis=1, kind="stable")
-    rows = np.arange(B, dtype=np.int64)[:, None]
+    order = np.argsort(rk.astype(np.int16) if U < 2**15 else rk, axis=1, kind="stable").astype(it)
+    rows = np.arange(B, dtype=it)[:, None]
     bucket = rows * U + np.take_along_axis(rk, order, axis=1)      # (input, value)
     keys = (bucket * stride + order).ravel()                       # ascending
     qbucket = rows * U + rq
-    hi = np.searchsorted(keys, qbucket * stride + run.pos, side="right")
+    hi = np.searchsorted(keys, qbucket * stride + run.pos.astype(it), side="right")
     if B * U <= 8 * B * N + 2**20:
         sizes = np.bincount(bucket.ravel(), minlength=B * U)
         lo = (np.cumsum(sizes) - sizes)[qbucket]
