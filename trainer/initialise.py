@@ -39,8 +39,11 @@ def initial_model(cfg, spec, hp, data, device):
     info = {"init": "compiled", "compiled_width": model.cfg.d_model, "compile_max_len": max_len,
             "compiled_params": model.num_params()}
     if cfg.compress:
+        # Inputs only (no labels), over every length the compiled model was
+        # built for, so the kept directions serve long inputs too.
         rng = np.random.default_rng([hp.seed, 7])
-        lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=128)
+        n_hi = max(data.task.paper.test_n, 2 * hp.max_train_n)
+        lengths = rng.integers(data.task.min_n, n_hi + 1, size=128)
         batch = data.batch(rng, lengths, train=True)
         moment = (compiled.residual_second_moment(model, batch.tokens, int(batch.steps.max()))
                   if cfg.compress_method == "pca" else None)
