@@ -53,6 +53,8 @@ class BatchResult:
 def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
             trace: bool = False, limits: Limits = Limits()) -> BatchResult:
     """Run `ir` on every input of `batch` (validated lists of ints)."""
+    if not batch:
+        return BatchResult([], np.zeros((0, len(ir.loops)), dtype=np.int64), [] if trace else None)
     lengths = np.array([len(x) for x in batch], dtype=np.int64)
     if (lengths == lengths[0]).all():
         tokens = np.array(batch, dtype=np.int64).reshape(len(batch), -1)
@@ -218,7 +220,7 @@ class _Run:
             pass
         v = _EVAL[type(node)](self, node)
         if isinstance(v, np.ndarray) and node.kind != SELECTOR:
-            v = v.astype(self.dtype.get(node, np.int64), copy=False)
+            v = v.astype(self.dtype_of(node), copy=False)
         self.env[node] = v
         return v
 
@@ -228,10 +230,13 @@ class _Run:
             return v
         return np.broadcast_to(np.asarray(v, dtype=dtype).reshape(-1, 1), (self.B, self.N))
 
+    def dtype_of(self, node) -> np.dtype:
+        return self.dtype.get(node, _INT_DTYPES[-1])
+
     def typed(self, v, node):
         """A Python int as a NumPy scalar of `node`'s dtype (it fits: the
         node's range covers it), so it does not widen the arrays it meets."""
-        return self.dtype[node].type(v) if isinstance(v, int) and node in self.dtype else v
+        return self.dtype_of(node).type(v) if isinstance(v, int) else v
 
     def scalar_of(self, node: Node):
         """The scalar value of `node` if it is a scalar or full(scalar), else None."""
@@ -431,9 +436,9 @@ def _eval_map(run: _Run, node: Map):
     args = [run.value(i) for i in node.inputs]
     # compute in a dtype that holds the operands and the result: then
     # wrapping arithmetic in it is exact
-    dtype = run.dtype[node]
+    dtype = run.dtype_of(node)
     for a, i in zip(args, node.inputs):
-        dtype = np.promote_types(dtype, a.dtype if isinstance(a, np.ndarray) else run.dtype[i])
+        dtype = np.promote_types(dtype, a.dtype if isinstance(a, np.ndarray) else run.dtype_of(i))
     args = [a.astype(dtype, copy=False) if isinstance(a, np.ndarray) else dtype.type(a) for a in args]
     if node.op in ("floordiv", "mod"):
         out = run.divide(node, *args)
@@ -480,8 +485,8 @@ _EVAL = {
     Const: lambda run, n: n.value,
     Host: _eval_host,
     Input: lambda run, n: run.tokens,
-    Indices: lambda run, n: np.broadcast_to(run.pos.astype(run.dtype[n]), (run.B, run.N)),
-    Full: lambda run, n: run.sop(run.value(n.inputs[0]), run.dtype[n]),
+    Indices: lambda run, n: np.broadcast_to(run.pos.astype(run.dtype_of(n)), (run.B, run.N)),
+    Full: lambda run, n: run.sop(run.value(n.inputs[0]), run.dtype_of(n)),
     Map: _eval_map,
     Select: lambda run, n: run.selector_rows(n, slice(None)),
     Aggregate: _eval_aggregate,
@@ -505,7 +510,7 @@ def _loop_scopes(ir: ProgramIR) -> dict:
             if isinstance(item, Loop):
                 parent[item] = enclosing
                 depth[item] = depth[enclosing] + 1
-                clear[item] = [i for i in item.body.items if isinstance(i, Node)]
+                clear[item] = {i: None for i in item.body.items if isinstance(i, Node)}
                 for v in item.vars:
                     nodes.extend(n for n in (v.init, v.update) if n is not None)
                 walk(item.body, item)
@@ -535,13 +540,11 @@ def _loop_scopes(ir: ProgramIR) -> dict:
         return s
 
     for n in nodes:
-        s = scope_of(n)
-        if s is not None and n not in clear[s]:
-            clear[s].append(n)
+        scope_of(n)
     for n, s in scope.items():
-        if s is not None and n not in clear[s]:
-            clear[s].append(n)
-    return clear
+        if s is not None:
+            clear[s][n] = None
+    return {loop: list(ns) for loop, ns in clear.items()}
 
 
 # ---- value ranges: the narrowest dtype for every node ------------------------------------

@@ -705,3 +705,8 @@ def test_narrow_dtypes_are_used():
     run_ = interp._Run(prog.ir, np.array([[1, 0, -1, -2]]), np.array([4]), {}, False, Limits())
     loop = prog.ir.loops[0]
     assert all(run_.dtype[v.state] == np.int8 for v in loop.vars)
+
+
+def test_empty_batch():
+    res = run(SMALL + "loop 2:\n    x = seq\noutput seq\n", [])
+    assert res.outputs == [] and res.steps.shape == (0, 1)
