@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -93,6 +94,8 @@ def run_train(args) -> int:
     from trainer.train import train
     cfg = config_from_args(args)
     summary = train(cfg)
+    if os.environ.get("RANK", "0") != "0":      # torchrun: one report, from rank 0
+        return 0
     print(f"trained {cfg.task}/{cfg.model} ({cfg.init} init) to step {summary['step']} in "
           f"{summary['seconds']:.1f}s: loss {summary['final_loss']}, in-distribution exact match "
           f"{summary['final_eval_acc']}; run in {cfg.out}")

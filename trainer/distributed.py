@@ -45,9 +45,11 @@ def setup(device: str) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(local)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
     return Dist(dist.get_rank(), world, local, f"cuda:{local}" if device.startswith("cuda") else "cpu")
 
 
