@@ -740,17 +740,20 @@ def _exact_sum(a, x):
 
 
 def _dense_reduce(a, x, red, default):
-    cnt = a.sum(axis=2, dtype=np.int64)
+    cnt = np.count_nonzero(a, axis=2).astype(np.int64, copy=False)
     if red == "width":
         return cnt
     if not isinstance(x, np.ndarray) or x.shape[1] == 1:
         stat = cnt * x if red == "mean" else np.broadcast_to(x, cnt.shape)
     elif red == "mean":
         stat = _exact_sum(a, x)
-    elif red == "max":
-        stat = np.where(a, x[:, None, :], I64_MIN).max(axis=2)
     else:
-        stat = np.where(a, x[:, None, :], I64_MAX).min(axis=2)
+        # unselected keys hold the identity of x's own dtype (narrow: fast);
+        # rows with nothing selected take the default in _finish
+        info = np.iinfo(x.dtype)
+        ident = x.dtype.type(info.min if red == "max" else info.max)
+        masked = np.where(a, x[:, None, :], ident)
+        stat = masked.max(axis=2) if red == "max" else masked.min(axis=2)
     return _finish(cnt, stat, red, default)
 
 
