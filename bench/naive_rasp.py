@@ -54,10 +54,9 @@ def aggregate(a, v, reduction, default):
             if width[i]:
                 out[i] = int(s[i] / width[i])
     else:
-        f = max if reduction == "max" else min
         for i in range(len(a)):
             if width[i]:
-                out[i] = f(v[j] for j in range(len(a)) if a[i, j])
+                out[i] = v[a[i]].max() if reduction == "max" else v[a[i]].min()
     return out
 
 
