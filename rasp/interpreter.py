@@ -403,7 +403,8 @@ class _Run:
         return np.broadcast_to(a, (nb, self.N, self.N))
 
     def reduce(self, sel: Node, x, red: str, default):
-        """Aggregate `x` (None for sel_width) over selector `sel`."""
+        """Aggregate `x` (None for sel_width) over selector `sel`.  The rules
+        and the dense path only ever see an s-op array x (or None)."""
         if red != "width" and (not isinstance(x, np.ndarray) or x.shape[1] == 1):
             # mean / max / min of a constant value is that value
             return np.where(self.reduce(sel, None, "width", 0) > 0, x, default)
@@ -743,9 +744,7 @@ def _dense_reduce(a, x, red, default):
     cnt = np.count_nonzero(a, axis=2).astype(np.int64, copy=False)
     if red == "width":
         return cnt
-    if not isinstance(x, np.ndarray) or x.shape[1] == 1:
-        stat = cnt * x if red == "mean" else np.broadcast_to(x, cnt.shape)
-    elif red == "mean":
+    if red == "mean":
         stat = _exact_sum(a, x)
     else:
         # unselected keys hold the identity of x's own dtype (narrow: fast);
@@ -780,19 +779,12 @@ def _prefix(run, red, x, m=None, r=None):
         cnt = np.cumsum(np.broadcast_to(m, shape), axis=1, dtype=np.int64)
     stat = None
     if red != "width":
-        scalar_x = not isinstance(x, np.ndarray) or x.shape[1] == 1
         ident = _IDENTITY[red]
         if red == "mean":
-            if scalar_x:
-                stat = cnt * x
-            else:
-                stat = np.cumsum(x if m is None else np.where(m, x, 0), axis=1)
+            stat = np.cumsum(x if m is None else np.where(m, x, 0), axis=1)
         else:
             acc = np.maximum if red == "max" else np.minimum
-            if scalar_x:
-                stat = np.where(cnt > 0, x, ident)
-            else:
-                stat = acc.accumulate(x if m is None else np.where(m, x, ident), axis=1)
+            stat = acc.accumulate(x if m is None else np.where(m, x, ident), axis=1)
         if r is not None:
             stat = np.where(r, stat, ident)
     if r is not None:
@@ -846,8 +838,7 @@ def _rule_index_eq(run, sel, x, red, default):
     ok = (j >= 0) & (j <= run.pos)
     if red == "width":
         return ok.astype(np.int64)
-    if isinstance(x, np.ndarray) and x.shape[1] > 1:
-        x = np.take_along_axis(x, np.clip(j, 0, run.N - 1), axis=1)
+    x = np.take_along_axis(x, np.clip(j, 0, run.N - 1), axis=1)
     return np.where(ok, x, default)
 
 
@@ -940,9 +931,6 @@ def _rule_eq_sorted(run, sel, x, red, default):
     cnt = hi - lo
     if red == "width":
         return cnt
-    if not isinstance(x, np.ndarray) or x.shape[1] == 1:
-        stat = cnt * x if red == "mean" else np.broadcast_to(x, (B, N))
-        return _finish(cnt, stat, red, default)
     xs = np.take_along_axis(_i64(x), order, axis=1).ravel()
     if red == "mean":
         csum = np.concatenate([[0], np.cumsum(xs)])
