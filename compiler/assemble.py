@@ -132,7 +132,17 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
                        bias=True, attn_scale=1.0, bos=True, position_features=feats,
                        extra=dict(extra, input_tokens=vocab, output_tokens=tokens,
                                   state_dims=[remap[s] for s in state_dims],
-                                  dim_names=[res.dims[k].name for k in keep]))
+                                  dim_names=[res.dims[k].name for k in keep],
+                                  kept_dims=[int(k) for k in keep]))
+    # loop variables as forms over h + e (for halting/debugging/tests)
+    cfg.extra["loop_vars"] = []
+    for var in crafter.pg.loop_vars():
+        rep = crafter.state_view(*crafter.state[var])
+        forms = list(rep.vals.items()) if isinstance(rep, Cat) else [(None, rep.lin)]
+        cfg.extra["loop_vars"].append({
+            "name": var.name, "kind": "cat" if isinstance(rep, Cat) else "num",
+            "values": [v for v, _ in forms],
+            "forms": [{str(remap[k]): c for k, c in lin.items() if k in remap} for _, lin in forms]})
     model = LoopedTransformer(cfg)
     t = lambda a: torch.tensor(a, dtype=torch.float32)
     with torch.no_grad():

@@ -58,6 +58,7 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
     elapsed = time.perf_counter() - t0
     cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
     cm.compile_time = elapsed
+    cm.crafter = cr          # the named-subspace construction (for debugging and tests)
     cm.model.cfg.extra["compiler"]["compile_time_s"] = round(elapsed, 4)
     cm.model.cfg.extra["compiler"]["layout"] = layout
     return cm
@@ -134,6 +135,34 @@ class CompiledModel:
                 out = torch.where(done_now[:, None, None], m.decode(h), out)
             active = active & ~done_now
         return out, ran.numpy()
+
+    @torch.no_grad()
+    def loop_states(self, tokens: torch.Tensor, steps: int) -> list:
+        """Decoded loop variables after 0..steps iterations: list of
+        {name: LongTensor [B, n]} (read from h_t + e, BOS dropped)."""
+        m = self.model
+        e = m.encode(tokens)
+        h = m.initial_state(e)
+        out = []
+        for t in range(steps + 1):
+            if t:
+                h = m.step(h, e)
+            x = (h + e)[:, 1:]
+            vals = {}
+            for var in self.model.cfg.extra.get("loop_vars", []):
+                cols = []
+                for form in var["forms"]:
+                    w = torch.zeros(x.shape[-1])
+                    for k, c in form.items():
+                        w[int(k)] = c
+                    cols.append(x @ w)
+                if var["kind"] == "cat":
+                    idx = torch.stack(cols, -1).argmax(-1)
+                    vals[var["name"]] = torch.tensor(var["values"])[idx]
+                else:
+                    vals[var["name"]] = torch.round(cols[0]).long()
+            out.append(vals)
+        return out
 
     def _undefined_init(self):
         return any(v.init is None for v in self.loop.vars)

@@ -13,6 +13,7 @@ Body invariants (h = state after an iteration, e = injected embedding):
 from __future__ import annotations
 
 from .basis import BOS, ONE, Cat, Num, lin_add
+from .mlp import step_units
 from .ops import Op, Unit
 
 
@@ -80,8 +81,8 @@ def plan_body(crafter, body_ops: list) -> int:
             for v, lin in s.vals.items():
                 (sd,) = lin
                 extra[c].units.append(Unit(cur.vals[v], 0.0, {sd: -1.0}))
-                if var not in direct:
-                    extra[c].units.append(Unit(new.vals.get(v, {}), 0.0, {sd: 1.0}))
+                if var not in direct:     # a sharp copy: removes any float noise of the update
+                    extra[c].units += step_units(new.vals.get(v, {}), 1.0, {sd: 1.0})
                 for d in cur.vals[v]:
                     last_read[d] = max(last_read.get(d, -1), c)
                 for d in new.vals.get(v, {}):

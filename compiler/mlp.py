@@ -1,7 +1,9 @@
 """Exact MLP constructions (ReLU units over named residual forms).
 
-* categorical maps of several one-hot inputs: one unit per (combination of
-  the smaller inputs, output value) instead of one per input combination;
+* categorical maps of several one-hot inputs: one sharp step (two units) per
+  (combination of the smaller inputs, output value) instead of one per input
+  combination; the step is flat around 0 and 1, so float noise never grows
+  from layer to layer or from one loop iteration to the next;
   a map of a single one-hot input is linear, so it needs no unit at all;
 * `where` on one-hot branches: one unit per branch value;
 * tables of a numeric input: two units per point where the function changes
@@ -87,10 +89,9 @@ def cat_map(f, args, out_values, alloc, explicit=False):
             if w == out.omit:
                 continue
             if len(us) == len(reps[last].vals):       # f(combo, .) is constant: no test on the last input
-                inp, bias = base, -(k - 1.0)
+                units += step_units(base, float(k), {out.dim(w): 1.0})
             else:
-                inp, bias = lin_add(base, *[reps[last].vals[u] for u in us]), -float(k)
-            units.append(Unit(inp, bias, {out.dim(w): 1.0}))
+                units += step_units(lin_add(base, *[reps[last].vals[u] for u in us]), k + 1.0, {out.dim(w): 1.0})
     return out.rep(), units
 
 
@@ -104,7 +105,7 @@ def cat_where(c: Cat, x, y, out_values, alloc):
     for branch, cond in ((x, nz), (y, z)):
         if isinstance(branch, Cat):
             for w, lin in branch.vals.items():
-                units.append(Unit(lin_add(lin, cond), -1.0, {out.dim(w): 1.0}))
+                units += step_units(lin_add(lin, cond), 2.0, {out.dim(w): 1.0})
         else:
             out.free[branch] = lin_add(out.free.get(branch, {}), cond)
     return out.rep(), units
