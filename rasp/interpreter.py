@@ -627,6 +627,7 @@ class _Ranges:
     growing.  Padded positions may hold anything: they wrap harmlessly."""
 
     WIDEN_AFTER = 4
+    EXACT_ROUNDS = 64
 
     def __init__(self, run: _Run):
         self.run = run
@@ -648,9 +649,15 @@ class _Ranges:
                 self.of(item)
 
     def loop(self, loop):
+        """Round r computes the body with the hull of the states of iterations
+        1..r.  When the loop runs at most EXACT_ROUNDS times, that many rounds
+        cover every iteration (a counter stays narrow); otherwise ranges that
+        keep growing are widened to int64 until a fixpoint."""
         vars_ = [v for v in loop.vars if v.kind != SELECTOR]
         state = {v: None if v.init is None else self.of(v.init) for v in vars_}
-        for rounds in range(64):
+        runs = int(self.run.host_value(loop.count)[0].max())
+        exact = runs <= self.EXACT_ROUNDS
+        for rounds in range(max(runs, 1) if exact else 64):
             for node in self.run.clear.get(loop, ()):
                 self.r.pop(node, None)
             for v in vars_:
@@ -660,13 +667,14 @@ class _Ranges:
                    for v in vars_}
             if new == state:
                 break
-            if rounds >= self.WIDEN_AFTER:
+            if not exact and rounds >= self.WIDEN_AFTER:
                 new = {v: (r[0] if state[v] is None or r[0] >= state[v][0] else _TOP[0],
                            r[1] if state[v] is None or r[1] <= state[v][1] else _TOP[1])
                        for v, r in new.items()}
             state = new
         else:
-            raise AssertionError("range analysis did not converge")
+            if not exact:
+                raise AssertionError("range analysis did not converge")
         for v in vars_:
             self.final[v] = state[v]
 

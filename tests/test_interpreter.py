@@ -733,3 +733,24 @@ def test_agrees_with_naive_evaluator_on_every_program():
         assert execute(prog.ir, batch).outputs == run_naive(prog.ir, batch), path.stem
         checked += 1
     assert checked >= 3
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=70), min_size=1, max_size=4))
+def test_counters_cross_dtype_boundaries(batch):
+    # up to 70 steps of +3: below 64 steps the analysis simulates every
+    # iteration (int8 -> int16 boundary crossed), above it widens
+    src = SMALL + "param n = len(seq)\nx = seq\nloop n:\n    x = x + 3\n    y = x * x\noutput y - x\n"
+    res = run(src, batch)
+    for t, out in zip(batch, res.outputs):
+        x = [v + 3 * len(t) for v in t]
+        assert out == [v * v - v for v in x]
+
+
+def test_counter_dtype_follows_the_loop_count():
+    src = SMALL + "param n = len(seq)\nx = seq\nloop n:\n    x = x + 1\noutput x\n"
+    ir = program(src).ir
+    var = ir.loops[0].vars[0]
+    for n, dtype in [(20, np.int8), (200, np.int64)]:
+        r = interp._Run(ir, np.ones((1, n), np.int64), np.array([n]), {}, False, Limits())
+        assert r.dtype_of(var.state) == dtype
