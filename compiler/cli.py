@@ -1,0 +1,53 @@
+"""The `rasp compile`, `rasp run DIR` and `rasp graph DIR` commands (rasp/cli.py
+dispatches to these)."""
+from __future__ import annotations
+
+import sys
+
+from rasp.errors import RaspError
+
+
+def cli_compile(args) -> int:
+    import rasp
+    from .compiled import compile_program
+    if args.to != "torch":
+        raise RaspError(f"unknown target {args.to!r} (only 'torch')")
+    prog = rasp.load(args.program)
+    for w in prog.warnings:
+        print(w.format(), file=sys.stderr)
+    cm = compile_program(prog, args.max_len, steps=args.steps)
+    if args.output:
+        cm.save(args.output)
+        print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)
+    if args.report or not args.output:
+        print(cm.report())
+    return 0
+
+
+def cli_run_compiled(args) -> int:
+    from rasp.cli import _params, _read_inputs
+    from .compiled import load_compiled
+    cm = load_compiled(args.program)
+    if getattr(args, "trace", False):
+        raise RaspError("--trace is for programs; a compiled model has no named variables to trace")
+    if args.steps is not None:
+        cm.fixed_steps = args.steps
+    where = args.inputs if args.inputs is not None else "input"
+    batch = [cm.program.parse_input(text, line, where) for line, text in _read_inputs(args)]
+    max_len = getattr(args, "max_len", None)
+    if max_len is not None:
+        for i, x in enumerate(batch):
+            if len(x) > max_len:
+                from rasp.errors import RaspInputError
+                raise RaspInputError(f"the input has {len(x)} tokens; the limit is {max_len}", i + 1)
+    outs = cm.run_batch(batch, _params(args.param))
+    for values in outs:
+        sys.stdout.write(cm.program.format_output(values) + "\n")
+    return 0
+
+
+def cli_graph_compiled(args) -> int:
+    from .compiled import load_compiled
+    from .draw import draw_layers
+    print(draw_layers(load_compiled(args.program), args.output))
+    return 0
