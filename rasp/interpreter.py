@@ -323,9 +323,10 @@ class _Run:
                         changed |= True if old is None else self.differs(old, new[var])
                     if old is None or all_active:
                         state[var] = new[var]
-                    else:
-                        keep = active.reshape((-1,) + (1,) * (new[var].ndim - 1))
-                        state[var] = np.where(keep, new[var], old)
+                    else:       # inputs whose count ran out keep their state
+                        merged = old.astype(np.result_type(old, new[var]))      # a copy
+                        merged[active] = new[var][active]
+                        state[var] = merged
                 ran += active
                 active = active & (t < count)
                 if loop.until_stable:
