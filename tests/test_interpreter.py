@@ -754,3 +754,42 @@ def test_counter_dtype_follows_the_loop_count():
     for n, dtype in [(20, np.int8), (200, np.int64)]:
         r = interp._Run(ir, np.ones((1, n), np.int64), np.array([n]), {}, False, Limits())
         assert r.dtype_of(var.state) == dtype
+
+
+# ---- large mixed-length batches run in length groups ---------------------------------------
+
+GROUPED_SRC = SMALL + """\
+param n = count(seq, 1) + count(seq, 2)
+x = seq
+loop n:
+    x = shift_right(x, 1, 7) + num_prev(seq, x)
+output x
+"""
+
+
+def test_length_groups_give_the_same_results(monkeypatch):
+    monkeypatch.setattr(interp, "GROUP_WORK", 64)
+    rng = np.random.default_rng(11)
+    batch = [rng.integers(0, 10, size=int(n)).tolist() for n in rng.integers(1, 41, size=300)]
+    assert len(interp._length_groups([len(x) for x in batch])) == 4
+    ir = program(GROUPED_SRC).ir
+    grouped = execute(ir, batch)
+    whole = interp._execute(ir, batch, None, False, Limits())
+    assert grouped.outputs == whole.outputs
+    assert grouped.steps.tolist() == whole.steps.tolist()
+
+
+def test_length_groups_report_errors_like_one_batch(monkeypatch):
+    monkeypatch.setattr(interp, "GROUP_WORK", 64)
+    src = SMALL + "output 10 // (seq - 3)\n"
+    batch = [[1] * n for n in range(200, 0, -1)]
+    batch[60] = [1] * 139 + [3]             # in the third length group, not at its start
+    with pytest.raises(RaspRuntimeError) as e:
+        run(src, batch)
+    assert e.value.input_index == 60
+
+
+def test_small_or_uniform_batches_are_not_grouped():
+    assert interp._length_groups([5] * 100) == []
+    assert interp._length_groups([500] * 1000) == []          # all the same length
+    assert len(interp._length_groups(list(range(100, 1100)))) == 4
