@@ -20,6 +20,9 @@ Aggregates and sel_width never need the matrix for the common selector
 shapes: a table of rules (`_RULES`) recognises them and computes the same
 result in O(N) or O(N log N) per sequence; anything else falls back to the
 dense path, chunked over the batch so [B, N, N] temporaries stay small.
+
+Large batches of very mixed lengths are split into a few groups of similar
+length (`_length_groups`), each padded and looped only as far as it needs.
 """
 from __future__ import annotations
 
