@@ -129,7 +129,7 @@ def bench(task, n, count, naive_count, naive_seconds, rng):
     if naive != got[:len(naive)]:
         raise SystemExit(f"{task} n={n}: naive evaluator disagrees with the interpreter")
 
-    repeat = 5 if n <= 64 else 3
+    repeat = 7 if n <= 64 else 3
     t_run = best_time(lambda: prog.run_batch(batch), repeat) / count
     t_exec = best_time(lambda: execute(prog.ir, batch), repeat) / count
     t_hand = best_time(lambda: hand(batch, n, eos), repeat) / count
@@ -147,7 +147,7 @@ def main(argv=None):
     ap.add_argument("--tasks", nargs="+", default=["parity", "copy", "addition"])
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
-    print(f"{args.inputs} random inputs per row; throughput in inputs/s (best of 3-5 runs).")
+    print(f"{args.inputs} random inputs per row; throughput in inputs/s (best of 3-7 runs).")
     print(f"naive: bench/naive_rasp.py, one sequence at a time, every select rebuilt with Python loops "
           f"at each use (as RASP-L's kqv);\n       timed on the first k inputs (column k: up to "
           f"{args.naive_inputs}, fewer once {args.naive_seconds:g} s have passed) and scaled per input.")
