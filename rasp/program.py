@@ -65,12 +65,17 @@ class Program:
 
     # -- running --
     def check_batch(self, batch, limits: RunLimits):
+        seen = set()
         for i, tokens in enumerate(batch):
             if len(tokens) == 0:
                 raise RaspInputError("empty input", i + 1)
             if len(tokens) > limits.max_len:
                 raise RaspInputError(f"the input has {len(tokens)} tokens; the limit is {limits.max_len} "
                                      "(raise it with --max-len)", i + 1)
+            seen.update(tokens)
+        if seen <= self._vocab:
+            return          # the common case: one set check for the whole batch
+        for i, tokens in enumerate(batch):
             for position, value in enumerate(tokens, 1):
                 if value not in self._vocab:
                     raise RaspInputError(f"token {self.token_text(value)!r} at position {position} is not in "
@@ -87,7 +92,7 @@ class Program:
                   limits: Optional[RunLimits] = None):
         from .interpreter import Limits, execute
         limits = limits or RunLimits()
-        batch = [list(map(int, tokens)) for tokens in batch]
+        batch = [tokens if isinstance(tokens, list) else [int(t) for t in tokens] for tokens in batch]
         self.check_batch(batch, limits)
         self.check_params(params)
         return execute(self.ir, batch, params, trace=trace, limits=Limits(max_steps=limits.max_steps))
