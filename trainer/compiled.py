@@ -26,6 +26,7 @@ from rasp.errors import RaspError
 from trainer.model import LoopedConfig, LoopedTransformer
 
 NEG_BIAS = -1e4
+TIE_BREAK = 1e-3
 
 
 def compile_task_model(program, max_len: int) -> LoopedTransformer:
@@ -64,9 +65,12 @@ def remap_vocab(cmodel: LoopedTransformer, input_tokens, output_tokens, extra=No
         model.unembed.bias.fill_(NEG_BIAS)
     for j, v in enumerate(output_tokens):
         if v in cout:
-            model.unembed.weight[j] = cmodel.unembed.weight[cout.index(v)]
+            i = cout.index(v)
+            model.unembed.weight[j] = cmodel.unembed.weight[i]
             if model.unembed.bias is not None:
-                model.unembed.bias[j] = cmodel.unembed.bias[cout.index(v)]
+                # The compiled model may leave all logits equal (0) at some positions and
+                # rely on argmax picking its first token; keep that tie-break in our order.
+                model.unembed.bias[j] = cmodel.unembed.bias[i] - TIE_BREAK * i
     return model
 
 

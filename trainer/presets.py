@@ -32,7 +32,9 @@ class HParams:
     keep_ckpts: int = 2
     eval_every: int = 500         # in-distribution exact match (oracle stop) during training
     eval_samples: int = 256
-    guard: bool = False           # reject steps that raise the batch loss or lower its exact match
+    guard: bool = False           # keep only steps that do not hurt the batch and a fixed guard sample
+    guard_samples: int = 256
+    keep_zeros: bool = False      # train only the nonzero weights (a compiled start's sparsity pattern)
     seed: int = 0
 
     def to_dict(self):
@@ -74,7 +76,7 @@ def init_defaults(init: str, hp: HParams) -> dict:
     """A compiled start is already exact at every length: no curriculum, no
     warm-up, a small step size, and the descent guard on."""
     if init == "compiled":
-        return dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True)
+        return dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True, keep_zeros=True)
     return {}
 
 

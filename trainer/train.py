@@ -137,6 +137,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     bar = tqdm(total=hp.steps, initial=step, disable=not (cfg.progress and d.main),
                dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
     t_start, t_last, last_step = time.perf_counter(), time.perf_counter(), step
+    gb = guard_batch(data, hp, device) if hp.guard else None
     while step < hp.steps:
         lr = lr_at(step, hp) * guard["scale"]
         for g in opt.param_groups:
@@ -149,9 +150,14 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         loss, acc = objectives.train_step_outputs(spec, hp, net, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if hp.keep_zeros:   # a compiled circuit's zero weights stay exactly zero
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(p.detach() != 0)
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
         if hp.guard:
-            rejected += _guarded_step(spec, hp, net, model, opt, batch, d, float(loss.detach()), float(acc), guard)
+            rejected += _guarded_step(spec, hp, net, model, opt, batch, d, float(loss.detach()), float(acc),
+                                      guard, gb)
         else:
             opt.step()
         step += 1
@@ -202,13 +208,30 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     return summary
 
 
-def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard) -> int:
-    """Take the optimizer step only if, on the same batch, the loss does not
-    rise and exact match does not fall; otherwise undo it and halve the step
-    size (regrown x2 per accepted step, up to 1).  Compiled weights sit on a
-    knife edge (a 1e-9 change to a residual writer can flip a hard attention),
-    so this is what keeps fine-tuning from destroying exactness.  Returns 1
-    if the step was rejected."""
+def guard_batch(data, hp, device):
+    """A fixed sample of the training distribution (lengths 1..max_train_n),
+    drawn from its own seed, so it is the same on every rank and after a resume."""
+    rng = np.random.default_rng([hp.seed, 999])
+    lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=hp.guard_samples)
+    return data.batch(rng, lengths, train=True).to(device)
+
+
+def _guard_eval(spec, hp, net, gb):
+    with torch.no_grad():
+        loss, acc = objectives.train_step_outputs(spec, hp, net, gb)
+    return float(loss), float(acc)
+
+
+def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb) -> int:
+    """Keep the optimizer step only if the loss on the current batch does not
+    rise and, on a fixed guard sample of the training distribution, the loss
+    does not rise and exact match does not fall; otherwise undo it and halve
+    the step size (regrown x2 per kept step, up to 1).  Compiled weights sit
+    on a knife edge (a 1e-9 change to a residual writer can flip a hard
+    attention), so this is what keeps fine-tuning from destroying exactness.
+    Returns 1 if the step was rejected."""
+    if "loss" not in guard:
+        guard["loss"], guard["acc"] = _guard_eval(spec, hp, net, gb)
     params = [p.detach().clone() for p in model.parameters()]
     opt_state = copy.deepcopy(opt.state_dict())
     opt.step()
@@ -217,7 +240,10 @@ def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard) -> int:
     before, after = d.mean(loss), d.mean(float(new_loss))
     ok = math.isfinite(after) and after <= before and d.mean(float(new_acc)) >= d.mean(acc)
     if ok:
-        guard["scale"] = min(1.0, guard["scale"] * 2.0)
+        g_loss, g_acc = _guard_eval(spec, hp, net, gb)
+        ok = g_loss <= guard["loss"] and g_acc >= guard["acc"]
+    if ok:
+        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc)
         return 0
     with torch.no_grad():
         for p, old in zip(model.parameters(), params):
