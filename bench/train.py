@@ -32,7 +32,8 @@ from trainer.train import RunConfig, train  # noqa: E402
 
 
 def run_one(out: Path, task: str, init: str, args) -> dict:
-    over = dict(steps=args.steps if init == "random" else args.finetune_steps)
+    # "compiled0": the compiled start itself, evaluated without any training
+    over = dict(steps={"random": args.steps, "compiled0": 0}.get(init, args.finetune_steps))
     if args.d_model:
         over.update(d_model=args.d_model, n_head=args.n_head)
     if init != "random":
@@ -41,7 +42,7 @@ def run_one(out: Path, task: str, init: str, args) -> dict:
     hp.eval_every = 100 if init == "random" else 50
     cfg = RunConfig(task=task, out=str(out), init=init, hp=hp, progress=not args.quiet,
                     compress=args.compress if init == "compressed" else None)
-    if init == "compressed":
+    if init in ("compressed", "compiled0"):
         cfg.init = "compiled"
     t0 = time.perf_counter()
     summary = train(cfg)
@@ -65,7 +66,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/bench_train")
     ap.add_argument("--tasks", default="parity,copy")
-    ap.add_argument("--inits", default="random,compiled")
+    ap.add_argument("--inits", default="random,compiled0,compiled")
     ap.add_argument("--stops", default="oracle,confidence,threshold")
     ap.add_argument("--steps", type=int, default=None, help="random-init steps (default: cpu preset)")
     ap.add_argument("--finetune-steps", type=int, default=300)

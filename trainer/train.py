@@ -138,6 +138,17 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
                dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
     t_start, t_last, last_step = time.perf_counter(), time.perf_counter(), step
     gb = guard_batch(data, hp, device) if hp.guard else None
+
+    def save(at: int):
+        if d.main:
+            checkpoint.save(out, at, model, opt, {
+                "numpy_rng": rng.bit_generator.state, "accumulators": acc_sums,
+                "curriculum": {"max_n": curriculum_max_n(at, hp), "start_n": hp.start_n,
+                               "interval": hp.interval, "max_train_n": hp.max_train_n},
+                "init_info": init_info, "guard": guard, "rejected": rejected,
+                "model_name": cfg.model, "task": cfg.task,
+            }, keep=hp.keep_ckpts)
+        d.barrier()
     while step < hp.steps:
         lr = lr_at(step, hp) * guard["scale"]
         for g in opt.param_groups:
@@ -185,16 +196,11 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         bar.update(1)
         stop_now = cfg.max_wall is not None and time.perf_counter() - t_start > cfg.max_wall
         if step % hp.ckpt_every == 0 or step == hp.steps or stop_now:
-            if d.main:
-                checkpoint.save(out, step, model, opt, {
-                    "numpy_rng": rng.bit_generator.state, "accumulators": acc_sums,
-                    "curriculum": {"max_n": curriculum_max_n(step, hp), "start_n": hp.start_n,
-                                   "interval": hp.interval, "max_train_n": hp.max_train_n},
-                    "lr": lr, "init_info": init_info, "guard": guard, "rejected": rejected, "model_name": cfg.model, "task": cfg.task,
-                }, keep=hp.keep_ckpts)
-            d.barrier()
+            save(step)
         if stop_now:
             break
+    if checkpoint.latest(out) is None:      # --steps 0: keep the starting weights as a run
+        save(step)
     bar.close()
     rows = _read_metrics(metrics_path, step) if d.main else []
     evals = [r for r in rows if "eval_acc" in r]
