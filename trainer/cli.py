@@ -48,7 +48,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-wall", type=float, default=None, help="stop after this many seconds (checkpointed)")
     for name, typ in _HP_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help=argparse.SUPPRESS)
+        p.add_argument("--" + name.replace("_", "-"), type=typ, default=None,
+                       help=f"override the preset's {name}")
     return p
 
 
