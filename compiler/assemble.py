@@ -36,8 +36,9 @@ def group(ops, n_layers):
     return [Layer([op for op in ops if op.layer == i]) for i in range(n_layers)]
 
 
-def build_stage(layers, d, dh, nh, dm, x_bos):
-    """Dense weights for each layer; advances x_bos through them."""
+def build_stage(layers, d, dh, nh, dm, x_bos, bos_cols=(BOS,)):
+    """Dense weights for each layer; advances x_bos through them.  bos_cols:
+    the dims that hold the BOS flag (the postlude also reads its carry copy)."""
     out = []
     for layer in layers:
         W = {name: np.zeros(shape) for name, shape in (
@@ -51,11 +52,11 @@ def build_stage(layers, d, dh, nh, dm, x_bos):
                 W["q"][base + r] = _dense(lin, d)
             for r, lin in enumerate(op.k):
                 row = _dense(lin, d)
-                row[BOS] += op.k_bos[r] - row @ x_bos
+                row[list(bos_cols)] += op.k_bos[r] - row @ x_bos
                 W["k"][base + r] = row
             for r, lin in enumerate(op.v):
                 row = _dense(lin, d)
-                row[BOS] += op.v_bos[r] - row @ x_bos
+                row[list(bos_cols)] += op.v_bos[r] - row @ x_bos
                 W["v"][base + r] = row
                 for dim, c in op.o[r].items():
                     W["o"][dim, base + r] += c
@@ -65,7 +66,7 @@ def build_stage(layers, d, dh, nh, dm, x_bos):
             W["up"][i] = _dense(u.inp, d)
             B["up"][i] = u.bias
             if u.gated:
-                W["up"][i, BOS] -= GATE
+                W["up"][i, list(bos_cols)] -= GATE
             for dim, c in u.out.items():
                 W["down"][dim, i] += c
         for op in layer.mlps:
@@ -105,7 +106,8 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
     x_bos[ONE], x_bos[BOS], x_bos[IDX], x_bos[IDX2] = 1.0, 1.0, -1.0, 1.0
     pre, e_bos = build_stage(group(*stages["pre"]), d, dh, nh, dm, x_bos)
     body, _ = build_stage(group(*stages["body"]), d, dh, nh, dm, e_bos)
-    post, _ = build_stage(group(*stages["post"]), d, dh, nh, dm, e_bos)
+    post_bos = (BOS, res.carry[BOS]) if BOS in res.carry else (BOS,)
+    post, _ = build_stage(group(*stages["post"]), d, dh, nh, dm, e_bos, post_bos)
     tokens, WU, bU = unembed_rows(out_rep, d)
     WE = np.zeros((len(vocab) + 1, d))
     for t, v in enumerate(vocab):

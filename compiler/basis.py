@@ -69,6 +69,22 @@ class Residual:
         return out
 
 
+    def carry_fix(self, lin: dict) -> dict:
+        """Postlude form: every 'pre' dim d also reads its carry copy with the
+        same coefficient (idempotent)."""
+        out = dict(lin)
+        for d, v in lin.items():
+            if self.dims[d].stage == "pre":
+                out[self._carry_of(d)] = v
+        return out
+
+    def _carry_of(self, d: int) -> int:
+        c = self.carry.get(d)
+        if c is None:
+            c = self.carry[d] = self.new(f"carry:{self.dims[d].name}", "carry", self.dims[d].signed)
+        return c
+
+
 # ---- representations of s-ops in the residual --------------------------------
 
 @dataclass

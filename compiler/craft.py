@@ -31,6 +31,9 @@ class Crafter:
         self.stage = "pre"
         self.input_dims: dict = {}
         self.need_sq = self.find_need_sq()
+        self.fused: dict = {}          # map node -> (leaf nodes, composed function)
+        self.absorbed: set = set()      # maps computed inside a consumer's fused MLP
+        self.plan_fusion()
 
     # ---- helpers -------------------------------------------------------------
     def error(self, node, message):
@@ -120,10 +123,69 @@ class Crafter:
                         changed = True
         return need
 
+    # ---- fusing chains of categorical maps into one MLP --------------------------
+    FUSE_PRODUCT = 40000       # largest product of the leaves' value-set sizes
+    FUSE_COMBOS = 1200         # largest product over all leaves but the biggest
+
+    def absorbable(self, child, parent) -> bool:
+        g = self.pg.g
+        return (isinstance(child, ir.Map) and child.kind == ir.SOP and self.pg.stage[child] == self.pg.stage[parent]
+                and child is not self.ir.output and set(g.successors(child)) == {parent}
+                and self.is_cat(child) and not g.edges[child, parent].get("loop_back", False)
+                and all(isinstance(i, ir.Const) or (isinstance(i, ir.Full) and isinstance(i.inputs[0], ir.Const))
+                        or self.is_cat(i) for i in child.inputs))
+
+    def plan_fusion(self):
+        """A map of maps (e.g. a lambda body, or `(a | b) & ~(a & b)`) becomes one
+        function of its leaf inputs, so it costs one MLP instead of a chain."""
+        import networkx as nx
+        order = list(nx.topological_sort(self.pg.forward()))
+        for m in reversed(order):
+            if not isinstance(m, ir.Map) or m.kind != ir.SOP or m in self.absorbed or not self.is_cat(m):
+                continue
+            inner, leaves = set(), []
+
+            def walk(node):
+                for i in node.inputs:
+                    if self.absorbable(i, node):
+                        inner.add(i)
+                        walk(i)
+                    elif not isinstance(i, ir.Const) and not (isinstance(i, ir.Full)
+                                                              and isinstance(i.inputs[0], ir.Const)):
+                        if i not in leaves:
+                            leaves.append(i)
+            walk(m)
+            if not inner or not all(self.is_cat(l) for l in leaves):
+                continue
+            sizes = sorted(len(self.vals(l)) for l in leaves)
+            if np.prod(sizes, dtype=float) > self.FUSE_PRODUCT or np.prod(sizes[:-1], dtype=float) > self.FUSE_COMBOS:
+                continue
+            self.absorbed |= inner
+            self.fused[m] = (leaves, self.composed(m, leaves))
+
+    def composed(self, m, leaves):
+        pos = {l: i for i, l in enumerate(leaves)}
+
+        def ev(node, vals):
+            if node in pos:
+                return vals[pos[node]]
+            if isinstance(node, ir.Const):
+                return node.value
+            if isinstance(node, ir.Full):
+                return node.inputs[0].value
+            args = [ev(i, vals) for i in node.inputs]
+            if any(a is None for a in args):
+                return None
+            return self.fn(node)(*args)
+        return lambda *vals: ev(m, vals)
+
     # ---- driver -----------------------------------------------------------------
     def run(self):
         self.stage = "pre"
+        self.build(self.ir.input)          # the embedding always has the token one-hot
         for node in self.pg.order("pre"):
+            if node is self.ir.input:
+                continue
             self.build(node)
         if self.pg.loop is not None:
             self.stage = "body"
@@ -140,6 +202,16 @@ class Crafter:
         out = self.rep(self.ir.output)
         if isinstance(out, int):
             out = Cat({out: dict(NOTBOS)})
+        if self.pg.loop is not None:
+            self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
+            out = out.map_forms(self.res.carry_fix)
+            for op in self.ops:
+                if op.stage == "post":
+                    op.q = [self.res.carry_fix(l) for l in op.q]
+                    op.k = [self.res.carry_fix(l) for l in op.k]
+                    op.v = [self.res.carry_fix(l) for l in op.v]
+                    for u in op.units:
+                        u.inp = self.res.carry_fix(u.inp)
         return out
 
     def make_state(self, var):
@@ -165,7 +237,7 @@ class Crafter:
         self.reps[var.state] = self.state_view(s, init)
 
     def build(self, node):
-        if isinstance(node, (ir.Const, ir.Select, ir.Host)):
+        if isinstance(node, (ir.Const, ir.Select, ir.Host)) or node in self.absorbed:
             return
         if isinstance(node, ir.Input):
             vals = sorted(self.ir.vocab)
@@ -189,6 +261,8 @@ class Crafter:
         r = self.reps[node]
         if node in self.need_sq and isinstance(r, Num) and r.sq is None:
             self.add_square(node, r)
+        if self.stage == "post":     # constants (one, bos) must read their carry copies too
+            self.reps[node] = self.reps[node].map_forms(self.res.carry_fix)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
@@ -201,6 +275,12 @@ class Crafter:
         return f
 
     def build_map(self, node):
+        if node in self.fused:
+            leaves, f = self.fused[node]
+            args = [self.rep(l) for l in leaves]
+            rep, units = M.cat_map(f, args, sorted(self.vals(node)), self.alloc, explicit=self.is_update(node))
+            self.mlp(f"{node.op} {self.pg.name(node)} [fused]", units, self.unit_writes(units))
+            return rep
         args = [self.rep(i) for i in node.inputs]
         if any(isinstance(i, ir.Host) or (isinstance(i, ir.Map) and i.kind == ir.SCALAR) for i in node.inputs):
             raise self.error(node, f"{self.what(node)} uses a param/host value; a causal transformer "

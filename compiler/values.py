@@ -143,6 +143,11 @@ class ValueSets:
 
     def compute(self, node) -> frozenset:
         L = self.length
+        for i in node.inputs:
+            if isinstance(i, ir.Host) or (isinstance(i, ir.Map) and i.kind == ir.SCALAR):
+                what = f"param '{i.name}'" if getattr(i, "name", None) else "a host value (len/count/param)"
+                raise self.error(node, f"{what} is computed on the host from the whole input; a causal "
+                                 "transformer cannot use it as a value here (params may only be loop counts)")
         if isinstance(node, ir.Input):
             return frozenset(self.ir.vocab)
         if isinstance(node, ir.Indices):
@@ -150,8 +155,7 @@ class ValueSets:
         if isinstance(node, ir.Const):
             return frozenset({node.value})
         if isinstance(node, ir.Host):
-            raise self.error(node, f"{self.name(node)} is computed on the host from the whole input; a "
-                             "causal transformer cannot use it as a value (only as a loop count)")
+            return frozenset()          # its consumers report it (located at the use)
         if isinstance(node, ir.Full):
             return self.get(node.inputs[0])
         if isinstance(node, (ir.LoopState, ir.LoopOut)):

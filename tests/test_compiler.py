@@ -1,0 +1,316 @@
+"""The compiler: compiled models must compute exactly what the interpreter computes.
+
+Unit tests per construction (attention heads, MLP maps, loop-carried updates,
+halting, errors, files), then property tests over every program in programs/:
+random inputs at every length up to N and at 4N (the compile-time --max-len is N).
+"""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rasp
+from compiler import compile_program, draw_layers, load_compiled
+from rasp.errors import RaspError
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = sorted((ROOT / "programs").glob("*.rasp"))
+sys.path.insert(0, str(Path(__file__).parent))
+import references as R  # noqa: E402
+
+N = 8                    # compile-time --max-len for the property tests
+_CACHE: dict = {}
+
+
+def compiled(path, max_len=N):
+    key = (str(path), max_len)
+    if key not in _CACHE:
+        prog = rasp.load(str(path))
+        _CACHE[key] = (prog, compile_program(prog, max_len))
+    return _CACHE[key]
+
+
+def scored(x, y):
+    """From the first `>` on (all positions when the program has no `>`)."""
+    return y[x.index(-1):] if -1 in x else y
+
+
+def interpreter_ok(prog, batch):
+    """The inputs the interpreter accepts (some random inputs are runtime errors)."""
+    good = []
+    for x in batch:
+        try:
+            prog.run(x)
+            good.append(x)
+        except RaspError:
+            pass
+    return good
+
+
+def assert_same(prog, cm, batch, params=None):
+    batch = interpreter_ok(prog, batch)
+    if not batch:
+        return
+    ref = prog.run_batch(batch, params).outputs
+    got = cm.run_batch(batch, params)
+    for x, r, g in zip(batch, ref, got):
+        assert scored(x, r) == scored(x, g), (prog.format_output(x), r, g)
+
+
+def loads(src):
+    return rasp.loads(src, "<test>")
+
+
+def all_inputs(vocab, n):
+    out = [[]]
+    for _ in range(n):
+        out = [x + [v] for x in out for v in vocab]
+    return out
+
+
+# ---- one attention head -----------------------------------------------------------
+
+HEADS = {
+    "shift": "output shift_right(seq, 2, 7)",
+    "has_seen": "output has_seen(seq, 2)",
+    "max": "output aggr(select(seq, seq, le), seq, 9, max)",
+    "min_index": "output firsts(seq, seq)",
+    "last_index": "output lasts(seq, 1, -5)",
+    "mean_general": "output kqv(seq, seq, seq * 3 - 2, le, -4)",
+    "sel_width": "output sel_width(select(seq, seq, eq))",
+    "index_select": "output index_select(seq, indices(seq) - seq, 5)",
+    "cumsum_eq": "output cumsum(seq == 1) == 2",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_one_head_exhaustive(name):
+    prog = loads("input seq: {0, 1, 2}\n" + HEADS[name] + "\n")
+    cm = compile_program(prog, 4)
+    batch = [x for n in range(1, 6) for x in all_inputs([0, 1, 2], n)]
+    assert_same(prog, cm, batch)
+    rng = random.Random(1)
+    assert_same(prog, cm, [[rng.choice([0, 1, 2]) for _ in range(16)] for _ in range(30)])  # 4x
+
+
+def test_sel_width_is_exact_beyond_ten():
+    """Tracr's selector width decodes off by one from width 10; ours must not."""
+    prog = loads("input seq: {0, 1}\noutput sel_width(select(seq, 1, eq))\n")
+    cm = compile_program(prog, 16)
+    assert_same(prog, cm, [[1] * n for n in range(1, 65)] + [[1, 0] * 32])
+
+
+# ---- one MLP map ----------------------------------------------------------------------
+
+MAPS = {
+    "two_input": "output seq_map(seq, shift_right(seq, 1), lambda a, b: (a * b + 1) % 5)",
+    "three_input": "output where(seq > 1, seq - 5, shift_right(seq, 1) * 2)",
+    "negative": "output tok_map(seq, lambda a: a - 3)",
+    "numeric_table": "output indices(seq) % 3",
+    "numeric_compare": "output cumsum(seq) < indices(seq)",
+    "numeric_where": "output where(seq == 1, cumsum(seq), indices(seq) + 2)",
+    "numeric_minmax": "output min(cumsum(seq == 1), cumsum(seq == 2))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MAPS))
+def test_one_map_exhaustive(name):
+    prog = loads("input seq: {0, 1, 2, 3}\n" + MAPS[name] + "\n")
+    cm = compile_program(prog, 4)
+    batch = [x for n in range(1, 5) for x in all_inputs([0, 1, 2, 3], n)]
+    assert_same(prog, cm, batch)
+    rng = random.Random(2)
+    assert_same(prog, cm, [[rng.choice([0, 1, 2, 3]) for _ in range(16)] for _ in range(30)])
+
+
+def test_two_input_map_is_compact():
+    """A 2-input map uses a step per (value of the smaller input, output value),
+    not one per input combination: xor of two bits needs 2 outputs x 2 values."""
+    prog = loads("input seq: {0..9}\noutput seq_map(seq, shift_right(seq, 1), lambda a, b: (a + b) % 2)\n")
+    cm = compile_program(prog, 8)
+    mlp_units = sum(int(s.rsplit("(", 1)[1].split()[0]) for stage in cm.layout.values() for layer in stage
+                    for s in layer if s.startswith("mlp:"))
+    assert mlp_units <= 2 * 10 * 1      # 10 values of one input x 1 non-default output, 2 units each
+
+
+# ---- one loop-carried update ------------------------------------------------------------
+
+def test_loop_carried_update_many_iterations():
+    """Every iteration's state decodes to the interpreter's, for 200 iterations,
+    and the cancelled dims stay exactly 0 (nothing accumulates)."""
+    src = """input seq: {0, 1, 2}
+param n = len(seq) * 40
+x = seq
+c = full(seq, 0)
+loop n:
+    x = shift_right(x, 1, 2)
+    c = (c + x) % 3
+output c
+"""
+    prog = loads(src)
+    cm = compile_program(prog, 8)
+    tokens = [0, 1, 2, 2, 1]
+    res = prog.run_batch([tokens], trace=True)
+    ref = {}
+    for ev in res.trace:
+        if ev.steps:
+            ref[(ev.name, ev.steps[0])] = ev.value
+    states = cm.loop_states(cm.encode_batch([tokens]), 200)
+    for t in range(1, 201):
+        for name in ("x", "c"):
+            assert states[t][name][0].tolist() == ref[(name, t)], (t, name)
+    # h_t holds no copy of e and no stale temporaries: bounded, stationary size
+    m = cm.model
+    e = m.encode(cm.encode_batch([tokens]))
+    h = m.initial_state(e)
+    norms = []
+    with torch.no_grad():
+        for _ in range(200):
+            h = m.step(h, e)
+            norms.append(float(h.abs().max()))
+    assert max(norms) < 10 and abs(norms[-1] - norms[50]) < 1e-3
+    assert cm.run(tokens) == prog.run(tokens)
+
+
+def test_zero_iterations_and_param_override():
+    prog = loads("input seq: {0, 1}\nparam n = len(seq) - 3\nx = seq\nloop n:\n    x = 1 - x\noutput x\n")
+    cm = compile_program(prog, 8)
+    batch = [[1], [0, 1], [1, 1, 0], [1, 0, 1, 1], [0, 0, 1, 1, 0, 1]]
+    assert_same(prog, cm, batch)
+    assert_same(prog, cm, batch, params={"n": 0})
+    assert_same(prog, cm, batch, params={"n": 7})
+
+
+def test_until_stable_halts_like_the_interpreter():
+    src = """const EOQ = ">"
+input seq: {0, 1, EOQ}
+param L = len(seq)
+x = seq
+loop L until stable:
+    x = x | shift_right(x, 1)
+output x
+"""
+    prog = loads(src)
+    cm = compile_program(prog, 8)
+    rng = random.Random(3)
+    batch = [[rng.choice([0, 0, 0, 1]) for _ in range(rng.randint(1, 32))] for _ in range(40)]
+    assert_same(prog, cm, batch)
+    ref_steps = prog.run_batch(batch).steps[:, 0]
+    counts = cm.loop_counts(batch)
+    _, ran = cm.logits(cm.encode_batch(batch), counts, [len(x) for x in batch])
+    assert ran.tolist() == ref_steps.tolist()
+
+
+# ---- errors the user can cause ---------------------------------------------------------------
+
+@pytest.mark.parametrize("src, words", [
+    ("input seq: {0, 1}\nparam n = len(seq)\noutput seq + n\n", "param"),
+    ("input seq: {0, 1}\nx = seq\nloop 2:\n    x = 1 - x\nloop 3:\n    x = 1 - x\noutput x\n", "second"),
+    ("input seq: {0, 1}\noutput kqv(cumsum(seq), indices(seq), seq, lt)\n", "numeric"),
+    ("input seq: {0, 1}\noutput cumsum(seq) * cumsum(1 - seq)\n", "numeric"),
+])
+def test_unsupported_constructs_are_located_errors(src, words):
+    prog = loads(src)
+    with pytest.raises(RaspError) as info:
+        compile_program(prog, 8)
+    err = info.value
+    assert err.loc is not None and err.loc.line >= 2
+    assert words in err.message
+    assert "^" in err.format()
+
+
+# ---- files, report, drawing -----------------------------------------------------------------
+
+def test_save_load_roundtrip(tmp_path):
+    prog, cm = compiled(ROOT / "programs" / "parity.rasp")
+    cm.save(tmp_path / "m")
+    assert {p.name for p in (tmp_path / "m").iterdir()} == {"config.json", "model.safetensors", "program.rasp"}
+    cm2 = load_compiled(tmp_path / "m")
+    batch = [[1, 0, 1, -1, -2, -2], [0, -1, -2], [1, 1, 1, 1, -1, -2]]
+    assert cm2.run_batch(batch) == cm.run_batch(batch) == prog.run_batch(batch).outputs
+    from trainer.model import LoopedTransformer
+    assert isinstance(cm2.model, LoopedTransformer)
+    cfg = cm2.model.cfg
+    assert cfg.norm == "none" and cfg.input_injection and cfg.bos and not cfg.body_final_norm
+    text = cm.report()
+    for word in ("layers", "heads", "residual", "MLP width", "parameters", "compile"):
+        assert word in text
+    msg = draw_layers(cm, tmp_path / "layers.svg")
+    assert "wrote" in msg and any(p.suffix in (".svg", ".dot") for p in tmp_path.iterdir())
+
+
+def test_cli_compile_run_graph(tmp_path, capsys):
+    from rasp.cli import main
+    out = tmp_path / "copy"
+    assert main(["compile", str(ROOT / "programs" / "copy.rasp"), "--to", "torch", "--max-len", "8",
+                 "-o", str(out), "--report"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--input", "0 1 1 > # # #"]) == 0
+    got = capsys.readouterr().out
+    assert main(["run", str(ROOT / "programs" / "copy.rasp"), "--input", "0 1 1 > # # #"]) == 0
+    assert got == capsys.readouterr().out
+    assert main(["graph", str(out), "-o", str(tmp_path / "l.svg")]) == 0
+    bad = tmp_path / "bad.rasp"
+    bad.write_text("input seq: {0, 1}\nparam n = len(seq)\noutput seq + n\n")
+    assert main(["compile", str(bad), "--max-len", "8"]) == 2
+    assert "bad.rasp:3" in capsys.readouterr().err
+
+
+# ---- every program: compiled == interpreter ---------------------------------------------------
+
+def task_inputs(prog, path, rng, length):
+    """Inputs of total length <= length: task samples when there is a sampler,
+    else (and also) uniformly random tokens of the vocabulary."""
+    task = Path(path).stem
+    sampler = getattr(R, f"sample_{task}", None)
+    out = []
+    if sampler is not None:
+        for _ in range(40):
+            try:
+                toks = sampler(rng, rng.randint(1, length))
+            except Exception:
+                continue
+            x = prog.parse_input(" ".join(map(str, toks)))
+            if len(x) <= length:
+                out.append(x)
+            if len(out) >= 6:
+                break
+    vocab = list(prog.ir.vocab)
+    out.append([rng.choice(vocab) for _ in range(length)])
+    return out
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_program_every_length_up_to_n(path):
+    prog, cm = compiled(path)
+    rng = random.Random(hash(path.stem) % 1000)
+    batch = [x for n in range(1, N + 1) for x in task_inputs(prog, path, rng, n)]
+    assert_same(prog, cm, batch)
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**31), long=st.booleans())
+def test_program_property(path, seed, long):
+    """Random inputs at random lengths up to N, or up to 4N (claimed exact)."""
+    prog, cm = compiled(path)
+    rng = random.Random(seed)
+    top = 4 * N if long else N
+    batch = [x for _ in range(3) for x in task_inputs(prog, path, rng, rng.randint(1, top))]
+    assert_same(prog, cm, batch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_program_thorough_4x(path):
+    prog, cm = compiled(path, 16)
+    rng = random.Random(7)
+    batch = [x for n in range(1, 65, 3) for x in task_inputs(prog, path, rng, n)]
+    assert_same(prog, cm, batch)
