@@ -160,8 +160,35 @@ class Crafter:
             sizes = sorted(len(self.vals(l)) for l in leaves)
             if np.prod(sizes, dtype=float) > self.FUSE_PRODUCT or np.prod(sizes[:-1], dtype=float) > self.FUSE_COMBOS:
                 continue
+            f = self.composed(m, leaves)
+            fused = M.cat_map_cost(f, [self.vals(l) for l in leaves])
+            separate = sum(self.map_cost(n) for n in inner | {m})
+            if fused > separate + 16:       # fusing saves layers; allow a little more width, not much
+                continue
             self.absorbed |= inner
-            self.fused[m] = (leaves, self.composed(m, leaves))
+            self.fused[m] = (leaves, f)
+
+    def map_cost(self, node) -> int:
+        """Units the map would use on its own (one-hot inputs)."""
+        args = [i for i in node.inputs if not isinstance(i, ir.Const)
+                and not (isinstance(i, ir.Full) and isinstance(i.inputs[0], ir.Const))]
+        if len(args) <= 1:
+            return 0
+        if node.op == "where" and args[0] is node.inputs[0]:
+            return 2 * sum(len(self.vals(b)) for b in node.inputs[1:] if b in args)
+        pos = [k for k, i in enumerate(node.inputs) if i in args]
+        consts = {k: (i.value if isinstance(i, ir.Const) else i.inputs[0].value)
+                  for k, i in enumerate(node.inputs) if k not in pos}
+        fn = self.fn(node)
+
+        def g(*vals):
+            full = [None] * len(node.inputs)
+            for k, v in zip(pos, vals):
+                full[k] = v
+            for k, v in consts.items():
+                full[k] = v
+            return fn(*full)
+        return M.cat_map_cost(g, [self.vals(node.inputs[k]) for k in pos])
 
     def composed(self, m, leaves):
         pos = {l: i for i, l in enumerate(leaves)}

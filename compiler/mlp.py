@@ -95,6 +95,29 @@ def cat_map(f, args, out_values, alloc, explicit=False):
     return out.rep(), units
 
 
+def cat_map_cost(f, sets) -> int:
+    """Units cat_map would use for f over one-hot inputs with these value sets."""
+    if len(sets) <= 1:
+        return 0
+    order = sorted(range(len(sets)), key=lambda i: len(sets[i]))
+    last, rest = order[-1], order[:-1]
+    counts, per = {}, []
+    for combo in itertools.product(*[sorted(sets[i]) for i in rest]):
+        outs = set()
+        for u in sets[last]:
+            vals = [None] * len(sets)
+            for i, v in zip(rest, combo):
+                vals[i] = v
+            vals[last] = u
+            w = f(*vals)
+            if w is not None:
+                outs.add(w)
+                counts[w] = counts.get(w, 0) + 1
+        per.append(outs)
+    omit = max(counts, key=counts.get) if counts else None
+    return 2 * sum(len(o - {omit}) for o in per)
+
+
 def cat_where(c: Cat, x, y, out_values, alloc):
     """where(c, x, y) with one-hot branches (or constant ones): one unit per
     value of each one-hot branch, none for a constant branch."""
