@@ -226,25 +226,27 @@ def selwidth_decode(a_dim: int, L: int, outputs: list, alloc):
                 dims[v] = alloc(f"={v}", True)
                 cols.append((dims[v], np.array([1.0 if y == v else 0.0 for y in ys])))
             reps.append(("cat", dims, None, None))
+    # Basis relu(a_k - a): a unit is on for widths above k.  For the convex
+    # outputs used here (w, w^2) every coefficient is positive, so the sum has
+    # no cancellation and stays exact in float32 at long lengths.
     units = {}
     for d, y in cols:
-        # segment slopes: seg k spans [a_{k+1}, a_k]
-        slope = (y[:-1] - y[1:]) / (a[:-1] - a[1:])
-        coef = {L: slope[L - 1]}                      # unit relu(a - a_L)
-        for j in range(L - 1, 0, -1):
-            coef[j] = slope[j - 1] - slope[j]         # unit relu(a - a_j)
-        for j, c in coef.items():
-            if abs(c) > 1e-9 * max(1.0, abs(slope).max()):
-                units.setdefault(j, {})[d] = c
-    mlp = [Unit({a_dim: 1.0}, -float(a[j]), out) for j, out in sorted(units.items())]
+        slope = (y[:-1] - y[1:]) / (a[:-1] - a[1:])     # segment k spans [a_{k+1}, a_k]
+        coef = {0: -slope[0]}
+        for k in range(1, L):
+            coef[k] = slope[k - 1] - slope[k]
+        for k, c in coef.items():
+            if abs(c) > 1e-12 * max(1.0, abs(slope).max()):
+                units.setdefault(k, {})[d] = c
+    mlp = [Unit({a_dim: -1.0}, float(a[k]), out) for k, out in sorted(units.items())]
     out_reps = []
     for (kind, d, lo, hi), (_, f) in zip(reps, outputs):
         if kind == "num":
-            out_reps.append(Num(lin_add((float(f(L)), NOTBOS), {d: 1.0}), lo, hi))
+            out_reps.append(Num(lin_add((float(f(0)), NOTBOS), {d: 1.0}), lo, hi))
         else:
             vals = {}
             for v, dv in d.items():
-                base = 1.0 if f(L) == v else 0.0
+                base = 1.0 if f(0) == v else 0.0
                 vals[v] = lin_add((base, NOTBOS), {dv: 1.0})
             out_reps.append(Cat(vals))
     return out_reps, mlp
