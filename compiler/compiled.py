@@ -175,12 +175,17 @@ class CompiledModel:
         self.program.check_params(params)
         counts = self.loop_counts(batch, params)
         outs = []
-        for start in range(0, len(batch), 256):
-            chunk = batch[start:start + 256]
-            logits, _ = self.logits(self.encode_batch(chunk), counts[start:start + 256],
-                                    [len(x) for x in chunk])
-            ids = logits.argmax(-1).numpy()
-            outs += [self.out_tokens[ids[b, :len(x)]].tolist() for b, x in enumerate(chunk)]
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)        # compiled models are small: one thread is fastest (and
+        try:                            # immune to other processes holding the cores)
+            for start in range(0, len(batch), 256):
+                chunk = batch[start:start + 256]
+                logits, _ = self.logits(self.encode_batch(chunk), counts[start:start + 256],
+                                        [len(x) for x in chunk])
+                ids = logits.argmax(-1).numpy()
+                outs += [self.out_tokens[ids[b, :len(x)]].tolist() for b, x in enumerate(chunk)]
+        finally:
+            torch.set_num_threads(threads)
         return outs
 
     def run(self, tokens, params=None):

@@ -12,7 +12,20 @@ from . import mlp as M
 from .basis import IDX, IDX2, NOTBOS, Cat, Num, Residual, lin_add, lin_scale
 from .graph import ProgramGraph
 from .ops import Op, Unit
-from .values import apply_op, unique_key
+from .values import unique_key
+
+# element-wise ops on Python ints (the interpreter's NumPy int64 semantics for
+# the values the compiler tabulates: floor division/modulo, 0/1 comparisons)
+PY_OPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a: -a,
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b,
+    "invert": lambda a: ~a, "and": lambda a, b: int(bool(a) and bool(b)),
+    "or": lambda a, b: int(bool(a) or bool(b)), "not": lambda a: int(not a),
+    "min": min, "max": max, "abs": abs, "where": lambda c, x, y: x if c != 0 else y,
+}
 
 CAT_LIMIT = 160          # larger (or length-dependent) value sets are encoded as numbers
 LINEAR = {"add", "sub", "neg", "mul"}
@@ -293,12 +306,13 @@ class Crafter:
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
-        op = node.op
+        op = PY_OPS[node.op]
+        zero_check = node.op in ("floordiv", "mod")
 
         def f(*args):
-            if op in ("floordiv", "mod") and args[1] == 0:
+            if zero_check and args[1] == 0:
                 return None
-            return int(apply_op(op, [np.array(a) for a in args]))
+            return int(op(*args))
         return f
 
     def build_map(self, node):
