@@ -145,9 +145,7 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
             "name": var.name, "kind": "cat" if isinstance(rep, Cat) else "num",
             "values": [v for v, _ in forms],
             "forms": [{str(remap[k]): c for k, c in lin.items() if k in remap} for _, lin in forms]})
-    with torch.device("meta"):           # skip the random init: every weight is written below
-        model = LoopedTransformer(cfg)
-    model = model.to_empty(device="cpu")
+    model = LoopedTransformer(cfg)        # (its random init is overwritten below)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
     with torch.no_grad():
         model.embed.weight.copy_(t(WE[:, keep]))
