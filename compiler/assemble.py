@@ -7,6 +7,8 @@ and value are exactly the ones the construction asked for.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -145,7 +147,8 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
             "name": var.name, "kind": "cat" if isinstance(rep, Cat) else "num",
             "values": [v for v, _ in forms],
             "forms": [{str(remap[k]): c for k, c in lin.items() if k in remap} for _, lin in forms]})
-    model = LoopedTransformer(cfg)        # (its random init is overwritten below)
+    with _no_random_init():                # every parameter is written below
+        model = LoopedTransformer(cfg)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
     with torch.no_grad():
         model.embed.weight.copy_(t(WE[:, keep]))
@@ -167,6 +170,20 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
                      [f"mlp: {op.label} ({len(op.units)} units)" for op in ops if op.layer == i and op.kind == "mlp"]
                      for i in range(n)] for name, (ops, n) in stages.items()}
     return model, layout
+
+
+@contextmanager
+def _no_random_init():
+    saved = (torch.nn.Linear.reset_parameters, torch.nn.Embedding.reset_parameters,
+             LoopedTransformer.__dict__["_init_weights"])
+    torch.nn.Linear.reset_parameters = lambda self: None
+    torch.nn.Embedding.reset_parameters = lambda self: None
+    LoopedTransformer._init_weights = staticmethod(lambda m: None)
+    try:
+        yield
+    finally:
+        torch.nn.Linear.reset_parameters, torch.nn.Embedding.reset_parameters = saved[:2]
+        LoopedTransformer._init_weights = saved[2]
 
 
 def _forms(rep):

@@ -174,6 +174,13 @@ class Crafter:
             if np.prod(sizes, dtype=float) > self.FUSE_PRODUCT or np.prod(sizes[:-1], dtype=float) > self.FUSE_COMBOS:
                 continue
             f = self.composed(m, leaves)
+            table = {}
+
+            def memo(*vals, _f=f, _t=table):     # the fused table is evaluated once
+                if vals not in _t:
+                    _t[vals] = _f(*vals)
+                return _t[vals]
+            f = memo
             fused = M.cat_map_cost(f, [self.vals(l) for l in leaves])
             separate = sum(self.map_cost(n) for n in inner | {m})
             if fused > separate + 16:       # fusing saves layers; allow a little more width, not much
