@@ -284,6 +284,15 @@ class Crafter:
         self.reps[var.state] = self.state_view(s, init)
 
     def build(self, node):
+        try:
+            self.build_node(node)
+        except RaspError:
+            raise
+        except Exception as e:           # never a traceback for the user: say where it happened
+            raise self.error(node, f"the compiler cannot compile {self.what(node)} "
+                             f"(internal error: {type(e).__name__}: {e})") from e
+
+    def build_node(self, node):
         if isinstance(node, (ir.Const, ir.Select, ir.Host)) or node in self.absorbed:
             return
         if isinstance(node, ir.Input):

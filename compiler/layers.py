@@ -54,7 +54,7 @@ def plan_body(crafter, body_ops: list) -> int:
     for var, s, init in states:
         new = crafter.reps.get(var.update)
         op = _pure_writer(new, writer) if crafter.pg.stage.get(var.update) == "body" else None
-        if op is not None and op.layer == c and isinstance(s, Cat) \
+        if op is not None and op.layer == c and isinstance(s, Cat) and set(new.vals) <= set(s.vals) \
                 and not any(last_read.get(d, -1) >= 0 for d in op.writes):
             direct[var] = op
     for var, s, init in states:
@@ -125,7 +125,10 @@ def plan_body(crafter, body_ops: list) -> int:
             w = writer[d]
             layer = max(last_read.get(d, -1), w.layer if w.kind == "attn" else w.layer + 1)
             if layer > c:
-                raise RuntimeError(f"internal: temporary {dim.name} outlives the loop body")
+                # only an update value outside its loop variable's value set (one
+                # the last counted iteration could produce but never does) lands
+                # here: the dim is never written with a nonzero value
+                continue
             _cancel(extra[layer], d, dim.signed, None)
     for layer, op in extra.items():
         if op.units:

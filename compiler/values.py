@@ -56,6 +56,55 @@ def eval_map(op: str, sets: list) -> np.ndarray:
     return np.unique(out)
 
 
+MAX_ITER = 4096          # value-set iterations for a loop whose count has no bound
+
+
+def host_bound(prog, e: ir.HostExpr, length: int):
+    """An upper bound of a host expression over inputs of at most `length`
+    tokens (None if unknown).  The loop runs at most this many times, so the
+    value sets after that many iterations are complete (params overridden on
+    the command line beyond it are outside what was compiled)."""
+    op, a = e.op, e.args
+    if op == "lit":
+        return int(a[0])
+    if op in ("len", "count", "count_before"):
+        return length
+    if op == "param":
+        p = prog.params.get(a[0])
+        return host_bound(prog, p.expr, length) if p is not None else None
+    if op == "neg":
+        return None
+    x, y = host_bound(prog, a[0], length), host_bound(prog, a[1], length)
+    if op == "sub":
+        return x if x is not None and _nonneg(prog, a[1]) else None
+    if x is None or y is None:
+        return None
+    if op == "add":
+        return x + y
+    if op == "mul":
+        return x * y if _nonneg(prog, a[0]) and _nonneg(prog, a[1]) else None
+    if op == "min":
+        return min(x, y)
+    if op == "max":
+        return max(x, y)
+    if op in ("floordiv", "mod"):
+        return x if _nonneg(prog, a[0]) else None
+    return None
+
+
+def _nonneg(prog, e: ir.HostExpr) -> bool:
+    if e.op == "lit":
+        return e.args[0] >= 0
+    if e.op in ("len", "count", "count_before"):
+        return True
+    if e.op == "param":
+        p = prog.params.get(e.args[0])
+        return p is not None and _nonneg(prog, p.expr)
+    if e.op in ("add", "mul", "min", "max", "floordiv", "mod"):
+        return all(_nonneg(prog, x) for x in e.args)
+    return False
+
+
 def unique_key(sel: ir.Select) -> bool:
     """At most one key per query: eq on a key that is index + c."""
     return sel.pred == "eq" and affine_of(sel.key) is not None and affine_of(sel.key)[0] != 0
@@ -121,7 +170,13 @@ class ValueSets:
             vars_ = list(loop.vars)
         for var in vars_:
             self.sets[var.state] = self.get(var.init) if var.init is not None else frozenset()
-        for _ in range(64):
+        # a constant count bounds the iterations; otherwise a value set must
+        # converge within `length` iterations (sets that grow with the length,
+        # like counters, then differ between the two lengths and become numeric)
+        bound = host_bound(self.ir, loop.count, self.length)
+        const = bound is not None and bound <= MAX_ITER
+        cap = bound if const else MAX_ITER
+        for _ in range(max(cap, 0)):
             body = [n for n in loop.body.nodes() if self.keep is None or n in self.keep]
             for n in body:
                 self.sets.pop(n, None)
@@ -137,7 +192,9 @@ class ValueSets:
                     self.sets[var.state], grew = new, True
             if not grew:
                 return
-        var = next(v for v in vars_ if self.sets[v.state] != self.sets[v.state] | self.get(v.update))
+        if const:
+            return
+        var = next((v for v in vars_ if self.sets[v.state] != self.sets[v.state] | self.get(v.update)), vars_[0])
         raise self.error(var.update, f"the value set of loop variable '{var.name}' does not converge "
                          f"(it keeps growing from iteration to iteration); the compiler needs a finite set")
 

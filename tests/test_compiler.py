@@ -208,6 +208,34 @@ output x
     assert ran.tolist() == ref_steps.tolist()
 
 
+LIBRARY = {
+    "argmax": "input seq: {0..5}\noutput argmax(seq)\n",
+    "minimum_maximum": "input seq: {-3..3}\noutput minimum(seq) * 2 + maximum(seq)\n",
+    "induct": "input seq: {0..4}\noutput induct(seq, seq, 1, 9)\n",
+    "first_true": "input seq: {0, 1}\noutput first_true(seq)\n",
+    "binary_mode": "input seq: {0, 1}\noutput binary_mode(seq)\n",
+    "lasts": "input seq: {0..3}\noutput lasts(seq, seq)\n",
+    "mean_of_index": "input seq: {0, 1}\noutput kqv(seq, seq, indices(seq), eq)\n",
+    "numeric_output": "input seq: {0, 1}\noutput cumsum(seq) - 3\n",
+    "constant_count_loop": "input seq: {0, 1}\nc = full(seq, 0)\nloop 3:\n    c = c + seq\noutput c\n",
+    "counter_loop": "input seq: {0, 1}\nc = full(seq, 0)\nloop len(seq):\n    c = c + seq\noutput c\n",
+    "numeric_state_shift": "input seq: {0, 1}\nc = cumsum(seq)\nloop 2:\n    c = shift_right(c, 1)\noutput c\n",
+    "update_from_prelude": "input seq: {0, 1}\ny = 1 - seq\nx = seq\nloop len(seq):\n    x = y\noutput x\n",
+    "stable_first_defined_in_body":
+        "input seq: {0, 1, 2}\nx = seq\nloop len(seq) until stable:\n    z = shift_right(x, 1)\n    x = max(x, z)\n"
+        "output z\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY))
+def test_library_and_loop_shapes(name):
+    prog = loads(LIBRARY[name])
+    cm = compile_program(prog, 8)
+    rng = random.Random(4)
+    vocab = list(prog.ir.vocab)
+    assert_same(prog, cm, [[rng.choice(vocab) for _ in range(rng.randint(1, 32))] for _ in range(40)])
+
+
 # ---- errors the user can cause ---------------------------------------------------------------
 
 @pytest.mark.parametrize("src, words", [
@@ -215,6 +243,7 @@ output x
     ("input seq: {0, 1}\nx = seq\nloop 2:\n    x = 1 - x\nloop 3:\n    x = 1 - x\noutput x\n", "second"),
     ("input seq: {0, 1}\noutput kqv(cumsum(seq), indices(seq), seq, lt)\n", "numeric"),
     ("input seq: {0, 1}\noutput cumsum(seq) * cumsum(1 - seq)\n", "numeric"),
+    ("input seq: {0, 1}\nc = full(seq, 0)\nloop len(seq) * len(seq):\n    c = c * 2 + seq\noutput c\n", "huge"),
 ])
 def test_unsupported_constructs_are_located_errors(src, words):
     prog = loads(src)
@@ -296,7 +325,7 @@ def test_program_every_length_up_to_n(path):
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**31), long=st.booleans())
 def test_program_property(path, seed, long):
     """Random inputs at random lengths up to N, or up to 4N (claimed exact)."""
