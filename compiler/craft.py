@@ -72,6 +72,11 @@ class Crafter:
         s1, s2 = self.sets[key], self.sets2[key]
         return s1 == s2 and len(s1) <= CAT_LIMIT
 
+    def op_label(self, what, node) -> str:
+        name = self.pg.name(node)
+        where = f" @{node.loc.line}" if node.loc is not None else ""
+        return f"{what} {name}{where}" if name else f"{what}{where}"
+
     def add_op(self, op: Op) -> Op:
         op.stage = self.stage
         deps = {self.writer[d] for d in op.reads() if d in self.writer}
@@ -336,7 +341,7 @@ class Crafter:
             leaves, f = self.fused[node]
             args = [self.rep(l) for l in leaves]
             rep, units = M.cat_map(f, args, sorted(self.vals(node)), self.alloc, explicit=self.is_update(node))
-            self.mlp(f"{node.op} {self.pg.name(node)} [fused]", units, self.unit_writes(units))
+            self.mlp(self.op_label(node.op, node) + " [fused]", units, self.unit_writes(units))
             return rep
         args = [self.rep(i) for i in node.inputs]
         if any(isinstance(i, ir.Host) or (isinstance(i, ir.Map) and i.kind == ir.SCALAR) for i in node.inputs):
@@ -361,7 +366,7 @@ class Crafter:
                     raise self.error(node, f"the values of {self.what(node)} depend on the input length; "
                                      f"'{op}' of them cannot be computed exactly")
                 rep, units = M.cat_map(f, args, out_vals, self.alloc, explicit=self.is_update(node))
-            self.mlp(f"{op} {self.pg.name(node)}", units, self.unit_writes(units))
+            self.mlp(self.op_label(op, node), units, self.unit_writes(units))
             return rep
         # some operand is numeric
         if op in ("add", "sub", "neg") or (op == "mul" and len(nonconst) == 1):
@@ -376,7 +381,7 @@ class Crafter:
                 rep, units = M.cat_where(c, x, y, out_vals, self.alloc)
             else:
                 rep, units = M.num_where(c, x, y, min(out_vals), max(out_vals), self.alloc)
-            self.mlp(f"where {self.pg.name(node)}", units, self.unit_writes(units))
+            self.mlp(self.op_label("where", node), units, self.unit_writes(units))
             return self.to_cat(node, rep) if want_cat and isinstance(rep, Num) else rep
         if len(nonconst) == 1:
             i = next(i for i, a in enumerate(args) if not isinstance(a, int))
@@ -397,7 +402,7 @@ class Crafter:
             sign = 1.0 if op == "max" else -1.0
             # max(a,b) = b + relu(a - b);  min(a,b) = a - relu(a - b)
             units = [Unit(lin_add(a.numeric(), (-1.0, b.numeric())), 0.0, {dim: 1.0})]
-            self.mlp(f"{op} {self.pg.name(node)}", units, {dim})
+            self.mlp(self.op_label(op, node), units, {dim})
             base = b.numeric() if op == "max" else a.numeric()
             rep = Num(lin_add(base, (sign, {dim: 1.0})), min(out_vals), max(out_vals))
             return self.to_cat(node, rep) if want_cat else rep
@@ -467,7 +472,7 @@ class Crafter:
             fvals[v] = r if r is not None else (fvals.get(v - 1, 0))
         out_vals = sorted(set(fvals.values()))
         rep, units = M.table(x.numeric(), lo, hi, fvals, out_vals if want_cat else None, self.alloc)
-        self.mlp(f"{node.label()} {self.pg.name(node)}", units, self.unit_writes(units))
+        self.mlp(self.op_label(node.label(), node), units, self.unit_writes(units))
         return rep
 
     def to_cat(self, node, rep, f=None, vals=None):
@@ -479,7 +484,7 @@ class Crafter:
     def add_square(self, node, r: Num):
         lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
         sq, units = M.square_table(r.numeric(), lo, hi, self.alloc)
-        self.mlp(f"square {self.pg.name(node)}", units, self.unit_writes(units))
+        self.mlp(self.op_label("square", node), units, self.unit_writes(units))
         r.sq = sq
 
     # ---- attention ---------------------------------------------------------------------
@@ -528,7 +533,7 @@ class Crafter:
         default = self.default_of(node)
         out_vals = sorted(self.vals(node))
         want_cat = self.is_cat(node)
-        label = f"{red} {self.pg.name(node)}".strip()
+        label = self.op_label(red, node)
         single = (kind == "num" and unique_key(sel)) or len(getattr(v, "vals", {0: 0, 1: 1})) == 1
         if red == "mean" and not single:
             return self.general_mean(node, kind, k, q, v, default, out_vals, want_cat, label)
@@ -578,14 +583,14 @@ class Crafter:
         lo, hi = int(min(vals)), int(max(vals))
         rep, units = M.trunc_mean({raw: 1.0}, lo, hi, self.L, lambda t: t, out_vals if want_cat else None,
                                   self.alloc)
-        self.mlp(f"trunc {self.pg.name(node)}", units, self.unit_writes(units))
+        self.mlp(self.op_label("trunc", node), units, self.unit_writes(units))
         return rep
 
     def build_selwidth(self, node):
         sel = node.inputs[0]
         kind, k, q = self.select_kind(sel, node)
         raw = self.alloc("width raw")
-        label = f"sel_width {self.pg.name(node)}".strip()
+        label = self.op_label("sel_width", node)
         self.attn(label, A.head(kind, k, q, sel.pred, [{}], [1.0], width=True), [{raw: 1.0}])
         outputs = [("num", lambda w: w)]
         if node in self.need_sq:
