@@ -396,6 +396,10 @@ class Crafter:
             a, b = args
             d = Num(lin_add(a.numeric(), (-1.0, b.numeric())), a.lo - b.hi, a.hi - b.lo)
             return self.tabulate(node, d, lambda v: f(v, 0), want_cat)
+        if len(nonconst) == 2 and sum(isinstance(a, Cat) for a in nonconst) == 1:
+            rep = self.cat_times_num(node, args, f)
+            if rep is not None:
+                return self.to_cat(node, rep) if want_cat else rep
         if op in ("min", "max") and len(nonconst) == 2:
             a, b = args
             dim = self.alloc(op)
@@ -409,6 +413,40 @@ class Crafter:
         raise self.error(node, f"'{op}' on numeric (length-dependent) values of {self.what(node)} has no "
                          "exact compilation; only +, -, comparisons, min/max, where and one-operand "
                          "tables are supported")
+
+    def cat_times_num(self, node, args, f):
+        """f(cat c, number x) that is affine in x for every value of c (e.g.
+        x * flag, x + bit, x - 2*c): one unit per value of c with a slope."""
+        ic = next(i for i, a in enumerate(args) if isinstance(a, Cat))
+        ix = next(i for i, a in enumerate(args) if isinstance(a, Num))
+        c, x = args[ic], args[ix]
+        lo, hi = int(np.floor(x.lo)), int(np.ceil(x.hi))
+
+        def g(v, t):
+            a = list(args)
+            a[ic], a[ix] = v, t
+            return f(*a)
+        pieces = {}
+        for v in c.vals:
+            ys = [g(v, t) for t in range(lo, hi + 1)]
+            if any(y is None for y in ys):
+                return None
+            slope = ys[1] - ys[0] if len(ys) > 1 else 0
+            if any(y != ys[0] + slope * k for k, y in enumerate(ys)):
+                return None
+            pieces[v] = (slope, ys[0])
+        dim = self.alloc(node.op)
+        r = hi - lo + 1.0
+        units, free = [], {}
+        for v, (slope, base) in pieces.items():
+            ind = c.vals[v]
+            free = lin_add(free, (float(base), ind))          # value at x = lo
+            if slope:
+                # ind * (x - lo) = relu((x - lo) - r * (1 - ind))
+                units.append(Unit(lin_add(x.numeric(), (r, ind)), -lo - r, {dim: float(slope)}))
+        self.mlp(self.op_label(node.op, node), units, {dim})
+        vals = sorted(self.vals(node))
+        return Num(lin_add(free, {dim: 1.0}), vals[0], vals[-1])
 
     def is_update(self, node):
         return self.stage == "body" and any(v.update is node for v in self.pg.loop_vars())

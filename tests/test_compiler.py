@@ -117,6 +117,7 @@ MAPS = {
     "numeric_compare": "output cumsum(seq) < indices(seq)",
     "numeric_where": "output where(seq == 1, cumsum(seq), indices(seq) + 2)",
     "numeric_minmax": "output min(cumsum(seq == 1), cumsum(seq == 2))",
+    "numeric_times_flag": "output cumsum(seq) * (seq == 2) - seq",
 }
 
 
