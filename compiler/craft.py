@@ -188,10 +188,84 @@ class Crafter:
             f = memo
             fused = M.cat_map_cost(f, [self.vals(l) for l in leaves])
             separate = sum(self.map_cost(n) for n in inner | {m})
+            lin = self.linear_core(m, inner, leaves)
+            if lin is not None and lin[2] < min(fused, separate + 16):
+                self.absorbed |= inner
+                self.fused[m] = (leaves, lin)     # h(sum of a_i * leaf_i): one table
+                continue
             if fused > separate + 16:       # fusing saves layers; allow a little more width, not much
                 continue
             self.absorbed |= inner
             self.fused[m] = (leaves, f)
+
+    def linear_coeffs(self, node, inner, leaves):
+        """{leaf: coef} and constant when node is an integer linear combination."""
+        if node in leaves:
+            return {node: 1}, 0
+        if isinstance(node, ir.Const):
+            return {}, node.value
+        if isinstance(node, ir.Full):
+            return {}, node.inputs[0].value
+        if not (isinstance(node, ir.Map) and node in inner and node.op in ("add", "sub", "neg", "mul")):
+            return None
+        parts = [self.linear_coeffs(i, inner, leaves) for i in node.inputs]
+        if any(p is None for p in parts):
+            return None
+        if node.op == "neg":
+            return {k: -v for k, v in parts[0][0].items()}, -parts[0][1]
+        if node.op == "mul":
+            (ca, ka), (cb, kb) = parts
+            if ca and cb:
+                return None
+            coef, const, scale = (ca, ka, kb) if ca else (cb, kb, ka)
+            return {k: v * scale for k, v in coef.items()}, const * scale
+        sign = 1 if node.op == "add" else -1
+        (ca, ka), (cb, kb) = parts
+        out = dict(ca)
+        for k, v in cb.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out, ka + sign * kb
+
+    def linear_core(self, m, inner, leaves):
+        """When m = h(linear combination of the leaves) (e.g. (a + b) % 60):
+        (coefficients, h, table cost), else None."""
+        chain, node = [], m
+        while True:
+            lc = self.linear_coeffs(node, inner | {m}, leaves)
+            if lc is not None and set(lc[0]) == set(leaves) and node is not m or (lc is not None and node is m
+                                                                                   and set(lc[0]) == set(leaves)):
+                break
+            if not isinstance(node, ir.Map):
+                return None
+            kids = [i for i in node.inputs if i in inner]
+            others = [i for i in node.inputs if i not in inner and not isinstance(i, (ir.Const, ir.Full))]
+            if len(kids) != 1 or others:
+                return None
+            chain.append(node)
+            node = kids[0]
+        coef, const = lc
+        lo = const + sum(min(a * v for v in (min(self.vals(l)), max(self.vals(l)))) for l, a in coef.items())
+        hi = const + sum(max(a * v for v in (min(self.vals(l)), max(self.vals(l)))) for l, a in coef.items())
+        if hi - lo > 20000:
+            return None
+        core = node
+
+        def h(t):
+            def ev(n):
+                if n is core:
+                    return t
+                if isinstance(n, ir.Const):
+                    return n.value
+                if isinstance(n, ir.Full):
+                    return n.inputs[0].value
+                args = [ev(i) for i in n.inputs]
+                return None if any(a is None for a in args) else self.fn(n)(*args)
+            return ev(m)
+        hv = {t: h(t) for t in range(lo, hi + 1)}
+        if any(v is None for v in hv.values()):
+            return None
+        cost = 2 * sum(1 for t in range(lo + 1, hi + 1) if hv[t] != hv[t - 1])
+        return (coef, const, lo, hi, hv), None, cost
 
     def map_cost(self, node) -> int:
         """Units the map would use on its own (one-hot inputs)."""
@@ -337,6 +411,15 @@ class Crafter:
         return f
 
     def build_map(self, node):
+        if node in self.fused and isinstance(self.fused[node][1], tuple):
+            leaves, ((coef, const, lo, hi, hv), _, _) = self.fused[node]
+            lin = lin_add((float(const), NOTBOS), *[(float(a), self.rep(l).numeric()) for l, a in coef.items()])
+            x = Num(lin, lo, hi)
+            want_cat = self.is_cat(node)
+            rep, units = M.table(x.numeric(), lo, hi, hv, sorted(set(hv.values())) if want_cat else None,
+                                 self.alloc, explicit=self.is_update(node))
+            self.mlp(self.op_label(node.op, node) + " [linear+table]", units, self.unit_writes(units))
+            return rep
         if node in self.fused:
             leaves, f = self.fused[node]
             args = [self.rep(l) for l in leaves]
@@ -509,7 +592,8 @@ class Crafter:
             r = g(v)
             fvals[v] = r if r is not None else (fvals.get(v - 1, 0))
         out_vals = sorted(set(fvals.values()))
-        rep, units = M.table(x.numeric(), lo, hi, fvals, out_vals if want_cat else None, self.alloc)
+        rep, units = M.table(x.numeric(), lo, hi, fvals, out_vals if want_cat else None, self.alloc,
+                             explicit=self.is_update(node))
         self.mlp(self.op_label(node.label(), node), units, self.unit_writes(units))
         return rep
 

@@ -160,14 +160,19 @@ def step_units(x: dict, k: float, coefs: dict):
     return [Unit(x2, -2.0 * k + 1.5, coefs), Unit(x2, -2.0 * k + 0.5, {d: -c for d, c in coefs.items()})]
 
 
-def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc):
+def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc, explicit=False):
     """f(x) for integer x in [lo, hi] (fvals: x -> f(x)), continued as the
-    constant f(hi) above hi.  out_cat: output values (-> Cat) or None (-> Num)."""
+    constant f(hi) above hi.  out_cat: output values (-> Cat) or None (-> Num).
+    explicit: every value is a single written dim (a unit writes the base value),
+    so a loop update can be written straight into the loop state."""
     ks = [k for k in range(lo + 1, hi + 1) if fvals[k] != fvals[k - 1]]
     units = []
     if out_cat is not None:
         out = OutCat(alloc, out_cat, explicit=True, signed=True)
-        out.free[fvals[lo]] = dict(NOTBOS)
+        if explicit:
+            units.append(Unit(dict(NOTBOS), 0.0, {out.dim(fvals[lo]): 1.0}))
+        else:
+            out.free[fvals[lo]] = dict(NOTBOS)
         for k in ks:
             units += step_units(x, k, {out.dim(fvals[k]): 1.0, out.dim(fvals[k - 1]): -1.0})
         return out.rep(), units
