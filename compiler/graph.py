@@ -96,6 +96,10 @@ class ProgramGraph:
     def order(self, stage: str) -> list:
         return [n for n in nx.topological_sort(self.forward()) if self.stage[n] == stage]
 
+    def body_subgraph(self) -> nx.DiGraph:
+        """The loop body as its own subgraph (state nodes, body ops, updates)."""
+        return self.g.subgraph([n for n, st in self.stage.items() if st == "body"])
+
     def loop_vars(self) -> list:
         """Loop variables the compiled program keeps (those whose state is used)."""
         if self.loop is None:

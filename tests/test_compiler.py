@@ -276,6 +276,22 @@ def test_save_load_roundtrip(tmp_path):
     assert "wrote" in msg and any(p.suffix in (".svg", ".dot") for p in tmp_path.iterdir())
 
 
+def test_draw_without_graphviz_binary_writes_dot(tmp_path, monkeypatch):
+    import compiler.draw as D
+    _, cm = compiled(ROOT / "programs" / "copy.rasp")
+    monkeypatch.setattr(D.shutil, "which", lambda name: None)
+    msg = D.draw_layers(cm, tmp_path / "layers.svg")
+    assert (tmp_path / "layers.dot").exists() and "dot -Tsvg" in msg
+
+
+def test_graph_keeps_loop_body_as_subgraph():
+    from compiler.graph import ProgramGraph
+    pg = ProgramGraph(rasp.load(str(ROOT / "programs" / "parity.rasp")).ir)
+    body = pg.body_subgraph()
+    assert body.number_of_nodes() > 0 and all(pg.stage[n] == "body" for n in body)
+    assert {pg.stage[n] for n in pg.g} == {"pre", "body", "post"}
+
+
 def test_cli_compile_run_graph(tmp_path, capsys):
     from rasp.cli import main
     out = tmp_path / "copy"
