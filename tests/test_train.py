@@ -224,3 +224,15 @@ def test_compress_path_trains(tmp_path):
     s = train(RunConfig(task="parity", out=str(out), init="compiled", compress=20, hp=hp, progress=False))
     assert s["init_info"]["compressed_to"] == 20 and s["init_info"]["compiled_width"] > 20
     assert checkpoint.load_model(checkpoint.latest(out)).cfg.d_model == 20
+
+
+@pytest.mark.slow
+def test_cpu_preset_copy_reaches_full_in_distribution_accuracy(tmp_path):
+    """The README's CPU run (minutes): copy learns its training range."""
+    from trainer.presets import make_hparams
+    from trainer.tasks import get_task
+    hp = make_hparams("cpu", get_task("copy"))
+    s = train(RunConfig(task="copy", out=str(tmp_path / "copy"), hp=hp, progress=False))
+    assert s["final_eval_acc"] >= 0.97
+    res = evaluate_run(tmp_path / "copy", [5, 10, 11], "confidence", samples=128, plots=False)
+    assert res["rows"][0]["exact_match"] >= 0.97 and res["rows"][2]["exact_match"] > 0.5
