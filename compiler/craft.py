@@ -628,6 +628,10 @@ class Crafter:
             always = all(test(a * j + b1, a * i + b2) for i in range(0, 50) for j in range(0, i + 1))
             if always:
                 return "always", k, q
+            # selected exactly when j <= i - t (t >= 1): a prefix ending t positions back
+            for t in range(1, 33):
+                if all(test(a * j + b1, a * i + b2) == (j <= i - t) for i in range(0, 80) for j in range(0, i + 1)):
+                    return ("lag", t), k, q
         raise self.error(sel, f"select with '{sel.pred}' on numeric (length-dependent) values has no exact "
                          "attention construction; only eq (and predicates that hold for every earlier "
                          "position) are supported on numbers")
@@ -646,9 +650,41 @@ class Crafter:
             return d.inputs[0].value
         raise self.error(node, "the default of an aggregate must be a constant for the compiler")
 
+    def lagged(self, node, t, prefix_rep, default, label):
+        """value at i = prefix_rep at i - t (default for i < t): one shift head."""
+        key = Num(lin_add({IDX: 1.0}, (float(t), NOTBOS)), t, self.L - 1 + t,
+                  lin_add({IDX2: 1.0}, (2.0 * t, {IDX: 1.0}), (float(t * t), NOTBOS)), (1, t))
+        q = self.reps_indices()
+        out_vals = sorted(self.vals(node))
+        if isinstance(prefix_rep, Cat):
+            dims, rows, bos, outs = {}, [], [], []
+            for w in out_vals:
+                dims[w] = self.alloc(f"={w}", False)
+                rows.append(prefix_rep.vals.get(w, {}))
+                bos.append(1.0 if w == default else 0.0)
+                outs.append({dims[w]: 1.0})
+            self.attn(label + " (lag)", A.head("num", key, q, "eq", rows, bos), outs)
+            return Cat({w: {d: 1.0} for w, d in dims.items()})
+        dim = self.alloc(label + " lag")
+        self.attn(label + " (lag)", A.head("num", key, q, "eq", [prefix_rep.numeric()], [float(default)]),
+                  [{dim: 1.0}])
+        return Num({dim: 1.0}, min(out_vals), max(out_vals))
+
+    def reps_indices(self):
+        return Num({IDX: 1.0}, 0, self.L - 1, {IDX2: 1.0}, (1, 0))
+
     def build_aggregate(self, node):
         sel, red = node.selector, node.reduction
         kind, k, q = self.select_kind(sel, node)
+        if isinstance(kind, tuple):          # lag t: aggregate the prefix, then shift by t
+            t = kind[1]
+            prefix = self.build_aggregate_kind(node, "always", k, q)
+            rep = self.lagged(node, t, prefix, self.default_of(node), self.op_label(red, node))
+            return self.to_cat(node, rep) if self.is_cat(node) and isinstance(rep, Num) else rep
+        return self.build_aggregate_kind(node, kind, k, q)
+
+    def build_aggregate_kind(self, node, kind, k, q):
+        sel, red = node.selector, node.reduction
         v = self.rep(node.value)
         if isinstance(v, int):
             v = Cat({v: dict(NOTBOS)})
@@ -711,6 +747,10 @@ class Crafter:
     def build_selwidth(self, node):
         sel = node.inputs[0]
         kind, k, q = self.select_kind(sel, node)
+        if isinstance(kind, tuple):          # j <= i - t: max(0, i - t + 1), a table of the index
+            t = kind[1]
+            rep = self.tabulate(node, self.reps_indices(), lambda i: max(0, i - t + 1), False)
+            return rep
         raw = self.alloc("width raw")
         label = self.op_label("sel_width", node)
         self.attn(label, A.head(kind, k, q, sel.pred, [{}], [1.0], width=True), [{raw: 1.0}])

@@ -87,6 +87,9 @@ HEADS = {
     "sel_width": "output sel_width(select(seq, seq, eq))",
     "index_select": "output index_select(seq, indices(seq) - seq, 5)",
     "cumsum_eq": "output cumsum(seq == 1) == 2",
+    "strictly_before_max": "output kqv(indices(seq), indices(seq), seq, lt, 7, max)",
+    "lagged_mean": "output kqv(indices(seq) + 2, indices(seq), seq * 2, le, 5)",
+    "count_before_self": "output sel_width(select(indices(seq), indices(seq), lt))",
 }
 
 
