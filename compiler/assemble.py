@@ -150,21 +150,24 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
     with _no_random_init():                # every parameter is written below
         model = LoopedTransformer(cfg)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
-    with torch.no_grad():
-        model.embed.weight.copy_(t(WE[:, keep]))
-        for blocks, dense in ((model.prelude, pre), (model.body, body), (model.postlude, post)):
-            for blk, (W, B) in zip(blocks, dense):
-                for name, lin in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v)):
-                    lin.weight.copy_(t(W[name][:, keep]))
-                    lin.bias.zero_()
-                blk.attn.o.weight.copy_(t(W["o"][keep]))
-                blk.attn.o.bias.zero_()
-                blk.mlp.up.weight.copy_(t(W["up"][:, keep]))
-                blk.mlp.up.bias.copy_(t(B["up"]))
-                blk.mlp.down.weight.copy_(t(W["down"][keep]))
-                blk.mlp.down.bias.copy_(t(B["down"][keep]))
-        model.unembed.weight.copy_(t(WU[:, keep]))
-        model.unembed.bias.copy_(t(bU))
+    def put(param, array):                 # share the float32 buffer instead of copying
+        param.data = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+    zeros = lambda n: np.zeros(n, dtype=np.float32)
+    put(model.embed.weight, WE[:, keep])
+    for blocks, dense in ((model.prelude, pre), (model.body, body), (model.postlude, post)):
+        for blk, (W, B) in zip(blocks, dense):
+            for name, lin in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v)):
+                put(lin.weight, W[name][:, keep])
+                put(lin.bias, zeros(lin.bias.shape[0]))
+            put(blk.attn.o.weight, W["o"][keep])
+            put(blk.attn.o.bias, zeros(len(keep)))
+            put(blk.mlp.up.weight, W["up"][:, keep])
+            put(blk.mlp.up.bias, B["up"])
+            put(blk.mlp.down.weight, W["down"][keep])
+            put(blk.mlp.down.bias, B["down"][keep])
+    put(model.unembed.weight, WU[:, keep])
+    put(model.unembed.bias, bU)
     model.eval()
     layout = {name: [[op.label for op in ops if op.layer == i and op.kind == "attn"] +
                      [f"mlp: {op.label} ({len(op.units)} units)" for op in ops if op.layer == i and op.kind == "mlp"]
