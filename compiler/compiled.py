@@ -107,30 +107,25 @@ class CompiledModel:
         if not self.has_loop:
             return m(tokens, 1), np.zeros(len(counts), dtype=np.int64)
         counts = torch.as_tensor(counts).clamp(min=0)
+        if self.until_stable:
+            # halting by convergence lives in the model class (LoopedTransformer.run_until_stable)
+            out, ran = m.run_until_stable(tokens, counts, self.state_dims, lengths,
+                                          first_step_changes=self._undefined_init())
+            zero = counts == 0
+            if bool(zero.any()):            # 0 iterations: the prelude's values, read by the postlude
+                out = torch.where(zero[:, None, None], m.decode(m.encode(tokens)), out)
+            return out, ran.numpy()
         e = m.encode(tokens)
         h = m.initial_state(e)
         out = m.decode(e)                    # 0 iterations: the prelude's values, read by the postlude
         ran = torch.zeros_like(counts)
         active = counts > 0
-        if lengths is not None:
-            valid = torch.arange(tokens.shape[1])[None, :] < torch.as_tensor(lengths)[:, None]
         t = 0
-        sd = self.state_dims
         while bool(active.any()):
             t += 1
-            new = m.step(h, e)
+            h = torch.where(active[:, None, None], m.step(h, e), h)
             ran += active.long()
-            if self.until_stable:
-                old_s = torch.round(h[:, 1:, sd]) if sd else None
-                new_s = torch.round(new[:, 1:, sd]) if sd else None
-                changed = torch.ones_like(active)
-                if sd:
-                    diff = (old_s != new_s).any(dim=-1)
-                    if lengths is not None:
-                        diff &= valid
-                    changed = diff.any(dim=-1) | (t == 1 and self._undefined_init())
-            h = torch.where(active[:, None, None], new, h)
-            done_now = active & ((counts <= t) | (~changed if self.until_stable else torch.zeros_like(active)))
+            done_now = active & (counts <= t)
             if bool(done_now.any()):
                 out = torch.where(done_now[:, None, None], m.decode(h), out)
             active = active & ~done_now

@@ -208,5 +208,36 @@ class LoopedTransformer(nn.Module):
             outs.append(self.decode(h))
         return torch.stack(outs)
 
+    @torch.no_grad()
+    def run_until_stable(self, tokens: torch.Tensor, max_steps, state_dims: list, lengths=None,
+                         first_step_changes: bool = False):
+        """Halting by convergence (compiled `loop N until stable`): each sample
+        stops after the first step that leaves the residual dims `state_dims`
+        unchanged (rounded, at its valid positions), or after max_steps (int or
+        LongTensor [B]).  Returns (logits [B, n, out_vocab], steps run [B])."""
+        B, n = tokens.shape
+        caps = torch.as_tensor(max_steps, device=tokens.device).long().expand(B)
+        valid = torch.ones(B, n, dtype=torch.bool, device=tokens.device) if lengths is None else \
+            torch.arange(n, device=tokens.device)[None, :] < torch.as_tensor(lengths, device=tokens.device)[:, None]
+        e = self.encode(tokens)
+        h = self.initial_state(e)
+        out = self.decode(h)
+        ran = torch.zeros(B, dtype=torch.long, device=tokens.device)
+        active = caps > 0
+        start = 1 if self.cfg.bos else 0
+        t = 0
+        while bool(active.any()):
+            t += 1
+            new = self.step(h, e)
+            ran += active.long()
+            diff = (torch.round(h[:, start:, state_dims]) != torch.round(new[:, start:, state_dims])).any(-1)
+            changed = (diff & valid).any(-1) | (t == 1 and first_step_changes)
+            h = torch.where(active[:, None, None], new, h)
+            done = active & ((caps <= t) | ~changed)
+            if bool(done.any()):
+                out = torch.where(done[:, None, None], self.decode(h), out)
+            active = active & ~done
+        return out, ran
+
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
