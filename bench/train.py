@@ -32,8 +32,12 @@ from trainer.train import RunConfig, train  # noqa: E402
 
 
 def run_one(out: Path, task: str, init: str, args) -> dict:
-    # "compiled0": the compiled start itself, evaluated without any training
+    # "compiled0": the compiled start itself, evaluated without any training;
+    # "compiled_trainguard": the fine-tune without length protection (guard
+    # sample from the training lengths only, nothing frozen), for comparison
     over = dict(steps={"random": args.steps, "compiled0": 0}.get(init, args.finetune_steps))
+    if init == "compiled_trainguard":
+        over.update(freeze_fragile=False, guard_max_n=0)
     if args.d_model:
         over.update(d_model=args.d_model, n_head=args.n_head)
     if init != "random":
@@ -42,7 +46,7 @@ def run_one(out: Path, task: str, init: str, args) -> dict:
     hp.eval_every = 100 if init == "random" else 50
     cfg = RunConfig(task=task, out=str(out), init=init, hp=hp, progress=not args.quiet,
                     compress=args.compress if init == "compressed" else None)
-    if init in ("compressed", "compiled0"):
+    if init in ("compressed", "compiled0", "compiled_trainguard"):
         cfg.init = "compiled"
     t0 = time.perf_counter()
     summary = train(cfg)
@@ -66,7 +70,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/bench_train")
     ap.add_argument("--tasks", default="parity,copy")
-    ap.add_argument("--inits", default="random,compiled0,compiled")
+    ap.add_argument("--inits", default="random,compiled0,compiled",
+                    help="random, compiled0, compiled, compiled_trainguard")
     ap.add_argument("--stops", default="oracle,confidence,threshold")
     ap.add_argument("--steps", type=int, default=None, help="random-init steps (default: cpu preset)")
     ap.add_argument("--finetune-steps", type=int, default=300)

@@ -189,30 +189,50 @@ def _need_compiler():
         pytest.skip(f"compiler not available: {e}")
 
 
-def test_compiled_init_is_exact_before_and_after_finetune(tmp_path):
-    _need_compiler()
+def _exact_by_length(model, task, hp, lengths, samples=32, seed=5):
+    """Oracle-stop exact match per length, on fresh inputs labelled by the program."""
+    spec = get_model_spec("looped")
+    data = build_data(task, spec, hp)
+    rng = np.random.default_rng(seed)
+    return {n: float(objectives.evaluate_batch(spec, hp, model, data.batch(rng, [n] * samples, train=False),
+                                               "oracle", 0)["correct"].float().mean()) for n in lengths}
+
+
+def _compiled_finetune(tmp_path, task, steps=30, **kw):
+    from trainer.initialise import initial_model
     from trainer.presets import make_hparams
     from trainer.tasks import get_task
-    out = tmp_path / "compiled"
-    hp = make_hparams("cpu", get_task("parity"), "compiled", steps=30, eval_every=30, eval_samples=128,
-                      log_every=10, ckpt_every=30)
-    assert hp.guard and hp.keep_zeros and hp.start_n == hp.max_train_n   # compiled defaults
-    s = train(RunConfig(task="parity", out=str(out), init="compiled", hp=hp, progress=False))
-    rows = metrics(out)
-    assert rows[0] == {"step": 0, "eval_acc": 1.0}        # exact before training
-    assert s["final_eval_acc"] == 1.0                       # ... and after
-    assert rows[-1]["rejected"] < 30                        # steps were taken
-    res = evaluate_run(out, [1, 4, 7, 10], "oracle", samples=64, plots=False)
-    assert all(r["exact_match"] == 1.0 for r in res["rows"])
-    # the fine-tune really changed the weights
-    from trainer.initialise import initial_model
+    out = tmp_path / f"compiled_{task}"
+    hp = make_hparams("cpu", get_task(task), "compiled", steps=steps, eval_every=steps, eval_samples=128,
+                      log_every=10, ckpt_every=steps, **kw)
     spec = get_model_spec("looped")
-    start, _ = initial_model(RunConfig(task="parity", out="-", init="compiled", hp=hp), spec, hp,
-                             build_data("parity", spec, hp), "cpu")
+    start, info = initial_model(RunConfig(task=task, out="-", init="compiled", hp=hp), spec, hp,
+                                build_data(task, spec, hp), "cpu")
+    s = train(RunConfig(task=task, out=str(out), init="compiled", hp=hp, progress=False))
+    return out, hp, start, info, s
+
+
+@pytest.mark.parametrize("task", ["parity", "copy"])
+def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_path, task):
+    """Fine-tuning a compiled start on n <= 6 keeps it exact up to 3x that
+    (the guard sample spans the compiled lengths; length-fragile tensors are frozen)."""
+    _need_compiler()
+    out, hp, start, info, s = _compiled_finetune(tmp_path, task, steps=30, max_train_n=6, lr=1e-3)
+    assert hp.guard and hp.keep_zeros and hp.freeze_fragile and hp.start_n == hp.max_train_n
+    assert hp.guard_max_n >= 18                          # guard spans the compiled lengths
+    assert "embed.weight" in info["frozen"] and s["init_info"]["frozen"] == info["frozen"]
+    lengths = [1, 3, 6, 7, 12, 18]
+    assert set(_exact_by_length(start, task, hp, lengths).values()) == {1.0}     # exact before
+    rows = metrics(out)
+    assert rows[0] == {"step": 0, "eval_acc": 1.0} and s["final_eval_acc"] == 1.0
+    assert rows[-1]["rejected"] < 30                     # steps were taken
     final = checkpoint.load_model(checkpoint.latest(out))
-    pairs = list(zip(start.state_dict().values(), final.state_dict().values()))
-    assert any(not torch.equal(a, b) for a, b in pairs)
-    assert all(torch.equal(a == 0, b == 0) for a, b in pairs)      # the circuit's zeros stay zero
+    assert set(_exact_by_length(final, task, hp, lengths).values()) == {1.0}     # ... and after
+    pairs = {k: (a, final.state_dict()[k]) for k, a in start.state_dict().items()}
+    assert any(not torch.equal(a, b) for a, b in pairs.values())                # it really trained
+    assert all(torch.equal(a == 0, b == 0) for a, b in pairs.values())          # the circuit's zeros stay zero
+    assert all(torch.equal(*pairs[k]) for k in info["frozen"])                  # frozen tensors did not move
+    assert rows[-1]["loss"] < rows[1]["loss"]
 
 
 def test_compress_path_trains(tmp_path):

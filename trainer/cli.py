@@ -29,7 +29,7 @@ _HP_FLAGS = {"steps": int, "batch_size": int, "lr": float, "weight_decay": float
              "d_model": int, "n_layer": int, "n_head": int, "max_train_n": int, "start_n": int,
              "interval": int, "grad_clip": float, "ckpt_every": int, "log_every": int,
              "eval_every": int, "eval_samples": int, "seed": int, "baseline_depth": int,
-             "pause_tokens": int, "loop_steps": int}
+             "pause_tokens": int, "loop_steps": int, "guard_max_n": int}
 
 
 def add_train_args(p: argparse.ArgumentParser):
@@ -44,6 +44,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--guard", default="auto", choices=["auto", "on", "off"],
                    help="reject steps that raise the batch loss (auto: on for --init compiled)")
+    p.add_argument("--freeze-fragile", default="auto", choices=["auto", "on", "off"],
+                   help="freeze the compiled start's length-fragile tensors (auto: on for --init compiled)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-wall", type=float, default=None, help="stop after this many seconds (checkpointed)")
@@ -84,6 +86,7 @@ def config_from_args(args):
         raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
     # the descent guard keeps a compiled start exact (see train._guarded_step)
     overrides["guard"] = {"on": True, "off": False}.get(args.guard)
+    overrides["freeze_fragile"] = {"on": True, "off": False}.get(args.freeze_fragile)
     hp = make_hparams(args.preset, task, args.init, **overrides)
     return RunConfig(task=task.name, out=str(out), model=args.model, init=args.init,
                      compress=args.compress, compress_method=args.compress_method, preset=args.preset,

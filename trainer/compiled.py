@@ -74,6 +74,77 @@ def remap_vocab(cmodel: LoopedTransformer, input_tokens, output_tokens, extra=No
     return model
 
 
+# ---- length-fragile parameters --------------------------------------------
+
+SAFE_EPS = [10.0 ** (-k / 2) for k in range(2, 21)]     # 1e-1 .. 1e-10, half decades
+
+
+def _direction(p, mask, seed):
+    return torch.randn(p.shape, generator=torch.Generator().manual_seed(seed)).to(p) * mask
+
+
+@torch.no_grad()
+def _safe_index(p, mask, exact, seeds: int):
+    """Index into SAFE_EPS of the largest relative perturbation p * (1 + eps z),
+    z ~ N(0, 1) on `mask`, that keeps `exact()` true, worst over `seeds`
+    directions (None: not even the smallest).  Bisection: exactness is taken
+    to be lost monotonically as eps grows."""
+    old, worst = p.detach().clone(), 0
+    for seed in range(seeds):
+        z = _direction(p, mask, seed)
+
+        def ok(i):
+            p.copy_(old * (1 + SAFE_EPS[i] * z))
+            return exact()
+
+        lo, hi = worst, len(SAFE_EPS) - 1    # eps above the worst so far need not be tried
+        try:
+            if ok(lo):
+                continue
+            if not ok(hi):
+                return None
+            while hi - lo > 1:               # invariant: not ok(lo), ok(hi)
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+            worst = hi
+        finally:
+            p.copy_(old)
+    return worst
+
+
+@torch.no_grad()
+def length_fragile(model: LoopedTransformer, short_exact, long_exact, seeds: int = 3) -> list:
+    """Names of the parameter tensors whose tolerance shrinks with length: the
+    largest relative perturbation of their nonzero entries (on the SAFE_EPS
+    grid, worst of `seeds` random directions) that keeps the model exact on
+    training-length inputs (`short_exact`) breaks it on long inputs
+    (`long_exact`) in one of those directions.  These are the
+    weights that act on position-scaled quantities (attention queries/keys
+    comparing numeric position features, the embedding rows they compare,
+    MLP readers of counters): a step that is harmless at n <= max_train_n is
+    amplified at large n, so a fine-tune that only sees short inputs must not
+    move them."""
+    names = []
+    model.eval()
+    for name, p in model.named_parameters():
+        mask = (p != 0).to(p.dtype)
+        if not bool(mask.any()):
+            continue
+        i = _safe_index(p, mask, short_exact, seeds)
+        if i is None:
+            continue
+        old = p.detach().clone()
+        try:
+            for seed in range(seeds):
+                p.copy_(old * (1 + SAFE_EPS[i] * _direction(p, mask, seed)))
+                if not long_exact():
+                    names.append(name)
+                    break
+        finally:
+            p.copy_(old)
+    return names
+
+
 # ---- compression ----------------------------------------------------------
 
 def _readers(model):

@@ -7,13 +7,13 @@ import torch
 
 from rasp.errors import RaspError
 from trainer import compiled
+from trainer.presets import compiled_max_n
 
 
 def compile_max_len(data, hp) -> int:
     """Longest input the compiled model must handle: the task's paper test
     length (and at least 2x the training length), as a token count."""
-    p = data.task.paper
-    n = max(p.test_n, 2 * hp.max_train_n)
+    n = compiled_max_n(data.task, hp.max_train_n)
     x = data.task.sample(np.random.default_rng(0), n, data.sym, False)
     return len(x) + 8
 
@@ -42,7 +42,7 @@ def initial_model(cfg, spec, hp, data, device):
         # Inputs only (no labels), over every length the compiled model was
         # built for, so the kept directions serve long inputs too.
         rng = np.random.default_rng([hp.seed, 7])
-        n_hi = max(data.task.paper.test_n, 2 * hp.max_train_n)
+        n_hi = compiled_max_n(data.task, hp.max_train_n)
         lengths = rng.integers(data.task.min_n, n_hi + 1, size=128)
         batch = data.batch(rng, lengths, train=True)
         moment = (compiled.residual_second_moment(model, batch.tokens, int(batch.steps.max()))
@@ -50,5 +50,25 @@ def initial_model(cfg, spec, hp, data, device):
         P = compiled.projection(model, cfg.compress, cfg.compress_method, hp.seed, moment)
         model = compiled.compress(model, P)
         info.update(compressed_to=cfg.compress, compress_method=cfg.compress_method)
+    if hp.freeze_fragile:
+        info["frozen"] = fragile_tensors(model, spec, hp, data)
     info["params"] = model.num_params()
     return model.to(device), info
+
+
+def fragile_tensors(model, spec, hp, data, samples: int = 32) -> list:
+    """The compiled start's length-fragile tensors (compiled.length_fragile),
+    probed at the longest training length and at the longest compiled length;
+    labels from the task program.  Empty if the start is not exact there."""
+    rng = np.random.default_rng([hp.seed, 31])
+    n_long = compiled_max_n(data.task, hp.max_train_n)
+    short = data.batch(rng, [hp.max_train_n] * samples, train=True)
+    long = data.batch(rng, [n_long] * samples, train=True)
+
+    def exact(b):
+        return lambda: bool(((model(b.tokens, b.steps).argmax(-1) == b.targets) | ~b.mask).all())
+
+    with torch.no_grad():
+        if not (exact(short)() and exact(long)()):
+            return []
+    return compiled.length_fragile(model, exact(short), exact(long))

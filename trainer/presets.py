@@ -34,7 +34,9 @@ class HParams:
     eval_samples: int = 256
     guard: bool = False           # keep only steps that do not hurt the batch and a fixed guard sample
     guard_samples: int = 256
+    guard_max_n: Optional[int] = None  # guard sample lengths 1..this (None: max_train_n); compiled: compile length
     keep_zeros: bool = False      # train only the nonzero weights (a compiled start's sparsity pattern)
+    freeze_fragile: bool = False  # compiled start: freeze tensors whose tolerance shrinks with length
     seed: int = 0
 
     def to_dict(self):
@@ -73,11 +75,24 @@ def cpu(task: Task) -> HParams:
 PRESETS = {"paper": paper, "cpu": cpu}
 
 
-def init_defaults(init: str, hp: HParams) -> dict:
+def compiled_max_n(task: Task, max_train_n: int) -> int:
+    """Longest problem size a compiled start is built for (and exact at): the
+    task's paper test length, and at least 2x the training length."""
+    return max(task.paper.test_n, 2 * max_train_n)
+
+
+def init_defaults(init: str, hp: HParams, task: Optional[Task] = None) -> dict:
     """A compiled start is already exact at every length: no curriculum, no
-    warm-up, a small step size, and the descent guard on."""
+    warm-up, a small step size, the descent guard on with its fixed sample
+    spanning every length the model was compiled for, and the length-fragile
+    tensors frozen (so fine-tuning on short inputs cannot trade away the long
+    ones; see trainer/README.md)."""
     if init == "compiled":
-        return dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True, keep_zeros=True)
+        d = dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True, keep_zeros=True,
+                 freeze_fragile=True)
+        if task is not None:
+            d["guard_max_n"] = compiled_max_n(task, hp.max_train_n)
+        return d
     return {}
 
 
@@ -87,4 +102,4 @@ def make_hparams(preset: str, task: Task, init: str = "random", **overrides) -> 
     hp = PRESETS[preset](task)
     given = {k: v for k, v in overrides.items() if v is not None}
     hp = replace(hp, **{k: v for k, v in given.items() if k in ("max_train_n",)})
-    return replace(hp, **{**init_defaults(init, hp), **given})
+    return replace(hp, **{**init_defaults(init, hp, task), **given})

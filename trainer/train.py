@@ -121,6 +121,8 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)
     net = torch.nn.parallel.DistributedDataParallel(model) if d.on else model
+    # a compiled start's length-fragile tensors (initialise.fragile_tensors) never move
+    frozen = [p for n, p in model.named_parameters() if n in set(init_info.get("frozen", []))]
 
     metrics_path = out / "metrics.jsonl"
     if d.main:
@@ -165,6 +167,8 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
             for p in model.parameters():
                 if p.grad is not None:
                     p.grad.mul_(p.detach() != 0)
+        for p in frozen:
+            p.grad = None           # AdamW skips it: no update, no moments
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
         if hp.guard:
             rejected += _guarded_step(spec, hp, net, model, opt, batch, d, float(loss.detach()), float(acc),
@@ -215,17 +219,31 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
 
 
 def guard_batch(data, hp, device):
-    """A fixed sample of the training distribution (lengths 1..max_train_n),
-    drawn from its own seed, so it is the same on every rank and after a resume."""
+    """The guard's fixed sample, drawn from its own seed, so it is the same on
+    every rank and after a resume: lengths uniform on 1..max_train_n, or, with
+    `guard_max_n` (a compiled start: every length it was compiled for), each
+    length 1..guard_max_n equally often.  Returned as a list of batches of
+    similar lengths (a batch runs to its longest sample's T)."""
     rng = np.random.default_rng([hp.seed, 999])
-    lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=hp.guard_samples)
-    return data.batch(rng, lengths, train=True).to(device)
+    hi = hp.guard_max_n or hp.max_train_n
+    if hi <= hp.max_train_n:
+        lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=hp.guard_samples)
+        return [data.batch(rng, lengths, train=True).to(device)]
+    # labels at every length come from the task program (the interpreter), as in training
+    lengths = np.sort(np.resize(np.arange(data.task.min_n, hi + 1), max(hp.guard_samples, hi)))
+    return [data.batch(rng, chunk, train=True).to(device) for chunk in np.array_split(lengths, 4)]
 
 
 def _guard_eval(spec, hp, net, gb):
+    """-> (mean per-sample loss, exact-match fraction) over the guard batches."""
+    loss, correct = 0.0, 0
+    total = sum(len(b) for b in gb)
     with torch.no_grad():
-        loss, acc = objectives.train_step_outputs(spec, hp, net, gb)
-    return float(loss), float(acc)
+        for b in gb:
+            l, a = objectives.train_step_outputs(spec, hp, net, b)
+            loss += float(l) * len(b) / total
+            correct += round(float(a) * len(b))
+    return loss, correct / total
 
 
 def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb) -> int:
