@@ -256,3 +256,15 @@ def test_cpu_preset_copy_reaches_full_in_distribution_accuracy(tmp_path):
     assert s["final_eval_acc"] >= 0.97
     res = evaluate_run(tmp_path / "copy", [5, 10, 11], "confidence", samples=128, plots=False)
     assert res["rows"][0]["exact_match"] >= 0.97 and res["rows"][2]["exact_match"] > 0.5
+
+
+@pytest.mark.slow
+def test_compiled_finetune_bench_setting_stays_exact_to_3x(tmp_path):
+    """bench/BENCH.md's setting (minutes): 300 steps at the `--init compiled`
+    defaults on n <= 10 leave parity exact up to n = 30 on fresh inputs."""
+    _need_compiler()
+    out, hp, start, info, s = _compiled_finetune(tmp_path, "parity", steps=300)
+    final = checkpoint.load_model(checkpoint.latest(out))
+    assert s["final_eval_acc"] == 1.0
+    assert set(_exact_by_length(final, "parity", hp, [10, 11, 15, 20, 25, 30], samples=64).values()) == {1.0}
+    assert metrics(out)[-1]["loss"] < metrics(out)[1]["loss"]
