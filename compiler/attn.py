@@ -10,7 +10,7 @@ which works at any length (no position table).
 """
 from __future__ import annotations
 
-from .basis import NOTBOS, ONE, Cat, Num, lin_add, lin_scale
+from .basis import NOTBOS, ONE, lin_add, lin_scale
 
 SEL = 40.0
 BOS_GAP = 20.0

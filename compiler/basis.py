@@ -7,7 +7,7 @@ subspaces and only made dense by `assemble`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 # fixed dimensions present in every compiled model (the embedding writes them)

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 
 import rasp
 from rasp import ir
-from rasp.errors import RaspError, RaspInputError
+from rasp.errors import RaspError
 from trainer.model import LoopedConfig, LoopedTransformer
 
 from .assemble import assemble

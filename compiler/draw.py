@@ -30,7 +30,7 @@ def layers_graph(cm) -> graphviz.Digraph:
                 g.edge(prev, name)
                 prev = name
         if stage == "body":
-            g.edge(prev, f"body0", label="× T (input injection)", style="dashed", constraint="false")
+            g.edge(prev, "body0", label="× T (input injection)", style="dashed", constraint="false")
     g.node("out", "unembedding", shape="box")
     g.edge(prev, "out")
     return g

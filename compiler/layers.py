@@ -12,7 +12,7 @@ Body invariants (h = state after an iteration, e = injected embedding):
 """
 from __future__ import annotations
 
-from .basis import BOS, ONE, Cat, Num, lin_add
+from .basis import BOS, ONE, Cat, Num
 from .mlp import step_units
 from .ops import Op, Unit
 

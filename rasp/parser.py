@@ -193,7 +193,7 @@ def parse(source: str, path: str = "<string>") -> A.Module:
         raise RaspError("inconsistent indentation: this line does not match any outer block",
                         Loc(path, line, 1), source) from None
     except UnexpectedInput as e:  # any other lark complaint
-        raise RaspError(f"syntax error", Loc(path, getattr(e, "line", 1) or 1,
+        raise RaspError("syntax error", Loc(path, getattr(e, "line", 1) or 1,
                                                getattr(e, "column", 1) or 1), source) from None
     except VisitError as e:
         raise RaspError(f"syntax error: {e.orig_exc}", Loc(path, 1, 1), source) from None

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import torch
-import torch.nn as nn
 
 from rasp.errors import RaspError
-from trainer.model import LoopedConfig, LoopedTransformer
+from trainer.model import LoopedTransformer
 
 NEG_BIAS = -1e4
 TIE_BREAK = 1e-3

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import torch.nn as nn
 
-from rasp.errors import RaspError
+from trainer.registry import Registry
 from trainer.model import LoopedConfig, LoopedTransformer
 
 
@@ -69,18 +69,9 @@ def build_looped(spec: ModelSpec, hp, data) -> nn.Module:
     return LoopedTransformer(looped_config(spec, hp, data))
 
 
-MODELS: dict[str, ModelSpec] = {}
-
-
-def register(spec: ModelSpec) -> ModelSpec:
-    MODELS[spec.name] = spec
-    return spec
-
-
-def get_model_spec(name: str) -> ModelSpec:
-    if name not in MODELS:
-        raise RaspError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
-    return MODELS[name]
+MODELS = Registry("model")
+register = MODELS.register
+get_model_spec = MODELS.lookup
 
 
 register(ModelSpec("looped", adaptive=True, description="looped block, T(n) iterations, input injection"))

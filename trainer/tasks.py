@@ -16,13 +16,14 @@ per-sequence tasks (ListOps) plug in next to the full-answer (FAP) ones:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 
 from rasp.errors import RaspError
+from trainer.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = REPO / "programs"
@@ -57,18 +58,9 @@ class Task:
         return PROGRAMS / (self.program or f"{self.name}.rasp")
 
 
-TASKS: dict[str, Task] = {}
-
-
-def register(task: Task) -> Task:
-    TASKS[task.name] = task
-    return task
-
-
-def get_task(name: str) -> Task:
-    if name not in TASKS:
-        raise RaspError(f"unknown task {name!r} (known: {', '.join(sorted(TASKS))})")
-    return TASKS[name]
+TASKS = Registry("task")
+register = TASKS.register
+get_task = TASKS.lookup
 
 
 # ---- samplers -----------------------------------------------------------
