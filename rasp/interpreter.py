@@ -185,7 +185,9 @@ class _Run:
         self.host_cache: dict = {}
         self.params = self.eval_params(params)
         self.dtype: dict = {}
-        self.dtype = _Ranges(self).dtypes()       # node -> narrowest safe int dtype
+        ranges = _Ranges(self)
+        self.dtype = ranges.dtypes()              # node -> narrowest safe int dtype
+        self.may_overflow = ranges.overflow       # maps whose exact result may leave int64
 
     # -- errors ---------------------------------------------------------------
     def fail(self, message, loc, bad_rows):
@@ -488,6 +490,8 @@ def _eval_map(run: _Run, node: Map):
         out = run.divide(node, *args)
     else:
         out = _MAP_OPS[node.op](*args)
+        if node in run.may_overflow:
+            _check_overflow(run, node, args)
     if np.ndim(out) == 0:
         return int(out)
     if out.dtype == np.bool_:
@@ -495,6 +499,25 @@ def _eval_map(run: _Run, node: Map):
     if node.kind == SCALAR:
         return out.reshape(run.B, 1)
     return run.sop(out)
+
+
+_OVERFLOWING = {"add", "sub", "mul", "neg", "abs"}
+
+
+def _check_overflow(run: _Run, node: Map, args):
+    """Values are Python ints in the language but int64 here: recompute the
+    few maps whose range analysis allows overflow in float64 and refuse to
+    wrap silently."""
+    if node.op not in _OVERFLOWING:
+        return
+    exact = _MAP_OPS[node.op](*[np.asarray(a, dtype=np.float64) for a in args])
+    big = np.abs(exact) >= 2.0 ** 63
+    if not big.any():
+        return
+    big = np.broadcast_to(big.reshape(run.B, -1) if big.ndim else big, (run.B, run.N))
+    rows = (big & run.valid).any(axis=1) & run.live
+    if rows.any():
+        run.fail("integer overflow: the result does not fit in a 64-bit int", node.loc, rows)
 
 
 def _eval_host(run: _Run, node: Host):
@@ -676,6 +699,7 @@ class _Ranges:
         self.run = run
         self.r: dict = {}
         self.final: dict = {}
+        self.overflow: set = set()
 
     def dtypes(self) -> dict:
         self.block(self.run.ir.body)
@@ -731,6 +755,8 @@ class _Ranges:
         except KeyError:
             pass
         lo, hi = self.compute(node)
+        if isinstance(node, Map) and (lo < _TOP[0] or hi > _TOP[1]):
+            self.overflow.add(node)
         r = (max(lo, _TOP[0]), min(hi, _TOP[1]))
         self.r[node] = r
         return r

@@ -189,3 +189,11 @@ def test_discipline_allows_shifts_and_comparisons(tmp_path, capsys, expr):
 def test_discipline_flags_other_index_arithmetic(tmp_path, capsys, expr):
     status, out, err, _ = run_cli(tmp_path, capsys, HEADER + f"output {expr}\n", "check", "--strict")
     assert status == 2 and "index-derived" in err, err
+
+
+def test_runtime_integer_overflow_is_an_error_not_a_wrap(tmp_path, capsys):
+    src = HEADER + "c = seq\nloop 70:\n    c = c * 2 + 1\noutput c\n"
+    expect_error(tmp_path, capsys, src, 6, 9, "integer overflow")
+    # 60 doublings still fit: exact values, no error
+    status, out, err, _ = run_cli(tmp_path, capsys, src.replace("loop 70", "loop 60"), inputs="1 0")
+    assert status == 0 and out.split() == [str(2 ** 61 - 1), str(2 ** 60 - 1)], err
