@@ -142,7 +142,7 @@ class Crafter:
         return need
 
     # ---- fusing chains of categorical maps into one MLP --------------------------
-    FUSE_PRODUCT = 40000       # largest product of the leaves' value-set sizes
+    FUSE_PRODUCT = 20000       # largest product of the leaves' value-set sizes (costing larger ones took most of count.rasp's compile time and never won)
     FUSE_COMBOS = 1200         # largest product over all leaves but the biggest
 
     def absorbable(self, child, parent) -> bool:
