@@ -168,6 +168,8 @@ def parse(source: str, path: str = "<string>") -> A.Module:
     except UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         msg = f"unexpected character {ch!r}"
+        if ch in "\"'":
+            msg = "unterminated string (strings end on the same line)"
         if ch == "\t" or ch == " ":
             msg = "unexpected indentation"
         raise RaspError(msg, Loc(path, e.line, e.column), source) from None

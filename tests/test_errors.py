@@ -45,6 +45,7 @@ SYNTAX = [
     ("unexpected indentation", HEADER + "x = seq\n    y = seq\noutput x\n", 5, 1, "unexpected indentation"),
     ("missing block", HEADER + "loop 3:\nx = seq\noutput x\n", 5, 1, "expected an indented block"),
     ("bad dedent", HEADER + "loop 3:\n    x = seq\n  y = seq\noutput x\n", 6, 1, "inconsistent indentation"),
+    ("unterminated string", 'const EOQ = ">\ninput seq: {0}\noutput seq\n', 1, 13, "unterminated string"),
     ("true division", HEADER + "output seq / 2\n", 4, 8, "use '//'"),
 ]
 
