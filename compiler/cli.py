@@ -40,6 +40,13 @@ def cli_run_compiled(args) -> int:
             if len(x) > max_len:
                 from rasp.errors import RaspInputError
                 raise RaspInputError(f"the input has {len(x)} tokens; the limit is {max_len}", i + 1)
+    longer = cm.beyond_design(batch)
+    if longer:
+        info = cm.model.cfg.extra["compiler"]
+        print(f"warning: {len(longer)} input(s) (first: input {longer[0] + 1}, {len(batch[longer[0]])} tokens) are "
+              f"longer than the {info['design_length']} tokens this model was built for "
+              f"(from --max-len {info['max_len']}); their outputs may be wrong: recompile with a larger --max-len",
+              file=sys.stderr)
     outs = cm.run_batch(batch, _params(args.param))
     for values in outs:
         sys.stdout.write(cm.program.format_output(values) + "\n")

@@ -162,6 +162,12 @@ class CompiledModel:
     def _undefined_init(self):
         return any(v.init is None for v in self.loop.vars)
 
+    def beyond_design(self, batch) -> list:
+        """Indices of inputs longer than the length the numeric tables were
+        built for: the model may still be exact there, but nothing promises it."""
+        L = self.model.cfg.extra["compiler"]["design_length"]
+        return [i for i, x in enumerate(batch) if len(x) > L]
+
     def run_batch(self, batch, params=None):
         """Same contract as Program.run_batch(...).outputs: list of token-value
         lists.  Inputs are validated like the interpreter does."""

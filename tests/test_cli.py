@@ -98,3 +98,15 @@ def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["run", PARITY])
     assert e.value.code == 2
+
+
+def test_compiled_model_warns_beyond_its_design_length(tmp_path, capsys):
+    prog = tmp_path / "hist.rasp"
+    prog.write_text("input x: {0..3}\noutput sel_width(select(x, x, eq))\n")
+    model_dir = tmp_path / "model"
+    status, out, err = cli(capsys, "compile", str(prog), "--max-len", "2", "-o", str(model_dir))
+    assert status == 0, err
+    status, out, err = cli(capsys, "run", str(model_dir), "--input", "1 1 2")
+    assert status == 0 and out.split() == ["1", "2", "1"] and "warning" not in err
+    status, out, err = cli(capsys, "run", str(model_dir), "--input", " ".join(["1"] * 12))
+    assert status == 0 and err.startswith("warning: 1 input(s)") and "--max-len" in err
