@@ -26,8 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import rasp                                    # noqa: E402
 from rasp.interpreter import execute           # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from naive_rasp import run_naive               # noqa: E402
+from bench.naive_rasp import run_naive         # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 

@@ -14,8 +14,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import rasp
-from rasp import ir
 from rasp.errors import RaspError
+from rasp.interpreter import host_values
 from trainer.model import LoopedConfig, LoopedTransformer
 
 from .assemble import assemble
@@ -90,7 +90,7 @@ class CompiledModel:
             return np.zeros(len(batch), dtype=np.int64)
         if self.fixed_steps is not None:
             return np.full(len(batch), int(self.fixed_steps), dtype=np.int64)
-        return np.array([host_eval(self.program.ir, self.loop.count, x, params) for x in batch], dtype=np.int64)
+        return host_values(self.program.ir, batch, self.loop.count, self.loop.loc, params)
 
     def encode_batch(self, batch):
         n = max(len(x) for x in batch)
@@ -253,27 +253,3 @@ def load_compiled(directory) -> CompiledModel:
     source = (d / "program.rasp").read_text(encoding="utf-8")
     return CompiledModel(model, source, str(d / "program.rasp"))
 
-
-def host_eval(pir: ir.ProgramIR, e: ir.HostExpr, tokens, params=None, _cache=None) -> int:
-    """A host expression (loop count, param) on one raw input."""
-    params = params or {}
-    op, a = e.op, e.args
-    if op == "lit":
-        return int(a[0])
-    if op == "param":
-        if a[0] in params:
-            return int(params[a[0]])
-        return host_eval(pir, pir.params[a[0]].expr, tokens, params)
-    if op == "len":
-        return len(tokens)
-    if op == "count":
-        return sum(1 for t in tokens if t == a[0])
-    if op == "count_before":
-        return next((i for i, t in enumerate(tokens) if t == a[0]), len(tokens))
-    if op == "neg":
-        return -host_eval(pir, a[0], tokens, params)
-    x, y = host_eval(pir, a[0], tokens, params), host_eval(pir, a[1], tokens, params)
-    if op in ("floordiv", "mod") and y == 0:
-        raise RaspError("division by zero in a host expression")
-    return {"add": x + y, "sub": x - y, "mul": x * y, "floordiv": x // y if y else 0,
-            "mod": x % y if y else 0, "min": min(x, y), "max": max(x, y)}[op]

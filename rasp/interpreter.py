@@ -94,16 +94,21 @@ def _length_groups(lengths: list) -> list:
     return [order[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
 
 
+def pad_batch(batch: list):
+    """Right-pad token lists into ([B, N] int64 tokens, [B] lengths)."""
+    lengths = np.array([len(x) for x in batch], dtype=np.int64)
+    if (lengths == lengths[0]).all():
+        return np.array(batch, dtype=np.int64).reshape(len(batch), -1), lengths
+    tokens = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
+    for b, x in enumerate(batch):
+        tokens[b, :len(x)] = x
+    return tokens, lengths
+
+
 def _execute(ir, batch, params, trace, limits) -> BatchResult:
     if not batch:
         return BatchResult([], np.zeros((0, len(ir.loops)), dtype=np.int64), [] if trace else None)
-    lengths = np.array([len(x) for x in batch], dtype=np.int64)
-    if (lengths == lengths[0]).all():
-        tokens = np.array(batch, dtype=np.int64).reshape(len(batch), -1)
-    else:
-        tokens = np.zeros((len(batch), int(lengths.max())), dtype=np.int64)
-        for b, x in enumerate(batch):
-            tokens[b, :len(x)] = x
+    tokens, lengths = pad_batch(batch)
     # padded positions may overflow or divide garbage: never an error there
     with np.errstate(all="ignore"):
         run = _Run(ir, tokens, lengths, params or {}, trace, limits)
@@ -162,6 +167,82 @@ _HOST_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
 
 # ---- the run --------------------------------------------------------------------
 
+def check_param_names(ir: ProgramIR, overrides) -> None:
+    unknown = set(overrides or ()) - set(ir.params)
+    if unknown:
+        declared = ", ".join(ir.params) or "none"
+        raise RaspError(f"unknown param '{sorted(unknown)[0]}' (the program declares: {declared})")
+
+
+class HostValues:
+    """Host expressions (params, loop counts) of a padded batch as [B] int64
+    arrays, cached.  The interpreter and compiled models both use it."""
+
+    def __init__(self, ir: ProgramIR, tokens: np.ndarray, lengths: np.ndarray, overrides: dict):
+        check_param_names(ir, overrides)
+        self.ir, self.tokens, self.lengths = ir, tokens, lengths
+        self.valid = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+        self.cache: dict = {}
+        self.params: dict = {}      # filled in declaration order: a param reads only earlier ones
+        everyone = np.ones(len(lengths), dtype=bool)
+        for name, p in ir.params.items():
+            if name in overrides:
+                self.params[name] = np.full(len(lengths), int(overrides[name]), dtype=np.int64)
+            else:
+                self.params[name] = self.checked(p.expr, p.loc, everyone)
+
+    def checked(self, e: HostExpr, loc, rows: np.ndarray) -> np.ndarray:
+        """Values of `e`; dividing by zero is an error for the inputs in `rows`."""
+        v, zero = self.value(e)
+        if zero is not None and (zero & rows).any():
+            b = int(np.argmax(zero & rows))
+            raise RaspRuntimeError("division by zero", loc=loc, source=self.ir.source, input_index=b)
+        return v
+
+    def value(self, e: HostExpr):
+        """(values, inputs that divide by zero somewhere in `e` or None), cached."""
+        try:
+            return self.cache[e]
+        except KeyError:
+            pass
+        op, a = e.op, e.args
+        zero = None
+        if op == "lit":
+            v = np.full(len(self.lengths), a[0], dtype=np.int64)
+        elif op == "param":
+            v = self.params[a[0]]
+        elif op == "len":
+            v = self.lengths
+        elif op in ("count", "count_before"):
+            hit = (self.tokens == a[0]) & self.valid
+            if op == "count":
+                v = hit.sum(axis=1)
+            else:
+                v = np.where(hit.any(axis=1), hit.argmax(axis=1), self.lengths)
+        elif op == "neg":
+            x, zero = self.value(a[0])
+            v = -x
+        else:
+            (x, zx), (y, zy) = self.value(a[0]), self.value(a[1])
+            zero = zx if zy is None else zy if zx is None else zx | zy
+            if op in ("floordiv", "mod"):
+                z = y == 0
+                zero = z if zero is None else zero | z
+                y = np.where(z, 1, y)
+                v = np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
+            else:
+                v = _HOST_BINARY[op](x, y)
+        self.cache[e] = (v, zero)
+        return v, zero
+
+
+def host_values(ir: ProgramIR, batch: list, e: HostExpr, loc=None, params: Optional[dict] = None) -> np.ndarray:
+    """[B] values of host expression `e` (e.g. a loop count) on raw inputs."""
+    tokens, lengths = pad_batch(batch)
+    hosts = HostValues(ir, tokens, lengths, params or {})
+    return hosts.checked(e, loc, np.ones(len(batch), dtype=bool))
+
+
 class _Run:
     """State of one batched execution: memoized node values, the active-input
     mask, loop bookkeeping and the trace."""
@@ -182,8 +263,8 @@ class _Run:
         self.events = [] if trace else None
         self.step_path: list = []
         self.clear = _loop_scopes(ir)
-        self.host_cache: dict = {}
-        self.params = self.eval_params(params)
+        self.hosts = HostValues(ir, tokens, lengths, params)
+        self.params = self.hosts.params
         self.dtype: dict = {}
         ranges = _Ranges(self)
         self.dtype = ranges.dtypes()              # node -> narrowest safe int dtype
@@ -195,66 +276,10 @@ class _Run:
         b = int(np.argmax(bad_rows))
         raise RaspRuntimeError(message, loc=loc, source=self.ir.source, input_index=b)
 
-    # -- host expressions (per-input ints, [B] arrays) --------------------------
-    def eval_params(self, overrides):
-        unknown = set(overrides) - set(self.ir.params)
-        if unknown:
-            known = ", ".join(self.ir.params) or "none"
-            raise RaspError(f"unknown param '{sorted(unknown)[0]}' (this program's params: {known})")
-        values = {}
-        self.params = values
-        for name, p in self.ir.params.items():
-            self.host_cache.clear()        # 'param' expressions change as params are set
-            if name in overrides:
-                values[name] = np.full(self.B, int(overrides[name]), dtype=np.int64)
-            else:
-                values[name] = self.host(p.expr, p.loc)
-        self.host_cache.clear()
-        return values
-
     def host(self, e: HostExpr, loc) -> np.ndarray:
         """[B] values of a host expression; division by zero is an error for
         the inputs executing now."""
-        v, zero = self.host_value(e)
-        if zero is not None and (zero & self.live).any():
-            self.fail("division by zero", loc, zero & self.live)
-        return v
-
-    def host_value(self, e: HostExpr):
-        """(values, inputs that divide by zero somewhere in `e` or None), cached."""
-        try:
-            return self.host_cache[e]
-        except KeyError:
-            pass
-        op, a = e.op, e.args
-        zero = None
-        if op == "lit":
-            v = np.full(self.B, a[0], dtype=np.int64)
-        elif op == "param":
-            v = self.params[a[0]]
-        elif op == "len":
-            v = self.lengths
-        elif op in ("count", "count_before"):
-            hit = (self.tokens == a[0]) & self.valid
-            if op == "count":
-                v = hit.sum(axis=1)
-            else:
-                v = np.where(hit.any(axis=1), hit.argmax(axis=1), self.lengths)
-        elif op == "neg":
-            x, zero = self.host_value(a[0])
-            v = -x
-        else:
-            (x, zx), (y, zy) = self.host_value(a[0]), self.host_value(a[1])
-            zero = zx if zy is None else zy if zx is None else zx | zy
-            if op in ("floordiv", "mod"):
-                z = y == 0
-                zero = z if zero is None else zero | z
-                y = np.where(z, 1, y)
-                v = np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
-            else:
-                v = _HOST_BINARY[op](x, y)
-        self.host_cache[e] = (v, zero)
-        return v, zero
+        return self.hosts.checked(e, loc, self.live)
 
     # -- values ---------------------------------------------------------------
     def value(self, node: Node):
@@ -722,7 +747,7 @@ class _Ranges:
         keep growing are widened to int64 until a fixpoint."""
         vars_ = [v for v in loop.vars if v.kind != SELECTOR]
         state = {v: None if v.init is None else self.of(v.init) for v in vars_}
-        runs = int(self.run.host_value(loop.count)[0].max())
+        runs = int(self.run.hosts.value(loop.count)[0].max())
         exact = runs <= self.EXACT_ROUNDS
         for rounds in range(max(runs, 1) if exact else 64):
             for node in self.run.clear.get(loop, ()):

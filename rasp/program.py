@@ -63,6 +63,12 @@ class Program:
     def format_output(self, values) -> str:
         return " ".join(self.token_text(int(v)) for v in values)
 
+    def scored_start(self, tokens) -> int:
+        """LANGUAGE.md §8: outputs before the end-of-query symbol `>` are not
+        scored.  Every position counts when the program or input has no `>`."""
+        eoq = self.ir.symbols.get(">")
+        return tokens.index(eoq) if eoq is not None and eoq in tokens else 0
+
     # -- running --
     def check_batch(self, batch, limits: RunLimits):
         seen = set()
@@ -83,10 +89,8 @@ class Program:
                                          self.token_text(value))
 
     def check_params(self, params: Optional[dict]):
-        for name in params or {}:
-            if name not in self.ir.params:
-                declared = ", ".join(self.ir.params) or "none"
-                raise RaspError(f"unknown param '{name}' (the program declares: {declared})")
+        from .interpreter import check_param_names
+        check_param_names(self.ir, params)
 
     def run_batch(self, batch, params: Optional[dict] = None, *, trace: bool = False,
                   limits: Optional[RunLimits] = None):

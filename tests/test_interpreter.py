@@ -719,9 +719,9 @@ def test_agrees_with_naive_evaluator_on_every_program():
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
-    sys.path[:0] = [str(root / "bench"), str(root / "tests")]
+    sys.path[:0] = [str(root), str(root / "tests")]
     import references as R
-    from naive_rasp import run_naive
+    from bench.naive_rasp import run_naive
     checked = 0
     for path in sorted((root / "programs").glob("*.rasp")):
         sample = getattr(R, f"sample_{path.stem}", None)
