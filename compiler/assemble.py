@@ -15,6 +15,7 @@ import torch
 from trainer.model import LoopedConfig, LoopedTransformer
 
 from .basis import BOS, GATE, IDX, IDX2, ONE, Cat
+from .clock import DONE_LOGIT, OPEN_LOGIT
 
 
 def _dense(lin: dict, d: int) -> np.ndarray:
@@ -80,11 +81,17 @@ def build_stage(layers, d, dh, nh, dm, x_bos, bos_cols=(BOS,)):
     return out, x_bos
 
 
-def unembed_rows(rep, d):
-    """Output token values and the unembedding (weights, bias)."""
+def unembed_rows(rep, d, gate=None):
+    """Output token values and the unembedding (weights, bias).  With a halting
+    clock (`gate`), value v + gate.offset is token v with a smaller margin."""
     if isinstance(rep, Cat):
-        tokens = sorted(rep.vals)
-        W = np.stack([_dense(rep.vals[t], d) * 10.0 for t in tokens])
+        if gate is None:
+            tokens = sorted(rep.vals)
+            W = np.stack([_dense(rep.vals[t], d) * 10.0 for t in tokens])
+            return tokens, W, np.zeros(len(tokens))
+        tokens = sorted(v for v in rep.vals if v - gate.offset not in rep.vals)
+        W = np.stack([_dense(rep.vals[t], d) * DONE_LOGIT + _dense(rep.vals.get(t + gate.offset, {}), d) * OPEN_LOGIT
+                      for t in tokens])
         return tokens, W, np.zeros(len(tokens))
     lo, hi = int(np.floor(rep.lo)), int(np.ceil(rep.hi))
     tokens = list(range(lo, hi + 1))
@@ -93,7 +100,7 @@ def unembed_rows(rep, d):
     return tokens, W, -np.array([float(t * t) for t in tokens])
 
 
-def assemble(crafter, stages: dict, out_rep, extra: dict):
+def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     """stages: name -> (ops, n_layers) for 'pre', 'body', 'post'."""
     res = crafter.res
     d = len(res)
@@ -110,7 +117,7 @@ def assemble(crafter, stages: dict, out_rep, extra: dict):
     body, _ = build_stage(group(*stages["body"]), d, dh, nh, dm, e_bos)
     post_bos = (BOS, res.carry[BOS]) if BOS in res.carry else (BOS,)
     post, _ = build_stage(group(*stages["post"]), d, dh, nh, dm, e_bos, post_bos)
-    tokens, WU, bU = unembed_rows(out_rep, d)
+    tokens, WU, bU = unembed_rows(out_rep, d, gate)
     WE = np.zeros((len(vocab) + 1, d))
     for t, v in enumerate(vocab):
         WE[t, crafter.input_dims[v]] = 1.0

@@ -19,6 +19,7 @@ from rasp.interpreter import host_values
 from trainer.model import LoopedConfig, LoopedTransformer
 
 from .assemble import assemble
+from .clock import Clock, try_clock
 from .craft import Crafter
 from .graph import ProgramGraph
 from .layers import plan_body, schedule
@@ -28,15 +29,43 @@ DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * ma
 
 
 def compile_program(prog, max_len: int, steps: Optional[int] = None,
-                    design_factor: int = DESIGN_FACTOR) -> "CompiledModel":
+                    design_factor: int = DESIGN_FACTOR, clock: bool = True) -> "CompiledModel":
     """Compile a rasp.Program (or ProgramIR).  Raises RaspError (located) for
-    constructs the compiler cannot make exact."""
+    constructs the compiler cannot make exact.  With `clock` (and no fixed
+    `steps`), count loops get the halting clock of `clock.py` where the
+    program allows it; the model then says in `cfg.extra["compiler"]["clock"]`
+    whether it has one and, if not, why."""
     t0 = time.perf_counter()
     program = prog if isinstance(prog, rasp.Program) else None
     pir = prog.ir if program is not None else prog
     if max_len < 1:
         raise RaspError("--max-len must be at least 1")
     L = design_factor * max_len
+    gate, why = None, "not asked for" if not clock else "the loop runs a fixed --steps count"
+    if clock and steps is None:
+        clocked, got = try_clock(pir, L)
+        if isinstance(got, Clock):
+            try:
+                model, layout = _build(clocked, L, max_len, steps, got)
+                gate = got
+            except RaspError as e:       # the clock's own nodes are beyond the compiler
+                why = f"the loop count could not be compiled into the model ({e.message})"
+        else:
+            why = got
+    if gate is None:
+        model, layout = _build(pir, L, max_len, steps, None)
+    info = model.cfg.extra["compiler"]
+    info["clock"] = {"count": gate.count, "offset": gate.offset} if gate else {"none": why}
+    elapsed = time.perf_counter() - t0
+    cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
+    cm.compile_time = elapsed
+    info["compile_time_s"] = round(elapsed, 4)
+    info["layout"] = layout
+    return cm
+
+
+def _build(pir, L: int, max_len: int, steps, gate: Optional[Clock]):
+    """The compiler's stages on one program: (LoopedTransformer, layout)."""
     pg = ProgramGraph(pir)
     keep = set(pg.g)
     sets = ValueSets(pir, L, pg.names, keep).sets
@@ -54,14 +83,7 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
     extra = {"compiler": {"max_len": max_len, "design_length": L, "steps": steps,
                           "has_loop": loop is not None,
                           "until_stable": bool(loop.until_stable) if loop else False}}
-    model, layout = assemble(cr, stages, out_rep, extra)
-    elapsed = time.perf_counter() - t0
-    cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
-    cm.compile_time = elapsed
-    cm.crafter = cr          # the named-subspace construction (for debugging and tests)
-    cm.model.cfg.extra["compiler"]["compile_time_s"] = round(elapsed, 4)
-    cm.model.cfg.extra["compiler"]["layout"] = layout
-    return cm
+    return assemble(cr, stages, out_rep, extra, gate)
 
 
 class CompiledModel:

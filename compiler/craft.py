@@ -692,7 +692,7 @@ class Crafter:
         out_vals = sorted(self.vals(node))
         want_cat = self.is_cat(node)
         label = self.op_label(red, node)
-        single = (kind == "num" and unique_key(sel)) or len(getattr(v, "vals", {0: 0, 1: 1})) == 1
+        single = unique_key(sel) or len(getattr(v, "vals", {0: 0, 1: 1})) == 1
         if red == "mean" and not single:
             return self.general_mean(node, kind, k, q, v, default, out_vals, want_cat, label)
         rank, span = None, 0.0
