@@ -15,7 +15,7 @@ def cli_compile(args) -> int:
     prog = rasp.load(args.program)
     for w in prog.warnings:
         print(w.format(), file=sys.stderr)
-    cm = compile_program(prog, args.max_len, steps=args.steps)
+    cm = compile_program(prog, args.max_len, steps=args.steps, clock=not getattr(args, "no_clock", False))
     if args.output:
         cm.save(args.output)
         print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)

@@ -124,6 +124,7 @@ def with_clock(prog: ir.ProgramIR, length: int) -> tuple:
     at = items.index(loop)
     top.items = items[:at]
     T = b.count_sop(loop.count, top)
+    top.items.append(ir.Bind("T(clock)", T, loop.loc))      # names for the layout and drawings
 
     var = ir.LoopVar(CLOCK, ir.SOP, b.node(ir.Full(b.const(0, top)), top))
     var.state = ir.LoopState(new_loop, var)
@@ -136,6 +137,7 @@ def with_clock(prog: ir.ProgramIR, length: int) -> tuple:
     done = b.node(ir.Map("eq", (b.node(ir.Map("sub", (var.out, T)), top), b.const(0, top))), top)
     open_out = b.node(ir.Map("add", (prog.output, b.const(offset, top))), top)
     output = b.node(ir.Map("where", (done, prog.output, open_out)), top)
+    top.items += [ir.Bind("done(clock)", done, loop.loc), ir.Bind("output(clock)", output, loop.loc)]
     clocked = dataclasses.replace(prog, body=top, output=output, loops=[new_loop])
     return clocked, Clock(offset, str(loop.count))
 

@@ -235,6 +235,12 @@ class CompiledModel:
                  f"  compile     {s['compile_time_s']:.3f} s"]
         info = self.model.cfg.extra["compiler"]
         lines.append(f"  numeric tables cover lengths <= {info['design_length']} (--max-len {info['max_len']})")
+        clock = info.get("clock", {})
+        if "count" in clock:
+            lines.append(f"  clock       output margin peaks after exactly T = {clock['count']} iterations "
+                         "(confidence stopping finds T)")
+        elif info["has_loop"]:
+            lines.append(f"  clock       none: {clock.get('none', 'compiled before clocks existed')}")
         for stage in ("pre", "body", "post"):
             for i, layer in enumerate(self.layout.get(stage, [])):
                 lines.append(f"  {stage} {i}: " + "; ".join(layer))

@@ -53,6 +53,9 @@ def _build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--to", default="torch", choices=["torch"])
     compile_.add_argument("--max-len", type=int, default=64, help="compile-time length (default 64)")
     compile_.add_argument("--steps", type=int, default=None, help="fixed loop count instead of the params")
+    compile_.add_argument("--no-clock", action="store_true",
+                          help="leave out the halting clock (the output margin that peaks at step T(n), "
+                               "so that confidence stopping finds T)")
     compile_.add_argument("-o", "--output", help="directory to write (config.json, model.safetensors, program)")
     compile_.add_argument("--report", action="store_true", help="print layers, heads, widths, parameters, time")
 

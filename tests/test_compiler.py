@@ -358,3 +358,61 @@ def test_program_thorough_4x(path):
     rng = random.Random(7)
     batch = [x for n in range(1, 65, 3) for x in task_inputs(prog, path, rng, n)]
     assert_same(prog, cm, batch)
+
+
+# ---- the halting clock: maximum confidence (Fan et al. Eq. 2) finds T(n) ----------------------
+
+CLOCKED = ["parity", "copy", "addition", "binary_sum", "unique_set"]
+
+
+def confidence_steps(cm, batch, prog, t_max):
+    """Eq. 2 on a compiled model: per input, the step 1..t_max whose greedy
+    output has the lowest cross-entropy against itself on the scored positions."""
+    from trainer.stopping import confidence_ce
+    toks = cm.encode_batch(batch)
+    pos = torch.arange(toks.shape[1])
+    start = torch.tensor([prog.scored_start(x) for x in batch])
+    end = torch.tensor([len(x) for x in batch])
+    mask = (pos[None] >= start[:, None]) & (pos[None] < end[:, None])
+    with torch.no_grad():
+        logp = torch.log_softmax(cm.model.all_steps(toks, t_max), -1)
+    return (confidence_ce(logp, mask).argmin(0) + 1).tolist()
+
+
+@pytest.mark.parametrize("task", CLOCKED)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**31), long=st.booleans())
+def test_clock_makes_confidence_pick_the_interpreters_loop_count(task, seed, long):
+    prog, cm = compiled(ROOT / "programs" / f"{task}.rasp")
+    assert "count" in cm.config.extra["compiler"]["clock"]
+    rng = random.Random(seed)
+    top = 4 * N if long else N
+    batch = [prog.parse_input(" ".join(map(str, R.SAMPLERS[task](rng, rng.randint(1, top))))) for _ in range(6)]
+    result = prog.run_batch(batch)
+    T = [int(t) for t in result.steps[:, 0]]
+    assert confidence_steps(cm, batch, prog, max(T) + 6) == T
+    assert_same(prog, cm, batch)                 # the clock leaves the outputs alone
+
+
+@pytest.mark.parametrize("name, why", [("multiplication", "mul(n1, n)"), ("count", "until stable"),
+                                       ("histogram", "no loop")])
+def test_programs_without_a_clock_say_why(name, why):
+    prog, cm = compiled(ROOT / "programs" / f"{name}.rasp")
+    assert why in cm.config.extra["compiler"]["clock"]["none"]
+    assert ("clock       none" in cm.report()) == cm.has_loop
+
+
+def test_clock_can_be_left_out_and_costs_only_the_margin():
+    prog, with_clock = compiled(ROOT / "programs" / "parity.rasp")
+    plain = compile_program(prog, N, clock=False)
+    assert plain.config.extra["compiler"]["clock"] == {"none": "not asked for"}
+    assert plain.sizes()["params"] < with_clock.sizes()["params"]
+    rng = random.Random(3)
+    batch = [prog.parse_input(" ".join(map(str, R.sample_parity(rng, n)))) for n in (2, 5, 9)]
+    assert plain.run_batch(batch) == with_clock.run_batch(batch)
+    # without the clock every step is equally confident, so Eq. 2 cannot single out T
+    from trainer.stopping import confidence_ce
+    with torch.no_grad():
+        logp = torch.log_softmax(plain.model.all_steps(plain.encode_batch(batch[:1]), 8), -1)
+    ce = confidence_ce(logp, torch.ones(logp.shape[1:3], dtype=torch.bool))
+    assert float(ce.max() - ce.min()) < 1e-6

@@ -220,7 +220,7 @@ def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_pa
     out, hp, start, info, s = _compiled_finetune(tmp_path, task, steps=30, max_train_n=6, lr=1e-3)
     assert hp.guard and hp.keep_zeros and hp.freeze_fragile and hp.start_n == hp.max_train_n
     assert hp.guard_max_n >= 18                          # guard spans the compiled lengths
-    assert "embed.weight" in info["frozen"] and s["init_info"]["frozen"] == info["frozen"]
+    assert info["frozen"] and s["init_info"]["frozen"] == info["frozen"]
     lengths = [1, 3, 6, 7, 12, 18]
     assert set(_exact_by_length(start, task, hp, lengths).values()) == {1.0}     # exact before
     rows = metrics(out)
@@ -268,3 +268,30 @@ def test_compiled_finetune_bench_setting_stays_exact_to_3x(tmp_path):
     assert s["final_eval_acc"] == 1.0
     assert set(_exact_by_length(final, "parity", hp, [10, 11, 15, 20, 25, 30], samples=64).values()) == {1.0}
     assert metrics(out)[-1]["loss"] < metrics(out)[1]["loss"]
+
+
+@pytest.mark.parametrize("task", ["parity", "copy", "addition"])
+def test_confidence_stopping_picks_the_oracle_step_on_a_compiled_model(task):
+    """The compiled start's halting clock: Eq. 2 (per sample and per batch)
+    picks exactly T(n), beyond the training lengths too, and the threshold
+    rule stops each sample at T(n) instead of running to T_max."""
+    _need_compiler()
+    from trainer.initialise import initial_model
+    from trainer.presets import make_hparams
+    from trainer.tasks import get_task
+    hp = make_hparams("cpu", get_task(task), "compiled", max_train_n=6)
+    spec = get_model_spec("looped")
+    data = build_data(task, spec, hp)
+    model, info = initial_model(RunConfig(task=task, out="-", init="compiled", hp=hp), spec, hp, data, "cpu")
+    rng = np.random.default_rng(11)
+    mixed = data.batch(rng, [1, 2, 5, 6, 9, 14, 20, 3], train=False)
+    same = data.batch(rng, [13] * 8, train=False)
+    t_extra = data.task.t_max_extra
+    assert t_extra >= 5
+    for batch, rules in ((mixed, ("confidence", "threshold")), (same, ("confidence_batch",))):
+        for rule in rules:
+            out = objectives.evaluate_batch(spec, hp, model, batch, rule, t_extra)
+            assert torch.equal(out["chosen"], batch.steps), rule
+            assert bool(out["correct"].all()), rule
+            if rule == "threshold":
+                assert torch.equal(out["ran"], batch.steps)        # the compute really is saved
