@@ -279,7 +279,7 @@ def test_confidence_stopping_picks_the_oracle_step_on_a_compiled_model(task):
     from trainer.initialise import initial_model
     from trainer.presets import make_hparams
     from trainer.tasks import get_task
-    hp = make_hparams("cpu", get_task(task), "compiled", max_train_n=6)
+    hp = make_hparams("cpu", get_task(task), "compiled", max_train_n=6, freeze_fragile=False)
     spec = get_model_spec("looped")
     data = build_data(task, spec, hp)
     model, info = initial_model(RunConfig(task=task, out="-", init="compiled", hp=hp), spec, hp, data, "cpu")
@@ -295,3 +295,25 @@ def test_confidence_stopping_picks_the_oracle_step_on_a_compiled_model(task):
             assert bool(out["correct"].all()), rule
             if rule == "threshold":
                 assert torch.equal(out["ran"], batch.steps)        # the compute really is saved
+
+
+def test_paper_preset_builds_the_papers_model_and_trains(tmp_path):
+    """`--preset paper` is meant for a GPU; three steps on CPU check that it
+    builds Fan et al.'s configuration for the task and trains."""
+    out = tmp_path / "paper"
+    r = _cli("train", "--task", "parity", "--preset", "paper", "--no-progress", "--steps", "3",
+             "--batch-size", "8", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    hp = run["hparams"]
+    assert (hp["d_model"], hp["n_head"], hp["n_layer"], hp["lr"]) == (256, 64, 1, 1e-4)   # TASKS.md, parity
+    assert (hp["max_train_n"], hp["interval"], hp["steps"]) == (20, 1000, 3)
+    rows = [row for row in metrics(out) if "loss" in row]
+    assert rows and all(np.isfinite(row["loss"]) for row in rows)
+    assert checkpoint.load_model(checkpoint.latest(out)).cfg.d_model == 256
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    r = _cli("train", "--task", "parity", "--device", "cuda", "--steps", "1", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "no CUDA device" in r.stderr and "Traceback" not in r.stderr
