@@ -317,3 +317,31 @@ def test_paper_preset_builds_the_papers_model_and_trains(tmp_path):
 def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
     r = _cli("train", "--task", "parity", "--device", "cuda", "--steps", "1", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "no CUDA device" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("task", ["parity", "addition"])
+def test_merge_compression_is_exact_below_the_compiled_width(task):
+    """--compress (merge): dims that are never live together share a coordinate;
+    the narrower start is still exact at every length and its clock still
+    lets Eq. 2 pick T(n)."""
+    _need_compiler()
+    from trainer.initialise import initial_model
+    from trainer.presets import make_hparams
+    from trainer.tasks import get_task
+    hp = make_hparams("cpu", get_task(task), "compiled", max_train_n=6, freeze_fragile=False)
+    spec = get_model_spec("looped")
+    data = build_data(task, spec, hp)
+    full, info = initial_model(RunConfig(task=task, out="-", init="compiled", hp=hp), spec, hp, data, "cpu")
+    d = info["compiled_width"]
+    cfg = RunConfig(task=task, out="-", init="compiled", compress=d - 1, hp=hp)
+    _, first = initial_model(cfg, spec, hp, data, "cpu")
+    k = first["merged_width"]
+    assert k <= 0.85 * d, (k, d)
+    cfg.compress = k
+    small, _ = initial_model(cfg, spec, hp, data, "cpu")
+    assert small.cfg.d_model == k and small.num_params() < full.num_params()
+    lengths = [1, 3, 6, 9, 14, 20]
+    assert set(_exact_by_length(small, task, hp, lengths).values()) == {1.0}
+    batch = data.batch(np.random.default_rng(2), lengths, train=False)
+    out = objectives.evaluate_batch(spec, hp, small, batch, "confidence", data.task.t_max_extra)
+    assert torch.equal(out["chosen"], batch.steps) and bool(out["correct"].all())

@@ -38,7 +38,9 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--init", default="random", choices=["random", "compiled"])
     p.add_argument("--compress", type=int, default=None, metavar="D",
                    help="with --init compiled: project the compiled model into width D")
-    p.add_argument("--compress-method", default="pca", choices=["pca", "random"])
+    p.add_argument("--compress-method", default="merge", choices=["merge", "pca", "random"],
+                   help="merge: share coordinates between dims that are never live together (exact), "
+                        "then PCA below that width; pca; random")
     p.add_argument("--preset", default="cpu", help=f"one of: {', '.join(PRESETS)}")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")

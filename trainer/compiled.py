@@ -5,19 +5,25 @@ rows are gathered by token value (the BOS row is kept), unembedding rows too,
 and output tokens the compiled model never produces get weight 0 and a very
 negative bias, so the argmax is unchanged.
 
-`compress` projects the residual stream of a (norm-free) compiled model into
-a smaller width D with a matrix P [D, d] whose rows are orthonormal: readers
-W become W Pᵀ, writers W become P W.  Dimensions that carry fixed position
-features stay coordinate axes (the features are added to a single residual
-dimension).  With D = d this is an exact rotation; with D < d it loses what
-lies outside P's row space, which training then recovers.  `pca` keeps the
-directions where the residual stream actually lives; `random` is a random
-orthonormal projection.
+`compress` maps the residual stream of a (norm-free) compiled model into a
+smaller width D with a matrix P [D, d]: readers W become W Pᵀ, writers W
+become P W.  Dimensions that carry fixed position features stay coordinate
+axes (the features are added to a single residual dimension).  `shrink`
+picks P:
+
+* `merge` (default): dims whose live ranges never clash share a coordinate
+  (`liveness_conflicts`, `merge_projection`); exact, and usually far below
+  the compiled width.  Below the merged width it continues with `pca` on the
+  merged model.
+* `pca`: the orthonormal directions where the residual stream lives (exact
+  down to its rank; beyond that training has to recover what was dropped).
+* `random`: a random orthonormal projection (exact only at D = d).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+import networkx as nx
 import torch
 
 from rasp.errors import RaspError
@@ -156,26 +162,80 @@ def _writers(model):
         yield from (blk.attn.o, blk.mlp.down)
 
 
+def _sites(model):
+    """(module, readers) for every place the residual stream is read: each
+    block's input (attention q/k/v), each MLP's input, the unembedding."""
+    for blk in [*model.prelude, *model.body, *model.postlude]:
+        yield blk, (blk.attn.q, blk.attn.k, blk.attn.v)
+        yield blk.mlp, (blk.mlp.up,)
+    yield model.unembed, (model.unembed,)
+
+
 @torch.no_grad()
-def residual_second_moment(model: LoopedTransformer, tokens: torch.Tensor, steps: int) -> torch.Tensor:
-    """Σ x xᵀ over every residual state the model visits (block inputs, the
-    state after attention, the final states)."""
+def _visit(model, tokens: torch.Tensor, steps: int, visit):
+    """Run `steps` iterations and call visit(x [N, d], read_mask [d]) with the
+    residual stream at every site, each time the site is reached."""
     d = model.cfg.d_model
-    acc = torch.zeros(d, d, dtype=torch.float64)
+    hooks = []
+    for module, readers in _sites(model):
+        reads = torch.zeros(d, dtype=torch.bool)
+        for lin in readers:
+            reads |= (lin.weight != 0).any(0)
+        def hook(_module, args, r=reads):
+            visit(args[0].reshape(-1, d), r)         # returns None: the input is not replaced
 
-    def grab(_m, args):
-        x = args[0].reshape(-1, d).double()
-        acc.add_(x.T @ x)
-
-    hooks = [blk.register_forward_pre_hook(grab) for blk in [*model.prelude, *model.body, *model.postlude]]
-    hooks += [blk.mlp.register_forward_pre_hook(grab) for blk in [*model.prelude, *model.body, *model.postlude]]
-    hooks.append(model.unembed.register_forward_pre_hook(grab))
+        hooks.append(module.register_forward_pre_hook(hook))
     try:
         model.all_steps(tokens, steps)
     finally:
         for h in hooks:
             h.remove()
+
+
+def residual_second_moment(model: LoopedTransformer, tokens: torch.Tensor, steps: int) -> torch.Tensor:
+    """Σ x xᵀ over every residual state the model visits."""
+    d = model.cfg.d_model
+    acc = torch.zeros(d, d, dtype=torch.float64)
+    _visit(model, tokens, steps, lambda x, _r: acc.add_(x.double().T @ x.double()))
     return acc
+
+
+def liveness_conflicts(model: LoopedTransformer, tokens: torch.Tensor, steps: int,
+                       tol: float = 1e-3) -> torch.Tensor:
+    """[d, d] bool: residual dims that cannot share one coordinate, because at
+    some site both are nonzero, or one is nonzero where a layer reads the other
+    (it would read the wrong value).  A compiled model cancels each temporary
+    after its last use, so many dims are live only for a few layers."""
+    d = model.cfg.d_model
+    clash = torch.zeros(d, d, dtype=torch.bool)
+
+    def visit(x, reads):
+        live = (x.abs() > tol).any(0)
+        clash.logical_or_(live[:, None] & (live | reads)[None, :])
+        clash.logical_or_(reads[:, None] & live[None, :])
+
+    _visit(model, tokens, steps, visit)
+    return clash
+
+
+def merge_projection(model: LoopedTransformer, clash: torch.Tensor) -> torch.Tensor:
+    """P [k, d] with 0/1 entries: dims that never clash share a coordinate
+    (a greedy colouring of the clash graph, like register allocation); the
+    position-feature dims come first, one coordinate each.  Exact on every
+    input whose liveness the `clash` sample covered."""
+    d = model.cfg.d_model
+    fixed = sorted({int(dim) for _, dim in model.cfg.position_features})
+    g = nx.Graph()
+    g.add_nodes_from(range(d))
+    g.add_edges_from((i, j) for i, j in torch.nonzero(clash).tolist() if i != j)
+    g.add_edges_from((f, j) for f in fixed for j in range(d) if j != f)
+    colour = nx.greedy_color(g, strategy="largest_first")
+    order = [colour[f] for f in fixed]
+    order += sorted(set(colour.values()) - set(order))
+    P = torch.zeros(len(order), d, dtype=torch.float64)
+    for dim, c in colour.items():
+        P[order.index(c), dim] = 1.0
+    return P
 
 
 def projection(model: LoopedTransformer, width: int, method: str, seed: int = 0,
@@ -230,3 +290,22 @@ def compress(model: LoopedTransformer, P: torch.Tensor) -> LoopedTransformer:
             a.bias.copy_(P @ b.bias)
     model.to(torch.float32)
     return new.to(torch.float32)
+
+
+def shrink(model: LoopedTransformer, width: int, method: str, tokens: torch.Tensor, steps: int,
+           seed: int = 0):
+    """The compiled start in `width` dims -> (model, info).  `tokens` and
+    `steps`: inputs of every length the model is meant for (liveness and the
+    PCA moment are measured on them)."""
+    info = {"compressed_to": width, "compress_method": method}
+    if method == "merge":
+        d = model.cfg.d_model
+        if width > d:
+            raise RaspError(f"--compress {width}: must lie below the compiled width {d}")
+        P = merge_projection(model, liveness_conflicts(model, tokens, steps))
+        info["merged_width"] = P.shape[0]
+        if width >= P.shape[0]:           # exact; spare coordinates start unused (zero)
+            return compress(model, torch.cat([P, P.new_zeros(width - P.shape[0], d)])), info
+        model, method = compress(model, P), "pca"
+    moment = residual_second_moment(model, tokens, steps) if method == "pca" else None
+    return compress(model, projection(model, width, method, seed, moment)), info

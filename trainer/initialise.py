@@ -45,11 +45,10 @@ def initial_model(cfg, spec, hp, data, device):
         n_hi = compiled_max_n(data.task, hp.max_train_n)
         lengths = rng.integers(data.task.min_n, n_hi + 1, size=128)
         batch = data.batch(rng, lengths, train=True)
-        moment = (compiled.residual_second_moment(model, batch.tokens, int(batch.steps.max()))
-                  if cfg.compress_method == "pca" else None)
-        P = compiled.projection(model, cfg.compress, cfg.compress_method, hp.seed, moment)
-        model = compiled.compress(model, P)
-        info.update(compressed_to=cfg.compress, compress_method=cfg.compress_method)
+        # T_max steps, so liveness also covers the steps confidence stopping runs
+        model, shrunk = compiled.shrink(model, cfg.compress, cfg.compress_method, batch.tokens,
+                                        int(batch.steps.max()) + data.task.t_max_extra, hp.seed)
+        info.update(shrunk)
     if hp.freeze_fragile:
         info["frozen"] = fragile_tensors(model, spec, hp, data)
     info["params"] = model.num_params()

@@ -34,7 +34,7 @@ class RunConfig:
     model: str = "looped"
     init: str = "random"            # "random" | "compiled"
     compress: Optional[int] = None  # compiled init projected into this width
-    compress_method: str = "pca"
+    compress_method: str = "merge"
     preset: str = "cpu"
     device: str = "cpu"
     hp: HParams = field(default_factory=HParams)
