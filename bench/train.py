@@ -35,7 +35,7 @@ def run_one(out: Path, task: str, init: str, args) -> dict:
     # "compiled0": the compiled start itself, evaluated without any training;
     # "compiled_trainguard": the fine-tune without length protection (guard
     # sample from the training lengths only, nothing frozen), for comparison
-    over = dict(steps={"random": args.steps, "compiled0": 0}.get(init, args.finetune_steps))
+    over = dict(steps={"random": args.steps, "compiled0": 0, "compressed0": 0}.get(init, args.finetune_steps))
     if init == "compiled_trainguard":
         over.update(freeze_fragile=False, guard_max_n=0)
     if args.d_model:
@@ -45,8 +45,8 @@ def run_one(out: Path, task: str, init: str, args) -> dict:
     hp = make_hparams("cpu", get_task(task), "random" if init == "random" else "compiled", **over)
     hp.eval_every = 100 if init == "random" else 50
     cfg = RunConfig(task=task, out=str(out), init=init, hp=hp, progress=not args.quiet,
-                    compress=args.compress if init == "compressed" else None)
-    if init in ("compressed", "compiled0", "compiled_trainguard"):
+                    compress=args.compress if init.startswith("compressed") else None)
+    if init in ("compressed", "compressed0", "compiled0", "compiled_trainguard"):
         cfg.init = "compiled"
     t0 = time.perf_counter()
     summary = train(cfg)
@@ -71,7 +71,7 @@ def main(argv=None):
     ap.add_argument("--out", default="runs/bench_train")
     ap.add_argument("--tasks", default="parity,copy")
     ap.add_argument("--inits", default="random,compiled0,compiled",
-                    help="random, compiled0, compiled, compiled_trainguard")
+                    help="random, compiled0, compiled, compiled_trainguard (--compress D adds compressed0, compressed)")
     ap.add_argument("--stops", default="oracle,confidence,threshold")
     ap.add_argument("--steps", type=int, default=None, help="random-init steps (default: cpu preset)")
     ap.add_argument("--finetune-steps", type=int, default=300)
@@ -89,7 +89,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    inits = args.inits.split(",") + (["compressed"] if args.compress else [])
+    inits = [i for i in args.inits.split(",") if i] + (["compressed0", "compressed"] if args.compress else [])
     results = []
     for task in args.tasks.split(","):
         curves, labels, train_max = [], [], None

@@ -345,3 +345,9 @@ def test_merge_compression_is_exact_below_the_compiled_width(task):
     batch = data.batch(np.random.default_rng(2), lengths, train=False)
     out = objectives.evaluate_batch(spec, hp, small, batch, "confidence", data.task.t_max_extra)
     assert torch.equal(out["chosen"], batch.steps) and bool(out["correct"].all())
+
+
+def test_diverging_training_stops_with_a_clear_error(tmp_path):
+    out = tmp_path / "nan"
+    r = _cli(*TRAIN_ARGS[:-2], "--batch-size", "16", "--steps", "30", "--lr", "1e30", "--out", str(out))
+    assert r.returncode == 2 and "training diverged" in r.stderr and "Traceback" not in r.stderr

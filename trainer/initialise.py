@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError
-from trainer import compiled
+from trainer import compiled, stopping
 from trainer.presets import compiled_max_n
 
 
@@ -46,26 +46,46 @@ def initial_model(cfg, spec, hp, data, device):
         lengths = rng.integers(data.task.min_n, n_hi + 1, size=128)
         batch = data.batch(rng, lengths, train=True)
         # T_max steps, so liveness also covers the steps confidence stopping runs
-        model, shrunk = compiled.shrink(model, cfg.compress, cfg.compress_method, batch.tokens,
-                                        int(batch.steps.max()) + data.task.t_max_extra, hp.seed)
+        model, shrunk, exact = compiled.shrink(model, cfg.compress, cfg.compress_method, batch.tokens,
+                                               int(batch.steps.max()) + data.task.t_max_extra, hp.seed)
         info.update(shrunk)
+    else:
+        exact = model
     if hp.freeze_fragile:
-        info["frozen"] = fragile_tensors(model, spec, hp, data)
+        # probed on an exact model: after a lossy projection the same tensors
+        # carry the same length-scaled quantities, but the probe needs exactness
+        info["frozen"] = fragile_tensors(exact, spec, hp, data)
     info["params"] = model.num_params()
     return model.to(device), info
+
+
+def has_clock(model) -> bool:
+    """Whether a compiled model carries the halting clock (compiler/clock.py)."""
+    return "count" in model.cfg.extra.get("compiler", {}).get("clock", {})
 
 
 def fragile_tensors(model, spec, hp, data, samples: int = 32) -> list:
     """The compiled start's length-fragile tensors (compiled.length_fragile),
     probed at the longest training length and at the longest compiled length;
-    labels from the task program.  Empty if the start is not exact there."""
+    labels from the task program.  Empty if the start is not exact there.
+    With a halting clock, "exact" also asks that maximum confidence (Eq. 2)
+    picks T(n), so the tensors the clock depends on at long lengths are kept
+    too."""
     rng = np.random.default_rng([hp.seed, 31])
     n_long = compiled_max_n(data.task, hp.max_train_n)
     short = data.batch(rng, [hp.max_train_n] * samples, train=True)
     long = data.batch(rng, [n_long] * samples, train=True)
+    t_extra = data.task.t_max_extra if has_clock(model) else 0
 
     def exact(b):
-        return lambda: bool(((model(b.tokens, b.steps).argmax(-1) == b.targets) | ~b.mask).all())
+        if not t_extra:
+            return lambda: bool(((model(b.tokens, b.steps).argmax(-1) == b.targets) | ~b.mask).all())
+
+        def exact_and_confident():
+            stats = stopping.step_stats(model.all_steps(b.tokens, int(b.steps.max()) + t_extra), b.targets, b.mask)
+            chosen = stopping.choose_steps("confidence", stats, b.steps)
+            return bool(torch.equal(chosen, b.steps) and stopping.pick(stats, chosen)[0].all())
+        return exact_and_confident
 
     with torch.no_grad():
         if not (exact(short)() and exact(long)()):

@@ -161,6 +161,10 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         batch = data.make_batch(inputs[sl], lengths[sl]).to(device)
         model.train()
         loss, acc = objectives.train_step_outputs(spec, hp, net, batch)
+        if not math.isfinite(d.mean(float(loss.detach()))):     # every rank sees the same verdict
+            raise RaspError(f"training diverged at step {step + 1}: the loss is not finite "
+                            f"(lr {lr:.3g}; try a smaller --lr, or --guard on).  The last checkpoint in "
+                            f"{out} is intact")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if hp.keep_zeros:   # a compiled circuit's zero weights stay exactly zero
