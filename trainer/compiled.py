@@ -294,10 +294,13 @@ def compress(model: LoopedTransformer, P: torch.Tensor) -> LoopedTransformer:
 
 def shrink(model: LoopedTransformer, width: int, method: str, tokens: torch.Tensor, steps: int,
            seed: int = 0):
-    """The compiled start in `width` dims -> (model, info).  `tokens` and
-    `steps`: inputs of every length the model is meant for (liveness and the
-    PCA moment are measured on them)."""
+    """The compiled start in `width` dims -> (model, info, exact): `exact` is
+    the narrowest exact model on the way (the merged one, or the compiled
+    one), for the fragility probe.  `tokens` and `steps`: inputs of every
+    length the model is meant for (liveness and the PCA moment are measured
+    on them)."""
     info = {"compressed_to": width, "compress_method": method}
+    exact = model
     if method == "merge":
         d = model.cfg.d_model
         if width > d:
@@ -305,7 +308,9 @@ def shrink(model: LoopedTransformer, width: int, method: str, tokens: torch.Tens
         P = merge_projection(model, liveness_conflicts(model, tokens, steps))
         info["merged_width"] = P.shape[0]
         if width >= P.shape[0]:           # exact; spare coordinates start unused (zero)
-            return compress(model, torch.cat([P, P.new_zeros(width - P.shape[0], d)])), info
-        model, method = compress(model, P), "pca"
+            small = compress(model, torch.cat([P, P.new_zeros(width - P.shape[0], d)]))
+            return small, info, small
+        model = exact = compress(model, P)
+        method = "pca"
     moment = residual_second_moment(model, tokens, steps) if method == "pca" else None
-    return compress(model, projection(model, width, method, seed, moment)), info
+    return compress(model, projection(model, width, method, seed, moment)), info, exact

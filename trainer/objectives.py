@@ -24,7 +24,11 @@ def iterations(spec, hp, batch) -> torch.Tensor:
 
 def train_step_outputs(spec, hp, model, batch):
     """-> (loss, exact-match fraction) on a training batch."""
-    logits = model(batch.tokens, iterations(spec, hp, batch))
+    return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch)
+
+
+def loss_and_accuracy(logits, batch):
+    """FAP loss and exact match of the logits [B, L, V] each sample stopped at."""
     # Eq. 1: expectation over samples of each sample's (token-averaged) loss, so
     # equal data-parallel shards average to exactly the full-batch gradient.
     tok = F.cross_entropy(logits.float().transpose(1, 2), batch.targets, reduction="none")

@@ -17,9 +17,9 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError
-from trainer import checkpoint, distributed, objectives
+from trainer import checkpoint, distributed, objectives, stopping
 from trainer.data import TaskData
-from trainer.initialise import initial_model
+from trainer.initialise import has_clock, initial_model
 from trainer.labels import ProgramLabeler
 from trainer.models import get_model_spec
 from trainer.presets import HParams
@@ -140,6 +140,8 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
                dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
     t_start, t_last, last_step = time.perf_counter(), time.perf_counter(), step
     gb = guard_batch(data, hp, device) if hp.guard else None
+    # a compiled start's halting clock: the guard also keeps Eq. 2 finding T(n)
+    clock_extra = data.task.t_max_extra if hp.guard and spec.adaptive and has_clock(model) else 0
 
     def save(at: int):
         if d.main:
@@ -176,7 +178,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
         if hp.guard:
             rejected += _guarded_step(spec, hp, net, model, opt, batch, d, float(loss.detach()), float(acc),
-                                      guard, gb)
+                                      guard, gb, clock_extra)
         else:
             opt.step()
         step += 1
@@ -238,28 +240,38 @@ def guard_batch(data, hp, device):
     return [data.batch(rng, chunk, train=True).to(device) for chunk in np.array_split(lengths, 4)]
 
 
-def _guard_eval(spec, hp, net, gb):
-    """-> (mean per-sample loss, exact-match fraction) over the guard batches."""
-    loss, correct = 0.0, 0
+def _guard_eval(spec, hp, net, gb, clock_extra: int = 0):
+    """-> (mean per-sample loss, exact-match fraction, fraction where maximum
+    confidence over T(n) + clock_extra steps picks T(n)) over the guard
+    batches (the last is 1 without a clock: clock_extra = 0)."""
+    loss, correct, confident = 0.0, 0, 0
     total = sum(len(b) for b in gb)
     with torch.no_grad():
         for b in gb:
-            l, a = objectives.train_step_outputs(spec, hp, net, b)
+            if clock_extra:
+                every = getattr(net, "module", net).all_steps(b.tokens, int(b.steps.max()) + clock_extra)
+                l, a = objectives.loss_and_accuracy(every[b.steps - 1, torch.arange(len(b))], b)
+                stats = stopping.step_stats(every, b.targets, b.mask)
+                confident += int((stopping.choose_steps("confidence", stats, b.steps) == b.steps).sum())
+            else:
+                l, a = objectives.train_step_outputs(spec, hp, net, b)
+                confident += len(b)
             loss += float(l) * len(b) / total
             correct += round(float(a) * len(b))
-    return loss, correct / total
+    return loss, correct / total, confident / total
 
 
-def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb) -> int:
+def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb, clock_extra=0) -> int:
     """Keep the optimizer step only if the loss on the current batch does not
     rise and, on a fixed guard sample of the training distribution, the loss
-    does not rise and exact match does not fall; otherwise undo it and halve
+    does not rise and exact match does not fall (nor, for a start with a
+    halting clock, the share where Eq. 2 picks T(n)); otherwise undo it and halve
     the step size (regrown x2 per kept step, up to 1).  Compiled weights sit
     on a knife edge (a 1e-9 change to a residual writer can flip a hard
     attention), so this is what keeps fine-tuning from destroying exactness.
     Returns 1 if the step was rejected."""
     if "loss" not in guard:
-        guard["loss"], guard["acc"] = _guard_eval(spec, hp, net, gb)
+        guard["loss"], guard["acc"], guard["confident"] = _guard_eval(spec, hp, net, gb, clock_extra)
     params = [p.detach().clone() for p in model.parameters()]
     opt_state = copy.deepcopy(opt.state_dict())
     opt.step()
@@ -268,10 +280,10 @@ def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb) -> 
     before, after = d.mean(loss), d.mean(float(new_loss))
     ok = math.isfinite(after) and after <= before and d.mean(float(new_acc)) >= d.mean(acc)
     if ok:
-        g_loss, g_acc = _guard_eval(spec, hp, net, gb)
-        ok = g_loss <= guard["loss"] and g_acc >= guard["acc"]
+        g_loss, g_acc, g_conf = _guard_eval(spec, hp, net, gb, clock_extra)
+        ok = g_loss <= guard["loss"] and g_acc >= guard["acc"] and g_conf >= guard.get("confident", 0.0)
     if ok:
-        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc)
+        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc, confident=g_conf)
         return 0
     with torch.no_grad():
         for p, old in zip(model.parameters(), params):
