@@ -217,7 +217,8 @@ def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_pa
     """Fine-tuning a compiled start on n <= 6 keeps it exact up to 3x that
     (the guard sample spans the compiled lengths; length-fragile tensors are frozen)."""
     _need_compiler()
-    out, hp, start, info, s = _compiled_finetune(tmp_path, task, steps=30, max_train_n=6, lr=1e-3)
+    out, hp, start, info, s = _compiled_finetune(tmp_path, task, steps=30, max_train_n=6, lr=1e-3,
+                                                 guard_samples=64)
     assert hp.guard and hp.keep_zeros and hp.freeze_fragile and hp.start_n == hp.max_train_n
     assert hp.guard_max_n >= 18                          # guard spans the compiled lengths
     assert info["frozen"] and s["init_info"]["frozen"] == info["frozen"]
