@@ -179,21 +179,28 @@ class ValueSets:
         bound = host_bound(self.ir, loop.count, self.length)
         const = bound is not None and bound <= MAX_ITER
         cap = bound if const else MAX_ITER
+        body = [n for n in loop.body.nodes() if self.keep is None or n in self.keep]
+        grown = None             # None: the first pass computes every body node
         for _ in range(max(cap, 0)):
-            body = [n for n in loop.body.nodes() if self.keep is None or n in self.keep]
+            # recompute only what depends on a variable whose set grew (a step
+            # counter grows every iteration; the rest of the body need not be redone)
             for n in body:
-                self.sets.pop(n, None)
+                if grown is None or any(i in grown for i in n.inputs):
+                    self.sets.pop(n, None)
+                    if grown is not None:
+                        grown.add(n)
             for n in body:
                 self.get(n)
-            grew = False
+            grown = set()
             for var in vars_:
                 new = self.sets[var.state] | self.get(var.update)
                 if len(new) > MAX_SET:
                     raise self.error(var.update, f"the values of loop variable '{var.name}' grow without "
                                      "bound; the compiler needs a finite value set")
                 if new != self.sets[var.state]:
-                    self.sets[var.state], grew = new, True
-            if not grew:
+                    self.sets[var.state] = new
+                    grown.add(var.state)
+            if not grown:
                 return
         if const:
             return
