@@ -229,6 +229,10 @@ def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_pa
     assert rows[-1]["rejected"] < 30                     # steps were taken
     final = checkpoint.load_model(checkpoint.latest(out))
     assert set(_exact_by_length(final, task, hp, lengths).values()) == {1.0}     # ... and after
+    spec, data = get_model_spec("looped"), build_data(task, get_model_spec("looped"), hp)
+    mixed = data.batch(np.random.default_rng(4), lengths * 4, train=False)
+    conf = objectives.evaluate_batch(spec, hp, final, mixed, "confidence", data.task.t_max_extra)
+    assert torch.equal(conf["chosen"], mixed.steps) and bool(conf["correct"].all())   # the clock survives
     pairs = {k: (a, final.state_dict()[k]) for k, a in start.state_dict().items()}
     assert any(not torch.equal(a, b) for a, b in pairs.values())                # it really trained
     assert all(torch.equal(a == 0, b == 0) for a, b in pairs.values())          # the circuit's zeros stay zero

@@ -33,6 +33,11 @@ NEG_BIAS = -1e4
 TIE_BREAK = 1e-3
 
 
+def has_clock(model: LoopedTransformer) -> bool:
+    """Whether a compiled model carries the halting clock (compiler/clock.py)."""
+    return "count" in model.cfg.extra.get("compiler", {}).get("clock", {})
+
+
 def compile_task_model(program, max_len: int) -> LoopedTransformer:
     try:
         from compiler import compile_program

@@ -59,11 +59,6 @@ def initial_model(cfg, spec, hp, data, device):
     return model.to(device), info
 
 
-def has_clock(model) -> bool:
-    """Whether a compiled model carries the halting clock (compiler/clock.py)."""
-    return "count" in model.cfg.extra.get("compiler", {}).get("clock", {})
-
-
 def fragile_tensors(model, spec, hp, data, samples: int = 32) -> list:
     """The compiled start's length-fragile tensors (compiled.length_fragile),
     probed at the longest training length and at the longest compiled length;
@@ -75,7 +70,7 @@ def fragile_tensors(model, spec, hp, data, samples: int = 32) -> list:
     n_long = compiled_max_n(data.task, hp.max_train_n)
     short = data.batch(rng, [hp.max_train_n] * samples, train=True)
     long = data.batch(rng, [n_long] * samples, train=True)
-    t_extra = data.task.t_max_extra if has_clock(model) else 0
+    t_extra = data.task.t_max_extra if compiled.has_clock(model) else 0
 
     def exact(b, confident=False):
         if not (confident and t_extra):
@@ -83,8 +78,7 @@ def fragile_tensors(model, spec, hp, data, samples: int = 32) -> list:
 
         def exact_and_confident():
             stats = stopping.step_stats(model.all_steps(b.tokens, int(b.steps.max()) + t_extra), b.targets, b.mask)
-            chosen = stopping.choose_steps("confidence", stats, b.steps)
-            return bool(torch.equal(chosen, b.steps) and stopping.pick(stats, chosen)[0].all())
+            return bool(stopping.confidence_finds(stats, b.steps).all() and stopping.pick(stats, b.steps)[0].all())
         return exact_and_confident
 
     with torch.no_grad():

@@ -59,6 +59,11 @@ def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor) -> tor
     raise ValueError(f"rule {rule!r} is not chosen from all steps")
 
 
+def confidence_finds(stats: StepStats, oracle_steps: torch.Tensor) -> torch.Tensor:
+    """[B] bool: Eq. 2 picks each sample's own T(n)."""
+    return choose_steps("confidence", stats, oracle_steps) == oracle_steps
+
+
 def pick(stats: StepStats, chosen: torch.Tensor):
     """Exact match and predictions at each sample's chosen step."""
     idx = torch.arange(chosen.shape[0], device=chosen.device)

@@ -18,8 +18,9 @@ from tqdm import tqdm
 
 from rasp.errors import RaspError
 from trainer import checkpoint, distributed, objectives, stopping
+from trainer.compiled import has_clock
 from trainer.data import TaskData
-from trainer.initialise import has_clock, initial_model
+from trainer.initialise import initial_model
 from trainer.labels import ProgramLabeler
 from trainer.models import get_model_spec
 from trainer.presets import HParams
@@ -252,7 +253,7 @@ def _guard_eval(spec, hp, net, gb, clock_extra: int = 0):
                 every = getattr(net, "module", net).all_steps(b.tokens, int(b.steps.max()) + clock_extra)
                 l, a = objectives.loss_and_accuracy(every[b.steps - 1, torch.arange(len(b))], b)
                 stats = stopping.step_stats(every, b.targets, b.mask)
-                confident += int((stopping.choose_steps("confidence", stats, b.steps) == b.steps).sum())
+                confident += int(stopping.confidence_finds(stats, b.steps).sum())
             else:
                 l, a = objectives.train_step_outputs(spec, hp, net, b)
                 confident += len(b)
