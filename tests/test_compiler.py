@@ -88,14 +88,19 @@ HEADS = {
 }
 
 
+def assert_exhaustive(line, vocab, up_to, seed):
+    """Compile `line` at --max-len 4; every input up to `up_to` tokens, and 30
+    random ones of 16 tokens (4x), give the interpreter's outputs."""
+    prog = loads("input seq: {" + ", ".join(map(str, vocab)) + "}\n" + line + "\n")
+    cm = compile_program(prog, 4)
+    assert_same(prog, cm, [x for n in range(1, up_to + 1) for x in all_inputs(vocab, n)])
+    rng = random.Random(seed)
+    assert_same(prog, cm, [[rng.choice(vocab) for _ in range(16)] for _ in range(30)])
+
+
 @pytest.mark.parametrize("name", sorted(HEADS))
 def test_one_head_exhaustive(name):
-    prog = loads("input seq: {0, 1, 2}\n" + HEADS[name] + "\n")
-    cm = compile_program(prog, 4)
-    batch = [x for n in range(1, 6) for x in all_inputs([0, 1, 2], n)]
-    assert_same(prog, cm, batch)
-    rng = random.Random(1)
-    assert_same(prog, cm, [[rng.choice([0, 1, 2]) for _ in range(16)] for _ in range(30)])  # 4x
+    assert_exhaustive(HEADS[name], [0, 1, 2], 5, seed=1)
 
 
 def test_sel_width_is_exact_beyond_ten():
@@ -121,12 +126,7 @@ MAPS = {
 
 @pytest.mark.parametrize("name", sorted(MAPS))
 def test_one_map_exhaustive(name):
-    prog = loads("input seq: {0, 1, 2, 3}\n" + MAPS[name] + "\n")
-    cm = compile_program(prog, 4)
-    batch = [x for n in range(1, 5) for x in all_inputs([0, 1, 2, 3], n)]
-    assert_same(prog, cm, batch)
-    rng = random.Random(2)
-    assert_same(prog, cm, [[rng.choice([0, 1, 2, 3]) for _ in range(16)] for _ in range(30)])
+    assert_exhaustive(MAPS[name], [0, 1, 2, 3], 4, seed=2)
 
 
 def test_two_input_map_is_compact():

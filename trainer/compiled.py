@@ -156,17 +156,6 @@ def length_fragile(model: LoopedTransformer, short_exact, long_exact, seeds: int
 
 # ---- compression ----------------------------------------------------------
 
-def _readers(model):
-    for blk in [*model.prelude, *model.body, *model.postlude]:
-        yield from (blk.attn.q, blk.attn.k, blk.attn.v, blk.mlp.up)
-    yield model.unembed
-
-
-def _writers(model):
-    for blk in [*model.prelude, *model.body, *model.postlude]:
-        yield from (blk.attn.o, blk.mlp.down)
-
-
 def _sites(model):
     """(module, readers) for every place the residual stream is read: each
     block's input (attention q/k/v), each MLP's input, the unembedding."""
@@ -174,6 +163,16 @@ def _sites(model):
         yield blk, (blk.attn.q, blk.attn.k, blk.attn.v)
         yield blk.mlp, (blk.mlp.up,)
     yield model.unembed, (model.unembed,)
+
+
+def _readers(model):
+    for _site, readers in _sites(model):
+        yield from readers
+
+
+def _writers(model):
+    for blk in [*model.prelude, *model.body, *model.postlude]:
+        yield from (blk.attn.o, blk.mlp.down)
 
 
 @torch.no_grad()
