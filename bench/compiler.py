@@ -13,7 +13,7 @@ batch.
 --coverage: every program in programs/, every library function of LANGUAGE.md
 section 5 used alone, and the shapes issue 8 names, as one markdown table:
 compiled or refused (the reason's first line), size, and the largest length
-checked exact (lengths max-len, 2x, ... up to --search-to, default 8x).
+checked exact (lengths max-len, 2x, ... up to --search-to, default 4x).
 """
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.coverage:
         max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16
-        search_to = args.search_to or 8 * max_len
+        search_to = args.search_to or 4 * max_len
         command = "python bench/compiler.py --coverage" + (f" --max-len {max_len}" if max_len != 16 else "") \
             + (f" --search-to {args.search_to}" if args.search_to else "") + (f" -o {args.out}" if args.out else "")
         text = coverage(max_len, search_to, args.check, args.seed, command)

@@ -141,6 +141,9 @@ class Gen:
 
     # -- small pieces --
     def const(self, lo=-3, hi=5) -> int:
+        """A small int, now and then a large one (scaled means such as Tracr's frac_prevs)."""
+        if self.ch.chance(0.08):
+            return self.ch.choice([10, 100, 1000, -1000])
         return self.ch.int(lo, hi)
 
     def fresh(self) -> str:
