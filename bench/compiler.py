@@ -157,7 +157,8 @@ def coverage_row(name, prog, path, max_len, search_to, n_check, seed) -> str:
         compile_s = time.perf_counter() - t0
     except RaspError as e:
         where = f"line {e.loc.line}" if e.loc else "no location"
-        return f"| {name} | refused ({where}): {e.message.splitlines()[0]} | | | | |"
+        kind = "**internal error**" if "internal" in e.message else "refused"
+        return f"| {name} | {kind} ({where}): {e.message.splitlines()[0]} | | | | |"
     except Exception as e:        # an internal error: the table must show it, not hide it
         return f"| {name} | **internal error**: {type(e).__name__}: {e} | | | | |"
     s = cm.sizes()
