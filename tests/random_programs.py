@@ -447,7 +447,3 @@ def random_program(rng: random.Random) -> str:
 def programs(draw) -> str:
     """Hypothesis strategy: a random program's source text."""
     return generate(DrawChooser(draw))
-
-
-def vocab_of(prog) -> list:
-    return list(prog.ir.vocab)
