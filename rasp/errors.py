@@ -5,7 +5,6 @@ A `RaspError` located in a program prints as
 """
 from __future__ import annotations
 
-import unicodedata
 from typing import Optional
 
 from .ir import Loc
@@ -14,13 +13,13 @@ SHOWN_CHARS = 60           # longer user text (a token, a --param value) is shor
 
 
 def printable(text: str) -> str:
-    """`text` with control, format and line/paragraph-separator characters
-    escaped (`\\x1b`, `\\u2028`): user text echoed in a message can neither
+    """`text` with control, format and separator characters (all but the
+    plain space) escaped (`\\x1b`, `\\u2028`): user text echoed in a message can neither
     move the cursor nor forge lines.  Tabs stay (the caret line expands them)."""
     if text.isprintable():
         return text
-    return "".join(ch if ch == "\t" or ch.isprintable() or unicodedata.category(ch) == "Zs"
-                   else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return "".join(ch if ch == "\t" or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
 
 
 def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
@@ -60,9 +59,15 @@ class RaspError(Exception):
         if text is None:
             return head
         text = text.rstrip("\r").expandtabs(1)
+        start = max(self.loc.column, 1) - 1
+        before, after = text[:start], text[start:]
+        if len(before) > SHOWN_CHARS:       # a long line: show a window around the column
+            before = "…" + before[-SHOWN_CHARS:]
+        if len(after) > SHOWN_CHARS:
+            after = after[:SHOWN_CHARS] + "…"
         # escapes widen the line: the caret goes under the escaped column
-        width = len(printable(text[:max(self.loc.column, 1) - 1]))
-        return f"{head}\n    {printable(text)}\n    {' ' * width}^"
+        before, after = printable(before), printable(after)
+        return f"{head}\n    {before}{after}\n    {' ' * len(before)}^"
 
     def __str__(self):
         return self.format()
