@@ -260,7 +260,7 @@ def test_an_integer_equal_to_a_symbol_code_is_refused_at_the_input(tmp_path):
     """
     expect_error(tmp_path, src, "2:13", "the code of the symbol '>'", inputs="-2 0 1 2")
     # a symbol declared after the input is checked too, and so is the compiler's path
-    late = "input seq: {-1, 0, EOS}\nconst EOS = \"#\"\noutput seq\n"
+    late = "input seq: {-1, 0}\nconst EOS = \"#\"\noutput seq\n"
     path = program(tmp_path, late, "late.rasp")
     for argv in (["run", path, "--input", "0"], ["compile", path, "-o", tmp_path / "model"]):
         status, _, err, _ = cli(*argv)
@@ -332,14 +332,21 @@ def test_split_lines_splits_on_newlines_only(lines, newline):
     assert split_lines("".join(line + newline for line in lines)) == lines
 
 
-@settings(max_examples=40, deadline=None)
-@given(a=st.integers(INT64_MIN, INT64_MAX), b=st.integers(INT64_MIN, INT64_MAX),
+def _literal(v: int) -> str:
+    return "(-9223372036854775807 - 1)" if v == INT64_MIN else f"({v})"
+
+
+@settings(max_examples=25, deadline=None)
+@given(a=st.integers(INT64_MIN, INT64_MAX) | st.sampled_from([INT64_MIN, INT64_MAX, -1, 0, 1, 2 ** 32]),
+       b=st.integers(INT64_MIN, INT64_MAX) | st.sampled_from([INT64_MIN, INT64_MAX, -1, 0, 1, 2 ** 31]),
        op=st.sampled_from(["+", "-", "*", "//"]))
 def test_host_and_sop_arithmetic_match_python_ints_or_refuse(a, b, op):
-    """A param and an s-op computing a OP b: Python's exact value when it
-    fits in int64, else an overflow (or division by zero) error at the line."""
-    src = (f"input seq: {{0..9}}\nparam p = len(seq) * 0 + ({a}) {op} ({b})\n"
-           f"x = seq * 0 + ({a})\ny = seq * 0 + ({b})\noutput x {op} y - p\n")
+    """A param (host side) and an s-op computing a OP b: Python's exact value
+    when it fits in int64, else an overflow or division-by-zero error at the
+    param's line (params are computed first)."""
+    src = (f"input seq: {{0..9}}\nparam pa = len(seq) * 0 + {_literal(a)}\n"
+           f"param pb = len(seq) * 0 + {_literal(b)}\nparam p = pa {op} pb\n"
+           f"x = seq * 0 + pa\ny = seq * 0 + pb\noutput x {op} y - p\n")
     prog = rasp.loads(src)
     try:
         exact = eval(f"({a}) {op} ({b})")
@@ -347,8 +354,15 @@ def test_host_and_sop_arithmetic_match_python_ints_or_refuse(a, b, op):
         exact = None
     if exact is not None and INT64_MIN <= exact <= INT64_MAX:
         assert prog.run([1, 2]) == [0, 0]
+        # the s-op alone, without the param
+        alone = rasp.loads(src.replace(" - p\n", "\n"))
+        assert alone.run([1, 2]) == [exact, exact]
     else:
         with pytest.raises(rasp.RaspError) as e:
             prog.run([1, 2])
-        assert e.value.loc is not None and e.value.loc.line == 2
+        assert e.value.loc is not None and e.value.loc.line == 4
         assert ("overflow" if exact is not None else "division by zero") in e.value.message
+        alone = rasp.loads(src.replace(" - p\n", "\n").replace(f"param p = pa {op} pb", "param p = 0"))
+        with pytest.raises(rasp.RaspError) as e:
+            alone.run([1, 2])
+        assert e.value.loc.line == 7
