@@ -21,6 +21,12 @@ class RunLimits:
     max_steps: int = DEFAULT_MAX_STEPS  # iterations per loop per input
     max_work: int = DEFAULT_MAX_WORK   # element operations per input, all loops together
 
+    def check(self):
+        for flag, value, least in (("--max-len", self.max_len, 1), ("--max-steps", self.max_steps, 0),
+                                   ("--max-work", self.max_work, 1)):
+            if value < least:
+                raise RaspError(f"{flag} must be at least {least}, got {value}")
+
 
 class Program:
     def __init__(self, ir: ProgramIR, warnings: list):
@@ -103,6 +109,7 @@ class Program:
                   limits: Optional[RunLimits] = None, where: str = "input"):
         from .interpreter import Limits, execute
         limits = limits or RunLimits()
+        limits.check()
         batch = [tokens if isinstance(tokens, list) else [int(t) for t in tokens] for tokens in batch]
         self.check_batch(batch, limits, where)
         self.check_params(params)

@@ -79,6 +79,11 @@ def test_max_work_flag_raises_the_budget(tmp_path):
     assert status == 0 and out.split() == [str(v + 8000) for v in (1, 2, 3)], err
 
 
+def test_limit_flags_below_their_minimum_are_usage_errors():
+    status, _, err, _ = cli("run", ROOT / "programs" / "parity.rasp", "--input", "1 > #", "--max-work", "0")
+    assert status == 2 and err.startswith("error: --max-work must be at least 1"), err
+
+
 def test_dense_selector_in_a_long_loop_is_refused_within_seconds(tmp_path):
     # many distinct keys and a `lt` predicate: no fast rule applies, every
     # iteration reduces the dense [n, n] selector
