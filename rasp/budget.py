@@ -81,6 +81,8 @@ class Meter:
         self.ir, self.hosts, self.max_work, self.max_steps = ir, hosts, max_work, max_steps
         self.length = np.asarray(lengths, dtype=np.float64)
         self.work = np.zeros(len(self.length))      # charged so far, per input
+        self.longest = float(self.length.max()) if len(self.length) else 0.0
+        self.upper = 0.0         # >= self.work.max(): lets the common case skip array work
         self.linear = 0          # node evaluations (cost n each), counted by the interpreter
         self.quadratic = 0       # dense selector reductions (cost n^2 each)
         self._done = (0, 0)
@@ -106,13 +108,22 @@ class Meter:
         done = (self.linear, self.quadratic)
         if done != self._done:
             dl, dq = done[0] - self._done[0], done[1] - self._done[1]
-            self.work += live * (dl * self.length + dq * self.length * self.length)
+            cost = dl * self.length if dq == 0 else dl * self.length + dq * self.length * self.length
+            self.work += live * cost
+            self.upper += dl * self.longest + dq * self.longest * self.longest
             self._done = done
 
-    def check_loop(self, loop: Loop, active, before, left, fail):
-        """After an iteration: refuse if the work so far, plus this
-        iteration's cost times the iterations `left` ([B]; unknown for
-        `until stable`), exceeds the budget."""
+    def check_loop(self, loop: Loop, active, before, upper_before, count, t: int, fail):
+        """After iteration t: refuse if the work so far, plus this
+        iteration's cost times the iterations left (count - t; unknown for
+        `until stable`), exceeds the budget.  Scalar bounds settle the common
+        case without array work."""
+        if loop.until_stable:
+            if self.upper <= self.max_work:
+                return
+        elif self.upper + (self.upper - upper_before) * max(int(count.max()) - t, 0) <= self.max_work:
+            return
+        left = count - t
         spent = self.work - before
         if loop.until_stable:
             projected = self.work

@@ -478,7 +478,7 @@ class _Run:
                 if t >= limit:
                     self.fail_limit(loop, active)
                 meter.flush(self.live)
-                before = meter.work.copy()
+                before, upper_before = meter.work.copy(), meter.upper
                 t += 1
                 self.step_path[-1] = t
                 self.live = active
@@ -502,7 +502,7 @@ class _Run:
                         state[var] = merged
                 ran += active
                 meter.flush(active)
-                meter.check_loop(loop, active, before, count - t, self.fail)
+                meter.check_loop(loop, active, before, upper_before, count, t, self.fail)
                 active = active & (t < count)
                 if loop.until_stable:
                     active &= changed
