@@ -155,7 +155,7 @@ class _ToAst(Transformer):
     def number(self, meta, c):
         digits = str(c[0]).lstrip("0")
         if len(digits) > _MAX_DIGITS:      # int() itself refuses past 4300 digits
-            raise _Located(f"the integer literal has {len(digits)} digits; values must fit in a "
+            raise _Located(f"the integer literal has {len(digits)} digits: it does not fit in a "
                            "64-bit int", *_pos(c[0]))
         return A.Num(*_pos(c[0]), int(c[0]))
 
