@@ -24,6 +24,9 @@ def _add_limits(p):
                    help="longest input accepted (default 8192 tokens)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
                    help="most iterations any loop may run per input (default 10000)")
+    p.add_argument("--max-work", type=int, default=None, metavar="N",
+                   help="most element operations one input may cost, all loops together "
+                        "(default 10**10)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -71,35 +74,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # ---- commands -------------------------------------------------------------------
 
-def _params(pairs) -> dict:
-    params = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        try:
-            if not sep or not name.strip():
-                raise ValueError
-            params[name.strip()] = int(value)
-        except ValueError:
-            raise RaspError(f"--param expects NAME=INT, got {pair!r}") from None
-    return params
+from .inputs import parse_params as _params  # noqa: E402
 
 
 def _read_inputs(args):
     """[(line number or None, text)]"""
-    if args.input is not None:
-        return [(None, args.input)]
-    if args.inputs == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            text = Path(args.inputs).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise RaspError(f"cannot read inputs file {args.inputs}: {e.strerror if isinstance(e, OSError) else e}") \
-                from None
-    lines = text.splitlines()
-    if not lines:
-        raise RaspInputError("the inputs file is empty", where=args.inputs)
-    return list(enumerate(lines, 1))
+    from .inputs import read_inputs
+    return read_inputs(args.input, args.inputs)[1]
 
 
 def _limits(args):
@@ -109,6 +90,8 @@ def _limits(args):
         limits.max_len = args.max_len
     if getattr(args, "max_steps", None) is not None:
         limits.max_steps = args.max_steps
+    if getattr(args, "max_work", None) is not None:
+        limits.max_work = args.max_work
     return limits
 
 
@@ -121,7 +104,8 @@ def cmd_run(args) -> int:
     _print_warnings(program.warnings)
     where = args.inputs if args.inputs is not None else "input"
     batch = [program.parse_input(text, line, where) for line, text in _read_inputs(args)]
-    result = program.run_batch(batch, _params(args.param), trace=args.trace, limits=_limits(args))
+    result = program.run_batch(batch, _params(args.param), trace=args.trace, limits=_limits(args),
+                               where=where)
     if args.trace:
         from .trace import format_trace
         print(format_trace(program.ir, result))
