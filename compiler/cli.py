@@ -15,11 +15,15 @@ def cli_compile(args) -> int:
     prog = rasp.load(args.program)
     for w in prog.warnings:
         print(w.format(), file=sys.stderr)
+    if not args.output and not args.report:
+        raise RaspError("nothing to do: give -o DIR to write the model (and --report to print its layers)")
     cm = compile_program(prog, args.max_len, steps=args.steps, clock=not getattr(args, "no_clock", False))
     if args.output:
         cm.save(args.output)
         print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)
-    if args.report or not args.output:
+    else:
+        print("nothing was written (no -o DIR): only the report is printed", file=sys.stderr)
+    if args.report:
         print(cm.report())
     return 0
 

@@ -142,6 +142,7 @@ class Lowering:
         self.consts: dict = {}
         self.params: dict = {}
         self.loops: list = []
+        self.requires: list = []
         self.input: Optional[ir.Input] = None
         self.vocab: tuple = ()
         self.output: Optional[ir.Node] = None
@@ -376,7 +377,7 @@ class Lowering:
         return None
 
     def stmt(self, stmt: A.Node, scope: Scope, in_def):
-        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def)
+        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def, A.Require)
         if (in_def is not None or self.block is not self.top) and isinstance(stmt, top_only):
             what = type(stmt).__name__.replace("Stmt", "").lower()
             raise self.error(f"'{what}' is only allowed at the top level", stmt)
@@ -468,6 +469,21 @@ class Lowering:
         self.output = self.as_sop(self.expr(stmt.value, scope), stmt.value, "the output")
         self.output_loc = self.loc(stmt)
 
+    def stmt_Require(self, stmt, scope):
+        node = self.as_value(self.expr(stmt.condition, scope), stmt.condition, "a require condition")
+        stack, seen = [node], set()
+        while stack:            # the contract is about the input: loops run only after it holds
+            n = stack.pop()
+            if isinstance(n, (ir.LoopOut, ir.LoopState)):
+                raise self.error("a require condition may use only the input, consts and params, not "
+                                 "values computed by a loop", stmt.condition)
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(n.inputs)
+        text = require_text(self.source, stmt)
+        self.requires.append(ir.Require(node, stmt.message or f"the input must satisfy {text}", text,
+                                        self.loc(stmt)))
+
     def stmt_LoopStmt(self, stmt, scope):
         count = self.host_expr(stmt.count, scope, "a loop count")
         body = ir.Block(parent=self.block)
@@ -537,6 +553,23 @@ def host_expr(node: ir.Node) -> ir.HostExpr:
     if isinstance(node, ir.Const):
         return ir.HostExpr("lit", (node.value,))
     return node.expr if node.name is None else ir.HostExpr("param", (node.name,))
+
+
+def require_text(source: str, stmt: A.Require) -> str:
+    """The condition of a `require` statement as written on its line."""
+    lines = source.splitlines()
+    line = lines[stmt.line - 1] if 0 < stmt.line <= len(lines) else ""
+    text = line[stmt.column - 1:].strip()
+    text = text[len("require"):] if text.startswith("require") else text
+    if stmt.message is not None:
+        for quote in ('"', "'"):
+            cut = text.rfind(f"{quote}{stmt.message}{quote}")
+            if cut >= 0:
+                text = text[:cut].rstrip().rstrip(",")
+                break
+    else:
+        text = text.split("#", 1)[0]
+    return " ".join(text.split())
 
 
 def describe(value) -> str:
@@ -655,5 +688,5 @@ def lower(source: str, path: str = "<string>") -> tuple:
                            vocab=lowering.vocab, symbols=lowering.symbols, consts=lowering.consts,
                            params=lowering.params, input=lowering.input, body=lowering.top,
                            output=lowering.output, loops=lowering.loops,
-                           output_loc=lowering.output_loc)
+                           output_loc=lowering.output_loc, requires=lowering.requires)
     return program, lowering.warnings

@@ -92,6 +92,12 @@ class Program:
         from .interpreter import check_param_names
         check_param_names(self.ir, params)
 
+    def check_requires(self, batch, params: Optional[dict] = None):
+        """The program's input contract (`require`), for back ends that do not
+        run the program itself; `run_batch` checks it anyway."""
+        from .interpreter import check_requires
+        check_requires(self.ir, batch, params)
+
     def run_batch(self, batch, params: Optional[dict] = None, *, trace: bool = False,
                   limits: Optional[RunLimits] = None):
         from .interpreter import Limits, execute
