@@ -62,6 +62,10 @@ def _build_parser() -> argparse.ArgumentParser:
                                "without it only --report is printed and nothing is saved")
     compile_.add_argument("--report", action="store_true", help="print layers, heads, widths, parameters, time")
 
+    from . import help as help_cmd
+    help_cmd.add_arguments(sub.add_parser("help", help="the reference entry of a builtin, library "
+                                          "function or statement (all names without NAME)"))
+
     try:
         from trainer import cli as trainer_cli
     except ImportError:  # the trainer is optional for the language itself
@@ -170,6 +174,11 @@ def cmd_compile(args) -> int:
     return cli_compile(args)
 
 
+def cmd_help(args) -> int:
+    from . import help as help_cmd
+    return help_cmd.run(args)
+
+
 def cmd_train(args) -> int:
     from trainer import cli as trainer_cli
     return trainer_cli.run_train(args) or 0
@@ -181,7 +190,7 @@ def cmd_eval(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "check": cmd_check, "graph": cmd_graph, "compile": cmd_compile,
-            "train": cmd_train, "eval": cmd_eval}
+            "train": cmd_train, "eval": cmd_eval, "help": cmd_help}
 
 
 def _glue_input_values(argv: list) -> list:
