@@ -2,7 +2,7 @@
 predicate, reduction or statement.
 
 This table is the one source of those entries: docs/language.md's tables are
-generated from it (`python -m rasp.help --markdown`, checked by
+generated from it (`python -m rasp.help --write-docs docs/language.md`, checked by
 tests/test_docs.py), signatures come from rasp/builtins.py and rasp/lib.rasp
 themselves, and every example is run through the interpreter by the tests.
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from typing import Optional
@@ -229,7 +230,7 @@ def format_entry(entry: Entry) -> str:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return " ".join(text.replace("|", "\\|").split())
 
 
 def markdown_table(group: str) -> str:
@@ -283,10 +284,27 @@ def run(args) -> int:
     return 0
 
 
+_TABLE = re.compile(r"(<!-- table:(\w+) -->\n).*?(<!-- end table -->)", re.S)
+_GRAMMAR = re.compile(r"(## 14\. Grammar.*?```\n).*?(```)", re.S)
+
+
+def fill_docs(text: str) -> str:
+    """docs/language.md with its generated parts (the tables between
+    `<!-- table:GROUP -->` and `<!-- end table -->`, and the grammar) filled
+    in from this module and rasp/grammar.lark."""
+    from importlib import resources
+    tables = markdown_tables()
+    text = _TABLE.sub(lambda m: m.group(1) + tables[m.group(2)] + "\n" + m.group(3), text)
+    grammar = resources.files(__package__).joinpath("grammar.lark").read_text()
+    return _GRAMMAR.sub(lambda m: m.group(1) + grammar + m.group(2), text)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--markdown"]:
-        for group, table in markdown_tables().items():
-            print(f"<!-- table:{group} -->\n{table}\n<!-- end table -->\n")
+    # python -m rasp.help --write-docs docs/language.md  (regenerates its tables)
+    if len(sys.argv) == 3 and sys.argv[1] == "--write-docs":
+        from pathlib import Path
+        path = Path(sys.argv[2])
+        path.write_text(fill_docs(path.read_text(encoding="utf-8")), encoding="utf-8")
     else:
         parser = argparse.ArgumentParser(prog="rasp help")
         add_arguments(parser)

@@ -557,9 +557,13 @@ def host_expr(node: ir.Node) -> ir.HostExpr:
 
 def require_text(source: str, stmt: A.Require) -> str:
     """The condition of a `require` statement as written on its line."""
-    lines = source.splitlines()
-    line = lines[stmt.line - 1] if 0 < stmt.line <= len(lines) else ""
-    text = line[stmt.column - 1:].strip()
+    lines = source.splitlines()[stmt.line - 1:]
+    text = lines[0][stmt.column - 1:] if lines else ""
+    for more in lines[1:]:              # a `\` continues the statement on the next line
+        if not text.rstrip().endswith("\\"):
+            break
+        text = text.rstrip()[:-1] + " " + more
+    text = text.strip()
     text = text[len("require"):] if text.startswith("require") else text
     if stmt.message is not None:
         for quote in ('"', "'"):
