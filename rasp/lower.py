@@ -6,7 +6,7 @@ at their call sites, lambdas become element-wise maps, constants are folded.
 Every check of the language contract happens here, located at the source:
 names, arity, types (s-op / selector / scalar / function), no recursion,
 lambdas only in tok_map/seq_map, predicates and reductions, host expressions
-for params and loop counts, and the RASP-L discipline of LANGUAGE.md §6.
+for params and loop counts, and the RASP-L discipline of docs/language.md §10.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ PY_OPS = {  # folding of constants, with Python's int semantics
 }
 HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-# index-derived s-ops may go through these without leaving RASP-L (§6)
+# index-derived s-ops may go through these without leaving RASP-L (docs/language.md §10)
 INDEX_SAFE = {"eq", "ne", "lt", "le", "gt", "ge", "where"}
 
 
@@ -217,7 +217,7 @@ class Lowering:
         return self.graph.add(ir.Map(op, inputs), _key(ir.Map, op, inputs), loc, index_derived)
 
     def check_index_arithmetic(self, op, inputs, derived, loc) -> bool:
-        """RASP-L (§6): an index-derived s-op may only be shifted by a constant,
+        """RASP-L (docs/language.md §10): an index-derived s-op may only be shifted by a constant,
         compared, or used as a select key/query.  Returns whether the result
         is still index-derived."""
         if op in INDEX_SAFE:

@@ -64,7 +64,7 @@ class Program:
         return " ".join(self.token_text(int(v)) for v in values)
 
     def scored_start(self, tokens) -> int:
-        """LANGUAGE.md §8: outputs before the end-of-query symbol `>` are not
+        """docs/language.md §13: outputs before the end-of-query symbol `>` are not
         scored.  Every position counts when the program or input has no `>`."""
         eoq = self.ir.symbols.get(">")
         return tokens.index(eoq) if eoq is not None and eoq in tokens else 0
