@@ -15,9 +15,10 @@ def cli_compile(args) -> int:
     prog = rasp.load(args.program)
     for w in prog.warnings:
         print(w.format(), file=sys.stderr)
-    if not args.output and not args.report:
-        raise RaspError("nothing to do: give -o DIR to write the model (and --report to print its layers)")
     cm = compile_program(prog, args.max_len, steps=args.steps, clock=not getattr(args, "no_clock", False))
+    if not args.output and not args.report:
+        raise RaspError(f"{args.program} compiles, but nothing was written: give -o DIR to save the model "
+                        "(--report prints its layers)")
     if args.output:
         cm.save(args.output)
         print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)

@@ -248,6 +248,8 @@ class CompiledModel:
                          "(confidence stopping finds T)")
         elif info["has_loop"]:
             lines.append(f"  clock       none: {clock.get('none', 'compiled before clocks existed')}")
+        lines.append("  layers, one line each: attention heads (REDUCTION [VAR] @LINE: the aggregate giving VAR at "
+                     "source line LINE), then 'mlp:' element-wise ops ([fused]: several in one table)")
         for stage in ("pre", "body", "post"):
             for i, layer in enumerate(self.layout.get(stage, [])):
                 lines.append(f"  {stage} {i}: " + "; ".join(layer))

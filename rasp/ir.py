@@ -56,6 +56,7 @@ class Node:
     inputs: tuple = ()
     loc: Optional[Loc] = None
     block: "Block" = None          # the block this node is computed in
+    origin: Optional[str] = None   # the library function whose inlined code made it
 
     def label(self) -> str:
         return type(self).__name__

@@ -112,11 +112,13 @@ class Graph:
     def __init__(self, top: ir.Block):
         self.top = top
         self.cache: dict = {}
+        self.origin: Optional[str] = None     # the library function being inlined (for drawings)
 
     def add(self, node: ir.Node, key, loc: Optional[ir.Loc], index_derived=False) -> ir.Node:
         if key is not None and key in self.cache:
             return self.cache[key]
         node.loc = loc
+        node.origin = self.origin
         node.index_derived = index_derived
         blocks = [i.block for i in node.inputs] or [self.top]
         node.block = max(blocks, key=lambda b: b.depth)
@@ -345,9 +347,10 @@ class Lowering:
             return fn.builtin(self, bound, node)
         if fn.name in self.call_stack and not fn.library:
             raise self.error(f"recursion is not allowed: '{fn.name}' calls itself", node)
-        outer_site = self.call_site
+        outer_site, outer_origin = self.call_site, self.graph.origin
         if fn.library and self.call_site is None:
             self.call_site = self.loc(node)
+            self.graph.origin = fn.name
         self.call_stack.append(fn.name)
         try:
             local = Scope(self.globals_for(fn))
@@ -356,7 +359,7 @@ class Lowering:
             return self.run_body(fn.body, local, in_def=fn)
         finally:
             self.call_stack.pop()
-            self.call_site = outer_site
+            self.call_site, self.graph.origin = outer_site, outer_origin
 
     # -- statements --
     def run_body(self, stmts: list, scope: Scope, in_def: Optional[Function] = None):
