@@ -16,10 +16,15 @@ def cli_compile(args) -> int:
     for w in prog.warnings:
         print(w.format(), file=sys.stderr)
     cm = compile_program(prog, args.max_len, steps=args.steps, clock=not getattr(args, "no_clock", False))
+    if not args.output and not args.report:
+        raise RaspError(f"{args.program} compiles, but nothing was written: give -o DIR to save the model "
+                        "(--report prints its layers)")
     if args.output:
         cm.save(args.output)
         print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)
-    if args.report or not args.output:
+    else:
+        print("nothing was written (no -o DIR): only the report is printed", file=sys.stderr)
+    if args.report:
         print(cm.report())
     return 0
 

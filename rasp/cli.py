@@ -44,7 +44,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_limits(run)
 
     check = sub.add_parser("check", help="check a program without running it")
-    check.add_argument("program")
+    check.add_argument("program", help="PROGRAM.rasp")
     check.add_argument("--strict", action="store_true", help="RASP-L discipline warnings become errors")
 
     graph = sub.add_parser("graph", help="draw the dataflow graph (or a compiled model's layers)")
@@ -52,15 +52,22 @@ def _build_parser() -> argparse.ArgumentParser:
     graph.add_argument("-o", "--output", required=True, help="out.svg / out.png / out.pdf / out.dot")
 
     compile_ = sub.add_parser("compile", help="compile a program into looped transformer weights")
-    compile_.add_argument("program")
-    compile_.add_argument("--to", default="torch", choices=["torch"])
+    compile_.add_argument("program", help="PROGRAM.rasp")
+    compile_.add_argument("--to", default="torch", choices=["torch"],
+                          help="target: PyTorch weights of a looped transformer (the only one, the default)")
     compile_.add_argument("--max-len", type=int, default=64, help="compile-time length (default 64)")
     compile_.add_argument("--steps", type=int, default=None, help="fixed loop count instead of the params")
     compile_.add_argument("--no-clock", action="store_true",
                           help="leave out the halting clock (the output margin that peaks at step T(n), "
                                "so that confidence stopping finds T)")
-    compile_.add_argument("-o", "--output", help="directory to write (config.json, model.safetensors, program)")
+    compile_.add_argument("-o", "--output", metavar="DIR",
+                          help="directory to write (config.json, model.safetensors, program.rasp); "
+                               "without it only --report is printed and nothing is saved")
     compile_.add_argument("--report", action="store_true", help="print layers, heads, widths, parameters, time")
+
+    from . import help as help_cmd
+    help_cmd.add_arguments(sub.add_parser("help", help="the reference entry of a builtin, library "
+                                          "function or statement (all names without NAME)"))
 
     try:
         from trainer import cli as trainer_cli
@@ -151,6 +158,11 @@ def cmd_compile(args) -> int:
     return cli_compile(args)
 
 
+def cmd_help(args) -> int:
+    from . import help as help_cmd
+    return help_cmd.run(args)
+
+
 def cmd_train(args) -> int:
     from trainer import cli as trainer_cli
     return trainer_cli.run_train(args) or 0
@@ -162,7 +174,7 @@ def cmd_eval(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "check": cmd_check, "graph": cmd_graph, "compile": cmd_compile,
-            "train": cmd_train, "eval": cmd_eval}
+            "train": cmd_train, "eval": cmd_eval, "help": cmd_help}
 
 
 def _glue_input_values(argv: list) -> list:

@@ -103,3 +103,25 @@ class RaspRuntimeError(RaspError):
         if input_index is not None:
             message = f"{message} (input {input_index + 1})"
         super().__init__(message, loc, source)
+
+
+def _which_inputs(indices) -> str:
+    numbers = [str(i + 1) for i in indices]
+    return f"input {numbers[0]}" if len(numbers) == 1 else f"inputs {', '.join(numbers)}"
+
+
+class RaspRequireError(RaspRuntimeError):
+    """Inputs that break the program's input contract (`require` statements).
+    `failures` is [(message, loc, [0-based input indices])], one entry per
+    failed requirement, each listing every input that fails it."""
+
+    def __init__(self, failures: list, source: Optional[str] = None):
+        self.failures = failures
+        message, loc, indices = failures[0]
+        super().__init__(message, loc, source, indices[0])
+        self.input_indices = sorted({i for _, _, idx in failures for i in idx})
+
+    def format(self) -> str:
+        return "\n".join(RaspError(f"input rejected: {message} ({_which_inputs(indices)})", loc,
+                                   self.source).format()
+                         for message, loc, indices in self.failures)

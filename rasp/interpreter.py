@@ -32,7 +32,7 @@ from typing import Optional
 import numpy as np
 
 from . import budget
-from .errors import RaspError, RaspRuntimeError
+from .errors import RaspError, RaspRequireError, RaspRuntimeError
 from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, HostExpr, Indices,
                  Input, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
 from .trace import TraceEvent
@@ -114,6 +114,7 @@ def _execute(ir, batch, params, trace, limits) -> BatchResult:
     # padded positions may overflow or divide garbage: never an error there
     with np.errstate(all="ignore"):
         run = _Run(ir, tokens, lengths, params or {}, trace, limits)
+        _check_requires(run)
         run.input_event()
         run.block(ir.body)
         out = run.sop(run.value(ir.output))
@@ -123,6 +124,30 @@ def _execute(ir, batch, params, trace, limits) -> BatchResult:
     else:
         outputs = [out[b, :n].tolist() for b, n in enumerate(lengths.tolist())]
     return BatchResult(outputs, run.steps, run.events)
+
+
+def check_requires(ir: ProgramIR, batch: list, params: Optional[dict] = None) -> None:
+    """Raise RaspRequireError if an input of `batch` breaks a `require` of
+    the program (for back ends that do not run the program itself)."""
+    if ir.requires and batch:
+        tokens, lengths = pad_batch(batch)
+        with np.errstate(all="ignore"):
+            _check_requires(_Run(ir, tokens, lengths, params or {}, False, Limits()))
+
+
+def _check_requires(run: "_Run") -> None:
+    """Every require condition must be nonzero at every (valid) position."""
+    failures = []
+    for req in run.ir.requires:
+        v = run.value(req.node)
+        if isinstance(v, np.ndarray) and v.shape == (run.B, run.N):
+            bad = ((v == 0) & run.valid).any(axis=1)
+        else:
+            bad = np.broadcast_to(np.asarray(v).reshape(-1) == 0, (run.B,))
+        if bad.any():
+            failures.append((req.message, req.loc, np.flatnonzero(bad).tolist()))
+    if failures:
+        raise RaspRequireError(failures, run.ir.source)
 
 
 # ---- element-wise operators -----------------------------------------------------

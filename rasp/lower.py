@@ -6,7 +6,7 @@ at their call sites, lambdas become element-wise maps, constants are folded.
 Every check of the language contract happens here, located at the source:
 names, arity, types (s-op / selector / scalar / function), no recursion,
 lambdas only in tok_map/seq_map, predicates and reductions, host expressions
-for params and loop counts, and the RASP-L discipline of LANGUAGE.md §6.
+for params and loop counts, and the RASP-L discipline of docs/language.md §10.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ PY_OPS = {  # folding of constants, with Python's int semantics
 }
 HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-# index-derived s-ops may go through these without leaving RASP-L (§6)
+# index-derived s-ops may go through these without leaving RASP-L (docs/language.md §10)
 INDEX_SAFE = {"eq", "ne", "lt", "le", "gt", "ge", "where"}
 
 
@@ -119,6 +119,7 @@ class Graph:
         self.top = top
         self.current = top             # the block whose statements are being lowered
         self.cache: dict = {}
+        self.origin: Optional[str] = None     # the library function being inlined (for drawings)
 
     def add(self, node: ir.Node, key, loc: Optional[ir.Loc], index_derived=False) -> ir.Node:
         if key is not None and key in self.cache:
@@ -126,6 +127,7 @@ class Graph:
             self.used_in(cached, self.current)
             return cached
         node.loc = loc
+        node.origin = self.origin
         node.index_derived = index_derived
         blocks = [i.block for i in node.inputs] or [self.top]
         node.block = max(blocks, key=lambda b: b.depth)
@@ -176,6 +178,7 @@ class Lowering:
         self.consts: dict = {}
         self.params: dict = {}
         self.loops: list = []
+        self.requires: list = []
         self.input: Optional[ir.Input] = None
         self.vocab: tuple = ()
         self.output: Optional[ir.Node] = None
@@ -270,7 +273,7 @@ class Lowering:
         return self.graph.add(ir.Map(op, inputs), _key(ir.Map, op, inputs), loc, index_derived)
 
     def check_index_arithmetic(self, op, inputs, derived, loc) -> bool:
-        """RASP-L (§6): an index-derived s-op may only be shifted by a constant,
+        """RASP-L (docs/language.md §10): an index-derived s-op may only be shifted by a constant,
         compared, or used as a select key/query.  Returns whether the result
         is still index-derived."""
         if op in INDEX_SAFE:
@@ -398,9 +401,10 @@ class Lowering:
             return fn.builtin(self, bound, node)
         if fn.name in self.call_stack and not fn.library:
             raise self.error(f"recursion is not allowed: '{fn.name}' calls itself", node)
-        outer_site = self.call_site
+        outer_site, outer_origin = self.call_site, self.graph.origin
         if fn.library and self.call_site is None:
             self.call_site = self.loc(node)
+            self.graph.origin = fn.name
         self.call_stack.append(fn.name)
         try:
             local = Scope(self.globals_for(fn))
@@ -409,7 +413,7 @@ class Lowering:
             return self.run_body(fn.body, local, in_def=fn)
         finally:
             self.call_stack.pop()
-            self.call_site = outer_site
+            self.call_site, self.graph.origin = outer_site, outer_origin
 
     # -- statements --
     def run_body(self, stmts: list, scope: Scope, in_def: Optional[Function] = None):
@@ -432,7 +436,7 @@ class Lowering:
     def stmt(self, stmt: A.Node, scope: Scope, in_def):
         if self.block is self.top and in_def is None and not self.call_stack:
             self.statement = stmt
-        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def)
+        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def, A.Require)
         if (in_def is not None or self.block is not self.top) and isinstance(stmt, top_only):
             what = type(stmt).__name__.replace("Stmt", "").lower()
             raise self.error(f"'{what}' is only allowed at the top level", stmt)
@@ -550,6 +554,21 @@ class Lowering:
         self.output = self.as_sop(self.expr(stmt.value, scope), stmt.value, "the output")
         self.output_loc = self.loc(stmt)
 
+    def stmt_Require(self, stmt, scope):
+        node = self.as_value(self.expr(stmt.condition, scope), stmt.condition, "a require condition")
+        stack, seen = [node], set()
+        while stack:            # the contract is about the input: loops run only after it holds
+            n = stack.pop()
+            if isinstance(n, (ir.LoopOut, ir.LoopState)):
+                raise self.error("a require condition may use only the input, consts and params, not "
+                                 "values computed by a loop", stmt.condition)
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(n.inputs)
+        text = require_text(self.source, stmt)
+        self.requires.append(ir.Require(node, stmt.message or f"the input must satisfy {text}", text,
+                                        self.loc(stmt)))
+
     def stmt_LoopStmt(self, stmt, scope):
         count = self.host_expr(stmt.count, scope, "a loop count")
         body = ir.Block(parent=self.block)
@@ -619,6 +638,27 @@ def host_expr(node: ir.Node) -> ir.HostExpr:
     if isinstance(node, ir.Const):
         return ir.HostExpr("lit", (node.value,))
     return node.expr if node.name is None else ir.HostExpr("param", (node.name,))
+
+
+def require_text(source: str, stmt: A.Require) -> str:
+    """The condition of a `require` statement as written on its line."""
+    lines = source.splitlines()[stmt.line - 1:]
+    text = lines[0][stmt.column - 1:] if lines else ""
+    for more in lines[1:]:              # a `\` continues the statement on the next line
+        if not text.rstrip().endswith("\\"):
+            break
+        text = text.rstrip()[:-1] + " " + more
+    text = text.strip()
+    text = text[len("require"):] if text.startswith("require") else text
+    if stmt.message is not None:
+        for quote in ('"', "'"):
+            cut = text.rfind(f"{quote}{stmt.message}{quote}")
+            if cut >= 0:
+                text = text[:cut].rstrip().rstrip(",")
+                break
+    else:
+        text = text.split("#", 1)[0]
+    return " ".join(text.split())
 
 
 def describe(value) -> str:
@@ -752,5 +792,5 @@ def _lower(module, lowering: Lowering, source: str, path: str) -> tuple:
                            vocab=lowering.vocab, symbols=lowering.symbols, consts=lowering.consts,
                            params=lowering.params, input=lowering.input, body=lowering.top,
                            output=lowering.output, loops=lowering.loops,
-                           output_loc=lowering.output_loc)
+                           output_loc=lowering.output_loc, requires=lowering.requires)
     return program, lowering.warnings

@@ -102,6 +102,10 @@ class _ToAst(Transformer):
     def output_stmt(self, meta, c):
         return A.Output(*_pos(meta), c[0])
 
+    def require_stmt(self, meta, c):
+        message = None if c[1] is None else str(c[1])[1:-1]
+        return A.Require(*_pos(meta), c[0], message)
+
     def def_stmt(self, meta, c):
         name, *params, body = c
         return A.Def(*_pos(meta), str(name), [p for p in params if p is not None], body)

@@ -72,7 +72,7 @@ class Program:
         return " ".join(self.token_text(int(v)) for v in values)
 
     def scored_start(self, tokens) -> int:
-        """LANGUAGE.md §8: outputs before the end-of-query symbol `>` are not
+        """docs/language.md §13: outputs before the end-of-query symbol `>` are not
         scored.  Every position counts when the program or input has no `>`."""
         eoq = self.ir.symbols.get(">")
         return tokens.index(eoq) if eoq is not None and eoq in tokens else 0
@@ -104,6 +104,12 @@ class Program:
             if not INT64_MIN <= int(value) <= INT64_MAX:
                 raise RaspError(f"param '{name}': the value {shorten(str(value))} does not fit in a "
                                 "64-bit int")
+
+    def check_requires(self, batch, params: Optional[dict] = None):
+        """The program's input contract (`require`), for back ends that do not
+        run the program itself; `run_batch` checks it anyway."""
+        from .interpreter import check_requires
+        check_requires(self.ir, batch, params)
 
     def run_batch(self, batch, params: Optional[dict] = None, *, trace: bool = False,
                   limits: Optional[RunLimits] = None, where: str = "input"):
