@@ -319,7 +319,9 @@ def test_random_input_text_is_an_output_or_a_clean_error(capsys, text):
     if status == 0:
         assert len(out.splitlines()) == 1
     else:
-        assert status == 2 and err.startswith("input: error: ")
+        # a bad token is an input error; well-formed tokens in a malformed order break a `require`
+        rejected = err.startswith(f"{ROOT / 'programs' / 'parity.rasp'}:") and "input rejected" in err
+        assert status == 2 and (err.startswith("input: error: ") or rejected), err
         assert all(ch == "\n" or ch.isprintable() for ch in err), repr(err)
 
 
