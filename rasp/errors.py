@@ -73,3 +73,15 @@ class RaspRuntimeError(RaspError):
         if input_index is not None:
             message = f"{message} (input {input_index + 1})"
         super().__init__(message, loc, source)
+
+
+class RaspFileError(RaspError):
+    """A missing, damaged or inconsistent file (a compiled-model or run
+    directory): prints as `PATH: error: MESSAGE`."""
+
+    def __init__(self, path, message: str):
+        self.path = str(path)
+        super().__init__(message)
+
+    def format(self) -> str:
+        return f"{self.path}: {self.severity}: {self.message}"
