@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save as safetensors_bytes
 
 from compiler.validate import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
                                verify_manifest, write_manifest)
@@ -146,7 +146,7 @@ def read_run(out, ckpt=None) -> dict:
         copy = load_state(ckpt).get("run") if ckpt is not None else None
         if copy is None:
             raise
-        _warn(f"{e.format()}; using the copy kept in {Path(ckpt).name}")
+        _warn(f"{e.path}: {e.message}; using the copy kept in {Path(ckpt).name}")
         return _check_run(copy, Path(ckpt) / "state.json")
 
 
@@ -271,11 +271,11 @@ def _save(out, root, name, tmp, step, model, optimizer, state, keep):
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
-              str(tmp / "model.safetensors"))
+    _write_tensors(tmp / "model.safetensors", {k: v.detach().cpu().contiguous()
+                                               for k, v in model.state_dict().items()})
     opt_tensors, opt_meta = _optimizer_split(optimizer)
     opt_tensors["rng.torch"] = torch.get_rng_state()
-    save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+    _write_tensors(tmp / "optimizer.safetensors", opt_tensors)
     full = dict(state, step=step, optimizer=opt_meta, config=json.loads(model.cfg.to_json()))
     try:                 # the run description travels with the weights (eval checks it)
         full["run"] = json.loads((out / "run.json").read_text())
@@ -296,6 +296,14 @@ def _save(out, root, name, tmp, step, model, optimizer, state, keep):
     return final
 
 
+def _write_tensors(path: Path, tensors: dict):
+    # serialized in memory and written by Python, so that a full disk is an
+    # OSError (safetensors' own writer reports it as a SafetensorError)
+    data = safetensors_bytes(tensors)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def _prune(root: Path, keep: int, current: Path):
     done = sorted(p for p in root.iterdir() if p.name.startswith("step_"))
     for p in done[:-keep] if keep > 0 else []:
@@ -310,8 +318,9 @@ def problem(ckpt: Path):
     try:
         if not Path(ckpt).is_dir():
             return "missing"
-        if not verify_manifest(ckpt, FILES, KIND):          # written before manifests: structure only
-            safetensors_header(Path(ckpt) / "optimizer.safetensors")
+        if verify_manifest(ckpt, FILES, KIND):              # exactly as save() wrote it
+            return None
+        safetensors_header(Path(ckpt) / "optimizer.safetensors")    # older: check the structure
         state = load_state(ckpt)
         header = safetensors_header(Path(ckpt) / "model.safetensors")
         shapes = expected_shapes(check_config(state["config"], Path(ckpt) / "state.json", "config"))
@@ -350,6 +359,8 @@ def latest(out: Path, repair: bool = False):
     bad = []
     for ck in order:
         why = problem(ck)
+        if why == "missing" and ck == named:
+            why = "missing (latest.json names it)"
         if why is None:
             if notes or bad:
                 _warn(f"{out}: " + "; ".join(notes + [f"{b.name} is damaged ({w})" for b, w in bad])
