@@ -120,9 +120,11 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
     kept for backpropagation through every block application."""
     inner = cfg.n_head * cfg.d_head
     d, m = cfg.d_model, cfg.d_mlp
-    block = 4 * d * inner + 4 * inner + 2 * d * m + m + 5 * d
+    norm = 2 * d if cfg.norm == "layernorm" else 0
+    block = 4 * d * inner + 3 * inner + 2 * d * m + m + 2 * d + 2 * norm
     layers = cfg.n_prelude + cfg.n_body + cfg.n_postlude
-    params = layers * block + (cfg.vocab_size + 1) * d + (d + 1) * cfg.out_vocab_size
+    params = (layers * block + (cfg.vocab_size + cfg.bos) * d + (d + 1) * cfg.out_vocab_size
+              + norm * (1 + cfg.body_final_norm))
     per_token = 6 * d + 4 * inner + 2 * m + 2 * cfg.n_head * n_tokens
     acts = batch * n_tokens * applications * per_token + applications * batch * n_tokens * cfg.out_vocab_size
     return params, 4 * (6 * params + acts)
