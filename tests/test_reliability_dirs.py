@@ -285,12 +285,14 @@ def test_deleted_checkpoints_folder_is_refused_and_nothing_is_overwritten(run):
     assert r.returncode == 2 and "no intact checkpoint" in r.stderr
 
 
-def test_edited_run_json_is_refused_by_eval(run):
+def test_edited_run_json_is_refused_by_eval_and_resume(run, capsys):
     spec = json.loads((run / "run.json").read_text())
     spec["hparams"]["d_model"] = 32
     (run / "run.json").write_text(json.dumps(spec))
     r = cli("eval", run, *EVAL)
     assert r.returncode == 2 and "run.json: error: does not describe the model" in r.stderr, r.stderr
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 2 and "differs in hparams.d_model" in err and _step(run) == 20
 
 
 def test_truncated_run_json_and_torn_metrics_line_resume(run):

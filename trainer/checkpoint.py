@@ -150,6 +150,15 @@ def read_run(out, ckpt=None) -> dict:
         return _check_run(copy, Path(ckpt) / "state.json")
 
 
+def read_checked_run(out) -> dict:
+    """read_run(), refused when it does not describe the latest checkpoint."""
+    ckpt = latest(out)
+    run = read_run(out, ckpt)
+    if ckpt is not None:
+        check_run_matches(run, ckpt, Path(out) / "run.json")
+    return run
+
+
 def check_run_matches(run: dict, ckpt, run_path):
     """Refuse a run.json that does not describe the model in `ckpt` (edited
     after training)."""

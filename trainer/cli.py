@@ -70,7 +70,7 @@ def config_from_args(args):
     overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
     if args.resume and checkpoint.has_run(out):
         # A resumed run keeps its own settings (only --steps may extend it).
-        run = checkpoint.read_run(out)
+        run = checkpoint.read_checked_run(out)     # an edited run.json is refused
         hp = HParams.from_dict(run["hparams"])
         if overrides["steps"] is not None:
             hp.steps = overrides["steps"]

@@ -48,8 +48,8 @@ size = int_in(1, MAX_SIZE)
 
 # `rasp train` flag -> its type (None = keep the preset's value)
 HP_FLAG_TYPES = {
-    "steps": int_in(0, 10 ** 9), "batch_size": int_in(1, 1 << 20), "lr": float_in(0.0, 10.0, lo_open=True),
-    "weight_decay": float_in(0.0, 10.0), "warmup": int_in(0, 10 ** 9),
+    "steps": int_in(0, 10 ** 9), "batch_size": int_in(1, 1 << 20), "lr": float_in(0.0, math.inf, lo_open=True),
+    "weight_decay": float_in(0.0, math.inf), "warmup": int_in(0, 10 ** 9),
     "d_model": size, "n_layer": size, "n_head": size,
     "max_train_n": int_in(1, MAX_N), "start_n": int_in(1, MAX_N), "interval": positive,
     "grad_clip": float_in(0.0, math.inf, lo_open=True), "ckpt_every": positive, "log_every": positive,
