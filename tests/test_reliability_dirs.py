@@ -94,6 +94,10 @@ def test_compiled_dir_writes_a_manifest_and_runs(compiled):
     assert json.loads((compiled / "manifest.json").read_text())["format"] == "rasp-compiled/1"
     r = cli("run", compiled, "--input", INPUT)
     assert r.returncode == 0 and r.stdout.strip() == expected_output(), r.stderr
+    (compiled / "config.json").write_text("{not json")                 # one damage through a real process
+    r = cli("run", compiled, "--input", INPUT)
+    assert r.returncode == 2 and r.stderr.startswith(f"{compiled}/config.json: error: checksum mismatch")
+    assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("damage, file, words", [
@@ -101,7 +105,7 @@ def test_compiled_dir_writes_a_manifest_and_runs(compiled):
     ("truncate", "model.safetensors", "checksum"),
     ("replace_program", "program.rasp", "checksum"),
 ])
-def test_damaged_compiled_dir_is_a_located_error(compiled, damage, file, words):
+def test_damaged_compiled_dir_is_a_located_error(compiled, capsys, damage, file, words):
     path = compiled / file
     if damage == "not_json":
         path.write_text("{not json")
@@ -109,9 +113,8 @@ def test_damaged_compiled_dir_is_a_located_error(compiled, damage, file, words):
         path.write_bytes(path.read_bytes()[:1000])
     else:
         path.write_text((ROOT / "programs" / "copy.rasp").read_text())
-    r = cli("run", compiled, "--input", INPUT)
-    assert r.returncode == 2 and r.stderr.startswith(f"{compiled}/{file}: error:") and words in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr
+    status, _, err = in_process(capsys, "run", compiled, "--input", INPUT)
+    assert status == 2 and err.startswith(f"{compiled}/{file}: error:") and words in err, err
 
 
 def _without_manifest(d: Path):
@@ -171,8 +174,8 @@ def test_compiled_runs_obey_max_steps_and_max_len(compiled, tmp_path, capsys):
     # a config asking for 10^12 fixed steps (an older dir, so the edit is not a checksum error)
     _without_manifest(compiled)
     _edit_config(compiled, lambda c: c["extra"]["compiler"].update(steps=10 ** 12))
-    r = cli("run", compiled, "--input", INPUT, timeout=60)
-    assert r.returncode == 2 and "config.json: error: extra.compiler.steps" in r.stderr, r.stderr
+    status, _, err = in_process(capsys, "run", compiled, "--input", INPUT)
+    assert status == 2 and "config.json: error: extra.compiler.steps" in err, err
 
 
 def _damage(root: Path, data, files):
@@ -258,63 +261,63 @@ def _snapshot(out: Path) -> dict:
             for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")}
 
 
-def test_truncated_latest_checkpoint_falls_back(run):
+def test_truncated_latest_checkpoint_falls_back(run, capsys):
     (run / "checkpoints" / "step_0000020" / "model.safetensors").write_bytes(b"\0" * 10)
     r = cli("eval", run, *EVAL)
     assert r.returncode == 0 and "step 10" in r.stdout and "step_0000020 is damaged" in r.stderr, r.stderr
-    r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume")
-    assert r.returncode == 0 and "using step_0000010" in r.stderr, r.stderr
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 0 and "using step_0000010" in err, err
     assert _step(run) == 30 and (run / "checkpoints" / "damaged-step_0000020").is_dir()
 
 
-def test_deleted_latest_json_is_rebuilt_not_restarted(run):
+def test_deleted_latest_json_is_rebuilt_not_restarted(run, capsys):
     (run / "latest.json").unlink()
-    r = cli(*TRAIN, "--steps", "25", "--ckpt-every", "5", "--out", run, "--resume")
-    assert r.returncode == 0 and "latest.json is missing; using step_0000020" in r.stderr, r.stderr
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "25", "--ckpt-every", "5", "--out", run, "--resume")
+    assert status == 0 and "latest.json is missing; using step_0000020" in err, err
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss" in r] == [10, 20, 25]      # continued, not restarted
 
 
-def test_deleted_checkpoints_folder_is_refused_and_nothing_is_overwritten(run):
+def test_deleted_checkpoints_folder_is_refused_and_nothing_is_overwritten(run, capsys):
     shutil.rmtree(run / "checkpoints")
     before = (run / "metrics.jsonl").read_text()
-    r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume")
-    assert r.returncode == 2 and "no intact checkpoint" in r.stderr and "Traceback" not in r.stderr
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 2 and "no intact checkpoint" in err
     assert (run / "metrics.jsonl").read_text() == before and not (run / "checkpoints").exists()
-    r = cli("eval", run, *EVAL)
-    assert r.returncode == 2 and "no intact checkpoint" in r.stderr
+    status, _, err = in_process(capsys, "eval", run, *EVAL)
+    assert status == 2 and "no intact checkpoint" in err
 
 
 def test_edited_run_json_is_refused_by_eval_and_resume(run, capsys):
     spec = json.loads((run / "run.json").read_text())
     spec["hparams"]["d_model"] = 32
     (run / "run.json").write_text(json.dumps(spec))
-    r = cli("eval", run, *EVAL)
-    assert r.returncode == 2 and "run.json: error: does not describe the model" in r.stderr, r.stderr
+    status, _, err = in_process(capsys, "eval", run, *EVAL)
+    assert status == 2 and "run.json: error: does not describe the model" in err, err
     status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
     assert status == 2 and "differs in hparams.d_model" in err and _step(run) == 20
 
 
-def test_truncated_run_json_and_torn_metrics_line_resume(run):
+def test_truncated_run_json_and_torn_metrics_line_resume(run, capsys):
     (run / "run.json").write_text((run / "run.json").read_text()[:50])
     with open(run / "metrics.jsonl", "a") as f:
         f.write('{"step": 30, "lo')
-    r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume")
-    assert r.returncode == 0, r.stderr
-    assert "copy kept in step_0000020" in r.stderr and "dropped a damaged line" in r.stderr
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 0, err
+    assert "copy kept in step_0000020" in err and "dropped a damaged line" in err
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss" in r] == [10, 20, 30]
 
 
-def test_second_writer_is_locked_out_and_leftovers_are_cleaned(run):
+def test_second_writer_is_locked_out_and_leftovers_are_cleaned(run, capsys):
     (run / "checkpoints" / ".tmp-step_0000030-999").mkdir()
     with open(run / ".lock", "a+") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)      # "another rasp train"
-        r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume")
-        assert r.returncode == 2 and "another `rasp train`" in r.stderr, r.stderr
+        status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+        assert status == 2 and "another `rasp train`" in err, err
     assert (run / "checkpoints" / ".tmp-step_0000030-999").exists()   # untouched while locked
-    r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume")
-    assert r.returncode == 0 and not list((run / "checkpoints").glob(".tmp-*")), r.stderr
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 0 and not list((run / "checkpoints").glob(".tmp-*")), err
 
 
 def _small_files():
@@ -322,14 +325,14 @@ def _small_files():
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)                    # -> EFBIG, as a full disk gives ENOSPC
 
 
-def test_full_disk_during_a_checkpoint_is_a_clean_error(run):
+def test_full_disk_during_a_checkpoint_is_a_clean_error(run, capsys):
     before = _snapshot(run)
     r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume", preexec_fn=_small_files)
     assert r.returncode == 2 and "cannot write checkpoint step_0000030" in r.stderr, r.stderr
     assert "step_0000020) is intact" in r.stderr and "Traceback" not in r.stderr
     assert _snapshot(run) == before and _step(run) == 20
-    r = cli(*TRAIN, "--steps", "30", "--out", run, "--resume")
-    assert r.returncode == 0 and _step(run) == 30
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 0 and _step(run) == 30, err
 
 
 RUN_FILES = ["latest.json", "run.json", "metrics.jsonl", "checkpoints",
@@ -386,8 +389,8 @@ def test_eval_merges_rows_by_length_and_shows_progress(run, capsys):
 
 
 def test_eval_length_limit(run, capsys):
-    r = cli("eval", run, "--lengths", "1:3000", "--no-progress")
-    assert r.returncode == 2 and "above the limit of 50" in r.stderr and "--max-len" in r.stderr
+    status, _, err = in_process(capsys, "eval", run, "--lengths", "1:3000", "--no-progress")
+    assert status == 2 and "above the limit of 50" in err and "--max-len" in err
     status, _, err = in_process(capsys, "eval", run, "--lengths", "1:1000000000000")
     assert status == 2 and "above the limit" in err
     status, out, _ = in_process(capsys, "eval", run, "--lengths", "60", "--max-len", "60", *EVAL[2:])
