@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-from rasp.errors import RaspError, RaspFileError
+from rasp.errors import RaspFileError
 
 MANIFEST = "manifest.json"
 COMPILED_FILES = ("config.json", "model.safetensors", "program.rasp")

@@ -12,7 +12,6 @@ User errors raise `rasp.errors.RaspError`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
