@@ -35,16 +35,20 @@ def cli_run_compiled(args) -> int:
     cm = load_compiled(args.program)
     if getattr(args, "trace", False):
         raise RaspError("--trace is for programs; a compiled model has no named variables to trace")
+    from rasp.program import RunLimits
+    from .limits import check_compiled_run, check_steps_flag
+    limits = RunLimits()
+    max_len = args.max_len if getattr(args, "max_len", None) is not None else limits.max_len
+    max_steps = args.max_steps if getattr(args, "max_steps", None) is not None else limits.max_steps
+    check_steps_flag(args.steps, max_steps)
     if args.steps is not None:
         cm.fixed_steps = args.steps
     where = args.inputs if args.inputs is not None else "input"
-    batch = [cm.program.parse_input(text, line, where) for line, text in _read_inputs(args)]
-    max_len = getattr(args, "max_len", None)
-    if max_len is not None:
-        for i, x in enumerate(batch):
-            if len(x) > max_len:
-                from rasp.errors import RaspInputError
-                raise RaspInputError(f"the input has {len(x)} tokens; the limit is {max_len}", i + 1)
+    read = _read_inputs(args)
+    batch = [cm.program.parse_input(text, line, where) for line, text in read]
+    check_compiled_run(cm, batch, _params(args.param), max_len, max_steps, where, [ln for ln, _ in read],
+                       **({"max_work": args.max_work} if getattr(args, "max_work", None) else {}),
+                       config_path=f"{args.program}/config.json")
     longer = cm.beyond_design(batch)
     if longer:
         info = cm.model.cfg.extra["compiler"]

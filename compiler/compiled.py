@@ -2,7 +2,6 @@
 needs to run: token maps, loop count, halting), with save/load and a report."""
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -11,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 import rasp
 from rasp.errors import RaspError
@@ -257,13 +256,16 @@ class CompiledModel:
 
     # ---- files ----------------------------------------------------------------------
     def save(self, directory):
-        """config.json, model.safetensors, program.rasp (each written atomically)."""
+        """config.json, model.safetensors, program.rasp and manifest.json (their
+        SHA-256), each written atomically."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         state = {k: v.contiguous() for k, v in self.model.state_dict().items()}
         _atomic(d / "config.json", lambda p: Path(p).write_text(self.model.cfg.to_json()))
         _atomic(d / "model.safetensors", lambda p: save_file(state, p))
         _atomic(d / "program.rasp", lambda p: Path(p).write_text(self.source, encoding="utf-8"))
+        from .validate import COMPILED_FILES, write_manifest
+        write_manifest(d, COMPILED_FILES, "rasp-compiled/1")     # checked by load_compiled
 
 
 def _atomic(path: Path, write):
@@ -279,14 +281,12 @@ def _atomic(path: Path, write):
 
 
 def load_compiled(directory) -> CompiledModel:
-    d = Path(directory)
-    for name in ("config.json", "model.safetensors", "program.rasp"):
-        if not (d / name).exists():
-            raise RaspError(f"{d}: not a compiled model directory (missing {name})")
-    cfg = LoopedConfig.from_dict(json.loads((d / "config.json").read_text()))
-    model = LoopedTransformer(cfg)
-    model.load_state_dict(load_file(str(d / "model.safetensors")))
+    """Every file is checked first (compiler/validate.py): a damaged or edited
+    directory is a `DIR/FILE: error: ...`, never a loader's traceback."""
+    from .validate import load_compiled_parts
+    cfg, state, program, source = load_compiled_parts(directory)
+    with torch.device("meta"):           # every tensor comes from the file
+        model = LoopedTransformer(cfg)
+    model.load_state_dict(state, assign=True)
     model.eval()
-    source = (d / "program.rasp").read_text(encoding="utf-8")
-    return CompiledModel(model, source, str(d / "program.rasp"))
-
+    return CompiledModel(model, source, str(Path(directory) / "program.rasp"), program=program)

@@ -126,3 +126,15 @@ class RaspRequireError(RaspRuntimeError):
         return "\n".join(RaspError(f"input rejected: {message} ({_which_inputs(indices)})", loc,
                                    self.source).format()
                          for message, loc, indices in self.failures)
+
+
+class RaspFileError(RaspError):
+    """A missing, damaged or inconsistent file (a compiled-model or run
+    directory): prints as `PATH: error: MESSAGE`."""
+
+    def __init__(self, path, message: str):
+        self.path = str(path)
+        super().__init__(message)
+
+    def format(self) -> str:
+        return f"{printable(self.path)}: {self.severity}: {printable(self.message)}"

@@ -259,7 +259,8 @@ def test_unsupported_constructs_are_located_errors(src, words):
 def test_save_load_roundtrip(tmp_path):
     prog, cm = compiled(ROOT / "programs" / "parity.rasp")
     cm.save(tmp_path / "m")
-    assert {p.name for p in (tmp_path / "m").iterdir()} == {"config.json", "model.safetensors", "program.rasp"}
+    assert {p.name for p in (tmp_path / "m").iterdir()} == {"config.json", "model.safetensors", "program.rasp",
+                                                     "manifest.json"}
     cm2 = load_compiled(tmp_path / "m")
     batch = [[1, 0, 1, -1, -2, -2], [0, -1, -2], [1, 1, 1, 1, -1, -2]]
     assert cm2.run_batch(batch) == cm.run_batch(batch) == prog.run_batch(batch).outputs

@@ -7,21 +7,45 @@ a torn one.
         model.safetensors       weights
         optimizer.safetensors   optimizer tensors + torch RNG state
         state.json              step, optimizer scalars, NumPy RNG, curriculum,
-                                metric accumulators, model config
+                                metric accumulators, model config, a copy of run.json
+        manifest.json           SHA-256 of the three files above
     OUT/latest.json             {"step": 500, "path": "checkpoints/step_0000500"}
+    OUT/.lock                   held (flock) by the one `rasp train` writing OUT
+
+Reading is defensive (compiler/validate.py checks every file): a damaged
+newest checkpoint falls back to the previous intact one (two are kept), a
+missing or damaged `latest.json` is rebuilt from the checkpoint folders, and
+a run whose checkpoints are all gone is refused rather than restarted.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import hashlib
 import json
+import math
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save as safetensors_bytes
 
-from rasp.errors import RaspError
-from trainer.model import LoopedConfig, LoopedTransformer
+from compiler.validate import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
+                               verify_manifest, write_manifest)
+from rasp.errors import RaspError, RaspFileError
+from trainer.model import LoopedTransformer
+
+FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
+KIND = "rasp-checkpoint/1"
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _warn(msg: str):
+    print(f"warning: {msg}", file=sys.stderr)
 
 
 def _fsync_dir(path: Path):
@@ -36,14 +60,180 @@ def _fsync_dir(path: Path):
 
 
 def write_json_atomic(path: Path, obj):
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True))
+
+
+def write_text_atomic(path: Path, text: str):
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     _fsync_dir(path.parent)
+
+
+def write_failed(e: OSError, out, what: str) -> RaspError:
+    """The user-facing error for an OSError while writing the run in `out`."""
+    if e.errno in FULL_DISK:
+        why = "no space left on the device" if e.errno != errno.EFBIG else "a file grew past the size limit"
+    else:
+        why = e.strerror or str(e)
+    ok = _newest_step_name(Path(out))
+    kept = f"the last checkpoint ({ok}) is intact" if ok else "no checkpoint was written yet"
+    return RaspFileError(out, f"cannot write {what}: {why}; {kept} (free space, then --resume)")
+
+
+def _newest_step_name(out: Path):
+    try:
+        return json.loads((out / "latest.json").read_text())["path"]
+    except Exception:       # only for a message
+        return None
+
+
+# ---- run description --------------------------------------------------------------
+
+def run_fingerprint(run: dict) -> str:
+    """Hash of what a run.json says about the model and its training: what
+    a resume keeps (everything but --steps and --device)."""
+    keep = {k: run.get(k) for k in ("task", "model", "init", "compress", "compress_method", "preset")}
+    keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items() if k != "steps"}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
+
+
+def _check_run(run, path):
+    ok = (isinstance(run, dict) and all(isinstance(run.get(k), str) for k in ("task", "model", "init"))
+          and isinstance(run.get("hparams"), dict))
+    if not ok:
+        raise RaspFileError(path, "not a run description (needs task, model, init and hparams)")
+    from trainer.presets import HParams
+    types = {f.name: str(f.type) for f in dataclasses.fields(HParams)}
+    for k, v in run["hparams"].items():
+        if k in types and not _fits(v, types[k]):
+            raise RaspFileError(path, f"hparams.{k}: {json.dumps(v)[:40]} is not a valid {types[k]}")
+    return run
+
+
+def _fits(v, t: str) -> bool:
+    if v is None:
+        return t.startswith("Optional")
+    if "bool" in t:
+        return isinstance(v, bool)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return isinstance(v, int) and v >= 0 if "int" in t else math.isfinite(v)
+
+
+def has_run(out) -> bool:
+    """OUT holds (what is left of) a training run."""
+    out = Path(out)
+    return any((out / name).exists() for name in ("run.json", "latest.json", "checkpoints"))
+
+
+def read_run(out, ckpt=None) -> dict:
+    """OUT/run.json, checked; when it is damaged or missing, the copy kept in
+    the latest checkpoint (saying so)."""
+    path = Path(out) / "run.json"
+    try:
+        return _check_run(read_json(path), path)
+    except RaspFileError as e:
+        ckpt = ckpt or latest(out)
+        copy = load_state(ckpt).get("run") if ckpt is not None else None
+        if copy is None:
+            raise
+        _warn(f"{e.path}: {e.message}; using the copy kept in {Path(ckpt).name}")
+        return _check_run(copy, Path(ckpt) / "state.json")
+
+
+def read_checked_run(out) -> dict:
+    """read_run(), refused when it does not describe the latest checkpoint."""
+    ckpt = latest(out)
+    run = read_run(out, ckpt)
+    if ckpt is not None:
+        check_run_matches(run, ckpt, Path(out) / "run.json")
+    return run
+
+
+def check_run_matches(run: dict, ckpt, run_path):
+    """Refuse a run.json that does not describe the model in `ckpt` (edited
+    after training)."""
+    state = load_state(ckpt)
+    copy = state.get("run")
+    if copy is not None:
+        if run_fingerprint(copy) != run_fingerprint(run):
+            diff = sorted(k for k in set(copy) | set(run) if k not in ("hparams", "device", "init_info",
+                                                                       "world_size") and copy.get(k) != run.get(k))
+            diff += sorted(f"hparams.{k}" for k in set(copy["hparams"]) | set(run["hparams"])
+                           if k != "steps" and copy["hparams"].get(k) != run["hparams"].get(k))
+            raise RaspFileError(run_path, f"does not describe the model in {Path(ckpt).name} (it differs in "
+                                          f"{', '.join(diff[:4]) or 'its contents'}): it was edited after "
+                                          "training")
+        return
+    for key, skey in (("task", "task"), ("model", "model_name")):      # checkpoints without a copy
+        if skey in state and state[skey] != run[key]:
+            raise RaspFileError(run_path, f"says {key} {run[key]!r}, but {Path(ckpt).name} holds "
+                                          f"{state[skey]!r}: it was edited after training")
+
+
+# ---- writing ------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def run_lock(out, resume: bool, enabled: bool = True):
+    """Hold an exclusive lock on the run directory for one `rasp train` (a
+    second one on the same --out is refused), and clear what killed runs
+    left behind."""
+    out = Path(out)
+    if not enabled:
+        yield
+        return
+    if not out.exists():
+        if resume:
+            raise RaspError(f"--resume: {out} does not exist")
+        try:
+            out.mkdir(parents=True)
+        except OSError as e:
+            raise RaspFileError(out, f"cannot create the run directory: {e.strerror}") from None
+    elif not out.is_dir():
+        raise RaspFileError(out, "exists and is not a directory")
+    try:
+        f = open(out / ".lock", "a+")
+    except OSError as e:
+        raise RaspFileError(out, f"cannot create its lock file: {e.strerror}") from None
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            raise RaspFileError(out, f"another `rasp train` (pid {holder}) is writing this run directory; "
+                                     "wait for it to finish or choose another --out") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        clean_leftovers(out)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def clean_leftovers(out):
+    """Remove the temporary files and folders of runs killed mid-write."""
+    out = Path(out)
+    root = out / "checkpoints"
+    junk = [p for p in root.glob(".tmp-step_*")] if root.is_dir() else []
+    junk += [p for p in out.glob(".*.tmp[0-9]*")]
+    for p in junk:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def _optimizer_split(opt: torch.optim.Optimizer):
@@ -71,24 +261,38 @@ def _optimizer_join(tensors: dict, meta: dict) -> dict:
 
 
 def save(out: Path, step: int, model, optimizer, state: dict, keep: int = 2) -> Path:
-    """state: JSON-able (RNG, curriculum, accumulators...)."""
+    """state: JSON-able (RNG, curriculum, accumulators...).  A failed write
+    (full disk) leaves the previous checkpoint as it was."""
     out = Path(out)
     root = out / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:07d}"
-    final = root / name
     tmp = root / f".tmp-{name}-{os.getpid()}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return _save(out, root, name, tmp, step, model, optimizer, state, max(keep, 2))
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_failed(e, out, f"checkpoint {name}") from None
+
+
+def _save(out, root, name, tmp, step, model, optimizer, state, keep):
+    final = root / name
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
-              str(tmp / "model.safetensors"))
+    _write_tensors(tmp / "model.safetensors", {k: v.detach().cpu().contiguous()
+                                               for k, v in model.state_dict().items()})
     opt_tensors, opt_meta = _optimizer_split(optimizer)
     opt_tensors["rng.torch"] = torch.get_rng_state()
-    save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+    _write_tensors(tmp / "optimizer.safetensors", opt_tensors)
     full = dict(state, step=step, optimizer=opt_meta, config=json.loads(model.cfg.to_json()))
+    try:                 # the run description travels with the weights (eval checks it)
+        full["run"] = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        pass
     with open(tmp / "state.json", "w") as f:
         json.dump(full, f, indent=2, sort_keys=True)
+    write_manifest(tmp, FILES, KIND)
     for p in tmp.iterdir():
         with open(p, "rb") as f:
             os.fsync(f.fileno())
@@ -101,6 +305,14 @@ def save(out: Path, step: int, model, optimizer, state: dict, keep: int = 2) -> 
     return final
 
 
+def _write_tensors(path: Path, tensors: dict):
+    # serialized in memory and written by Python, so that a full disk is an
+    # OSError (safetensors' own writer reports it as a SafetensorError)
+    data = safetensors_bytes(tensors)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def _prune(root: Path, keep: int, current: Path):
     done = sorted(p for p in root.iterdir() if p.name.startswith("step_"))
     for p in done[:-keep] if keep > 0 else []:
@@ -108,32 +320,129 @@ def _prune(root: Path, keep: int, current: Path):
             shutil.rmtree(p, ignore_errors=True)
 
 
-def latest(out: Path):
-    """Path of the newest complete checkpoint, or None."""
-    f = Path(out) / "latest.json"
-    if not f.exists():
-        return None
+# ---- reading ------------------------------------------------------------------------
+
+def problem(ckpt: Path):
+    """None if checkpoint folder `ckpt` is intact, else why not."""
     try:
-        rel = json.loads(f.read_text())["path"]
-    except (ValueError, KeyError):
-        raise RaspError(f"{f} is not a checkpoint pointer")
-    return Path(out) / rel
+        if not Path(ckpt).is_dir():
+            return "missing"
+        if verify_manifest(ckpt, FILES, KIND):              # exactly as save() wrote it
+            return None
+        safetensors_header(Path(ckpt) / "optimizer.safetensors")    # older: check the structure
+        state = load_state(ckpt)
+        header = safetensors_header(Path(ckpt) / "model.safetensors")
+        shapes = expected_shapes(check_config(state["config"], Path(ckpt) / "state.json", "config"))
+        if {k: v[1] for k, v in header.items()} != shapes:
+            return "model.safetensors does not match the config in state.json"
+    except RaspError as e:
+        return e.format().replace(str(ckpt) + "/", "")
+    return None
+
+
+def latest(out: Path, repair: bool = False):
+    """Path of the newest intact checkpoint, or None when the run has none
+    yet.  Prefers the one latest.json names; a damaged one falls back to the
+    previous intact folder (saying so).  With `repair` (a training process
+    holding the run's lock) damaged folders are set aside as
+    `checkpoints/damaged-step_*` and latest.json is rewritten.  Raises when
+    the run had checkpoints but none is intact."""
+    out = Path(out)
+    pointer = out / "latest.json"
+    root = out / "checkpoints"
+    named, notes = None, []
+    if pointer.exists():
+        try:
+            rel = json.loads(pointer.read_text())["path"]
+            named = out / rel
+            if not (isinstance(rel, str) and named.parent == root and named.name.startswith("step_")):
+                raise ValueError
+        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError):
+            named = None
+            notes.append("latest.json is damaged")
+    folders = sorted((p for p in root.iterdir() if p.name.startswith("step_")), reverse=True) \
+        if root.is_dir() else []
+    if not pointer.exists() and folders:
+        notes.append("latest.json is missing")
+    order = ([named] if named is not None else []) + [p for p in folders if p != named]
+    bad = []
+    for ck in order:
+        why = problem(ck)
+        if why == "missing" and ck == named:
+            why = "missing (latest.json names it)"
+        if why is None:
+            if notes or bad:
+                _warn(f"{out}: " + "; ".join(notes + [f"{b.name} is damaged ({w})" for b, w in bad])
+                      + f"; using {ck.name}")
+                if repair:
+                    _set_aside(bad)
+                    write_json_atomic(pointer, {"step": load_state(ck)["step"], "path": f"checkpoints/{ck.name}"})
+            return ck
+        bad.append((ck, why))
+    if not notes and not bad:
+        return None
+    raise RaspFileError(out, "no intact checkpoint: " + "; ".join(
+        notes + [f"{b.name}: {w}" for b, w in bad]) + " (nothing to continue from; start again with another --out)")
+
+
+def _set_aside(bad):
+    for ck, _ in bad:
+        if ck.is_dir():
+            target = ck.with_name("damaged-" + ck.name)
+            shutil.rmtree(target, ignore_errors=True)
+            os.rename(ck, target)
 
 
 def load_state(ckpt: Path) -> dict:
-    return json.loads((Path(ckpt) / "state.json").read_text())
+    path = Path(ckpt) / "state.json"
+    state = read_json(path)
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int) or isinstance(state["step"], bool) \
+            or not isinstance(state.get("config"), dict):
+        raise RaspFileError(path, "not a checkpoint state (needs step and config)")
+    return state
 
 
 def load_model(ckpt: Path, device="cpu") -> LoopedTransformer:
     state = load_state(ckpt)
-    model = LoopedTransformer(LoopedConfig.from_dict(state["config"]))
-    model.load_state_dict(load_file(str(Path(ckpt) / "model.safetensors"), device=str(device)))
+    cfg = check_config(state["config"], Path(ckpt) / "state.json", "config")
+    tensors = load_tensors(Path(ckpt) / "model.safetensors", expected_shapes(cfg), device=device)
+    with torch.device("meta"):           # every tensor comes from the file
+        model = LoopedTransformer(cfg)
+    model.load_state_dict(tensors, assign=True)
     return model.to(device)
 
 
 def restore_optimizer(ckpt: Path, optimizer, state: dict):
-    tensors = load_file(str(Path(ckpt) / "optimizer.safetensors"))
-    torch.set_rng_state(tensors.pop("rng.torch"))
-    dev = next(iter(optimizer.param_groups[0]["params"])).device
-    tensors = {k: (v if k.endswith(".step") else v.to(dev)) for k, v in tensors.items()}
-    optimizer.load_state_dict(_optimizer_join(tensors, state["optimizer"]))
+    from safetensors.torch import load_file
+    path = Path(ckpt) / "optimizer.safetensors"
+    safetensors_header(path)
+    try:
+        tensors = load_file(str(path))
+        torch.set_rng_state(tensors.pop("rng.torch"))
+        dev = next(iter(optimizer.param_groups[0]["params"])).device
+        tensors = {k: (v if k.endswith(".step") else v.to(dev)) for k, v in tensors.items()}
+        optimizer.load_state_dict(_optimizer_join(tensors, state["optimizer"]))
+    except (KeyError, ValueError, RuntimeError, TypeError) as e:
+        raise RaspFileError(path, f"does not fit the model's optimizer ({type(e).__name__}: {str(e)[:80]})") \
+            from None
+
+
+def read_jsonl(path) -> list:
+    """Rows of a JSON-lines file; a line cut short (the run was killed while
+    writing it) is dropped, saying so."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError
+        except ValueError:
+            _warn(f"{path}:{i}: dropped a damaged line (cut short when the run was killed?)")
+            continue
+        rows.append(row)
+    return rows

@@ -12,7 +12,6 @@ User errors raise `rasp.errors.RaspError`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -23,20 +22,17 @@ from trainer.models import MODELS
 from trainer.presets import PRESETS, HParams, make_hparams
 from trainer.stopping import RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
+from trainer import checkpoint, validate
 
 # CLI flag -> HParams field (None = not given, keep the preset's value)
-_HP_FLAGS = {"steps": int, "batch_size": int, "lr": float, "weight_decay": float, "warmup": int,
-             "d_model": int, "n_layer": int, "n_head": int, "max_train_n": int, "start_n": int,
-             "interval": int, "grad_clip": float, "ckpt_every": int, "log_every": int,
-             "eval_every": int, "eval_samples": int, "seed": int, "baseline_depth": int,
-             "pause_tokens": int, "loop_steps": int, "guard_max_n": int}
+_HP_FLAGS = validate.HP_FLAG_TYPES     # each with its range (trainer/validate.py)
 
 
 def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--task", help=f"one of: {', '.join(TASKS)}")
     p.add_argument("--model", default="looped", help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--init", default="random", choices=["random", "compiled"])
-    p.add_argument("--compress", type=int, default=None, metavar="D",
+    p.add_argument("--compress", type=validate.COMPRESS, default=None, metavar="D",
                    help="with --init compiled: project the compiled model into width D")
     p.add_argument("--compress-method", default="merge", choices=["merge", "pca", "random"],
                    help="merge: share coordinates between dims that are never live together (exact), "
@@ -50,7 +46,7 @@ def add_train_args(p: argparse.ArgumentParser):
                    help="freeze the compiled start's length-fragile tensors (auto: on for --init compiled)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--max-wall", type=float, default=None, help="stop after this many seconds (checkpointed)")
+    p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, help="stop after this many seconds (checkpointed)")
     for name, typ in _HP_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=typ, default=None,
                        help=f"override the preset's {name}")
@@ -71,9 +67,9 @@ def config_from_args(args):
     from trainer.train import RunConfig
     out = Path(args.out)
     overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
-    if args.resume and (out / "run.json").exists():
+    if args.resume and checkpoint.has_run(out):
         # A resumed run keeps its own settings (only --steps may extend it).
-        run = json.loads((out / "run.json").read_text())
+        run = checkpoint.read_checked_run(out)     # an edited run.json is refused
         hp = HParams.from_dict(run["hparams"])
         if overrides["steps"] is not None:
             hp.steps = overrides["steps"]
@@ -112,32 +108,42 @@ def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("run", help="run directory written by `rasp train`")
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
     p.add_argument("--stop", default="oracle", choices=list(RULES))
-    p.add_argument("--threshold", type=float, default=0.01, help="--stop threshold: confidence CE to exit at")
-    p.add_argument("--samples", type=int, default=256, help="test inputs per length")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threshold", type=validate.THRESHOLD, default=0.01,
+                   help="--stop threshold: confidence CE to exit at")
+    p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=256, help="test inputs per length")
+    p.add_argument("--batch-size", type=validate.EVAL_BATCH, default=128)
+    p.add_argument("--seed", type=validate.SEED, default=1234)
+    p.add_argument("--max-len", type=validate.EVAL_MAX_LEN, default=None, metavar="N",
+                   help="longest --lengths accepted (default: 4x the training range, at least the task's "
+                        "test length)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", default=None, help="where to write the results (default RUN/eval_STOP.json)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 
 def run_eval(args) -> int:
     from trainer.evaluate import evaluate_run, format_table
     run_dir = Path(args.run)
-    if not (run_dir / "run.json").exists():
+    if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
         raise RaspError(f"{run_dir} is not a training run (no run.json)")
+    run = checkpoint.read_run(run_dir)
+    train_max = run["hparams"].get("max_train_n", 1)
     if args.lengths is None:
-        train_max = json.loads((run_dir / "run.json").read_text())["hparams"]["max_train_n"]
         lengths = list(range(1, 2 * train_max + 1))
     else:
+        limit = args.max_len or validate.eval_length_limit(get_task(run["task"]), train_max)
+        validate.check_eval_lengths(args.lengths, limit, train_max)
         lengths = parse_lengths(args.lengths)
     if args.samples < 1 or args.batch_size < 1:
         raise RaspError("--samples and --batch-size must be positive")
     res = evaluate_run(run_dir, lengths, args.stop, args.samples, args.batch_size, args.threshold,
-                       args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots)
+                       args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots,
+                       progress=not args.no_progress)
     print(format_table(res))
-    print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else ""))
+    print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else "")
+          + (f" (merged with {res['kept']} earlier rows of other lengths)" if res.get("kept") else ""))
     return 0
 
 

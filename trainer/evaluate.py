@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from rasp.errors import RaspError
 from trainer import checkpoint, objectives
@@ -19,22 +22,28 @@ from trainer.train import build_data
 
 
 def load_run(run_dir, device="cpu"):
+    """(run description, model, step) of the newest intact checkpoint, with
+    run.json checked against the copy the checkpoint keeps."""
     run_dir = Path(run_dir)
-    if not (run_dir / "run.json").exists():
+    if not checkpoint.has_run(run_dir):
         raise RaspError(f"{run_dir} is not a training run (no run.json)")
     ckpt = checkpoint.latest(run_dir)
     if ckpt is None:
         raise RaspError(f"{run_dir} holds no checkpoint yet")
-    run = json.loads((run_dir / "run.json").read_text())
+    run = checkpoint.read_run(run_dir, ckpt)
+    checkpoint.check_run_matches(run, ckpt, run_dir / "run.json")
     model = checkpoint.load_model(ckpt, device)
     model.eval()
     return run, model, checkpoint.load_state(ckpt)["step"]
 
 
 def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batch_size: int,
-                   threshold: float, seed: int, device) -> list:
+                   threshold: float, seed: int, device, progress: bool = False) -> list:
     rows = []
+    bar = tqdm(total=samples * len(lengths), disable=not progress, unit="input", dynamic_ncols=True,
+               desc=f"eval {rule}", file=sys.stderr)
     for n in lengths:
+        bar.set_postfix(n=n)
         rng = np.random.default_rng([seed, n])
         correct, chosen, ran, T, secs, curves = [], [], [], [], 0.0, []
         left = samples
@@ -48,6 +57,7 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
             ran.append(out["ran"].cpu())
             T.append(batch.steps.cpu())
             secs += out["seconds"]
+            bar.update(b)
             if "curve_acc" in out:
                 curves.append((b, out["curve_acc"].cpu(), out["curve_true_ce"].cpu(), out["curve_conf_ce"].cpu()))
         c = torch.cat(correct).float()
@@ -61,13 +71,19 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
             w = sum(cv[0] for cv in curves)
             row["curve"] = {key: [float(sum(cv[0] * cv[i][t] for cv in curves) / w) for t in range(L)]
                             for i, key in ((1, "acc"), (2, "loss"), (3, "confidence_ce"))}
+        row["seed"] = seed
         rows.append(row)
+    bar.close()
     return rows
 
 
 def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, batch_size: int = 128,
                  threshold: float = 0.01, seed: int = 1234, device="cpu", labeler=None,
-                 out_json: Optional[str] = None, plots: bool = True) -> dict:
+                 out_json: Optional[str] = None, plots: bool = True, progress: bool = False) -> dict:
+    """Evaluate and store the rows.  Results accumulate: the rows are merged by
+    length into the file of the same stopping rule (and threshold) for the
+    same checkpoint step, so the table and plots cover every length evaluated
+    so far; a file from an earlier step is kept under a name with its step."""
     if rule not in RULES:
         raise RaspError(f"unknown --stop {rule!r} (one of {', '.join(RULES)})")
     run, model, step = load_run(run_dir, device)
@@ -76,17 +92,46 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     data = build_data(run["task"], spec, hp, labeler)
     if data.input_tokens != model.cfg.extra.get("input_tokens"):
         raise RaspError(f"{run_dir}: the checkpoint's token table does not match task {run['task']}")
-    rows = evaluate_model(spec, hp, model, data, lengths, rule, samples, batch_size, threshold, seed, device)
+    rows = evaluate_model(spec, hp, model, data, lengths, rule, samples, batch_size, threshold, seed, device,
+                          progress)
     result = {"run": str(run_dir), "task": run["task"], "model": run["model"], "init": run["init"],
               "step": step, "stop": rule, "threshold": threshold if rule == "threshold" else None,
               "train_max_n": hp.max_train_n, "rows": rows}
-    path = Path(out_json) if out_json else Path(run_dir) / f"eval_{rule}.json"
+    name = f"eval_{rule}.json" if rule != "threshold" else f"eval_threshold_{threshold:g}.json"
+    path = Path(out_json) if out_json else Path(run_dir) / name
+    result["kept"] = _merge_earlier(path, result)
     checkpoint.write_json_atomic(path, result)
     result["json"] = str(path)
     if plots:
         from trainer import plots as P
         result["plots"] = P.eval_plots(result, Path(path).with_suffix(""))
     return result
+
+
+def _merge_earlier(path: Path, result: dict) -> int:
+    """Fold the rows stored in `path` by an earlier evaluation of the same
+    checkpoint and settings into `result` (new rows win per length); an
+    earlier file of another step or rule is moved to PATH_stepN.json.
+    Returns how many earlier rows were kept."""
+    if not path.exists():
+        return 0
+    try:
+        old = json.loads(path.read_text())
+        same = all(old.get(k) == result[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
+        old_rows = [r for r in old["rows"] if isinstance(r, dict) and isinstance(r.get("length"), int)]
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        print(f"warning: {path} was damaged; replacing it", file=sys.stderr)
+        return 0
+    if not same:
+        keep = path.with_name(f"{path.stem}_step{old.get('step')}{path.suffix}")
+        os.replace(path, keep)
+        print(f"note: the results of step {old.get('step')} in {path.name} were moved to {keep.name}",
+              file=sys.stderr)
+        return 0
+    new = {r["length"] for r in result["rows"]}
+    kept = [r for r in old_rows if r["length"] not in new]
+    result["rows"] = sorted(kept + result["rows"], key=lambda r: r["length"])
+    return len(kept)
 
 
 def format_table(result: dict) -> str:

@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError
-from trainer import checkpoint, distributed, objectives, stopping
+from trainer import checkpoint, distributed, objectives, stopping, validate
 from trainer.compiled import has_clock
 from trainer.data import TaskData
 from trainer.initialise import initial_model
@@ -70,17 +70,18 @@ def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, d
 
 
 def _read_metrics(path: Path, upto: int) -> list:
-    if not path.exists():
-        return []
-    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
-    return [r for r in rows if r.get("step", 0) <= upto]
+    rows = checkpoint.read_jsonl(path)         # a torn last line (killed mid-write) is dropped
+    return [r for r in rows if isinstance(r.get("step", 0), int) and r.get("step", 0) <= upto]
 
 
 def train(cfg: RunConfig, labeler=None) -> dict:
     """Run (or resume) training; returns a summary dict."""
     d = distributed.setup(cfg.device)
     try:
-        return _train(cfg, d, labeler)
+        with checkpoint.run_lock(cfg.out, cfg.resume, enabled=d.main):   # one writer per --out
+            return _train(cfg, d, labeler)
+    except OSError as e:            # a full disk: the last checkpoint is intact (checkpoint.save)
+        raise checkpoint.write_failed(e, cfg.out, "the run") from None
     finally:
         distributed.teardown(d)
 
@@ -94,8 +95,11 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         raise RaspError(f"batch size {hp.batch_size} is not divisible by {d.world} processes")
     spec = get_model_spec(cfg.model)
     data = build_data(cfg.task, spec, hp, labeler)
+    validate.check_hparams(hp, data.task)
+    if cfg.init == "random":        # a compiled start's size comes from its program
+        validate.check_memory(spec, hp, data, device)
 
-    ckpt = checkpoint.latest(out)
+    ckpt = checkpoint.latest(out, repair=d.main)
     if ckpt is not None and not cfg.resume:
         raise RaspError(f"{out} already holds a run (step {checkpoint.load_state(ckpt)['step']}); "
                         f"pass --resume to continue it or choose another --out")
@@ -131,7 +135,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         checkpoint.write_json_atomic(out / "run.json", cfg.to_dict() | {"init_info": init_info,
                                                                         "world_size": d.world})
         kept = _read_metrics(metrics_path, step)     # drop rows written after the checkpoint
-        metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        checkpoint.write_text_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
         if step == 0:
             acc0 = in_distribution_accuracy(spec, hp, model, data, hp.seed, hp.eval_samples, device)
             _append(metrics_path, {"step": 0, "eval_acc": acc0})

@@ -1,0 +1,63 @@
+"""The limits of `rasp run DIR`, checked before a compiled model runs: the
+same --max-len and --max-steps as the interpreter, and a bound on the total
+arithmetic, so that no input, --param, --steps or config.json value can make
+a compiled run hang."""
+from __future__ import annotations
+
+import numpy as np
+
+from rasp.errors import RaspError, RaspFileError, RaspInputError
+
+# ~10-20 s of one CPU thread (measured: 1.5e9 multiply-adds/s on parity) (a `max_work` argument, when the CLI has one, replaces it)
+DEFAULT_MAX_WORK = 3 * 10 ** 10
+CHUNK = 256                      # CompiledModel.run_batch's batch size
+
+
+def check_steps_flag(steps, max_steps: int):
+    if steps is None:
+        return
+    if steps < 0:
+        raise RaspError(f"--steps must be >= 0, got {steps}")
+    if steps > max_steps:
+        raise RaspError(f"--steps {steps} is above the limit of {max_steps} loop iterations "
+                        "(raise it with --max-steps)")
+
+
+def flops(cfg, n_tokens: int, batch: int, steps: int) -> float:
+    """Multiply-adds of one padded chunk: every block applied, attention
+    quadratic in the length."""
+    n = n_tokens + (1 if cfg.bos else 0)
+    inner = cfg.n_head * cfg.d_head
+    per_block = n * n * inner * 2 + n * (4 * cfg.d_model * inner + 2 * cfg.d_model * cfg.d_mlp)
+    applied = cfg.n_prelude + cfg.n_body * steps + cfg.n_postlude * (1 + min(steps, batch))
+    return float(batch) * per_block * applied
+
+
+def check_compiled_run(cm, batch, params, max_len: int, max_steps: int, where: str = "input",
+                       lines=None, max_work: float = DEFAULT_MAX_WORK, config_path=None):
+    """Refuse (exit 2) a run that exceeds a limit; returns the loop counts."""
+    lines = lines or list(range(1, len(batch) + 1))
+    for i, x in enumerate(batch):
+        if len(x) > max_len:
+            raise RaspInputError(f"the input has {len(x)} tokens; the limit is {max_len} "
+                                 "(raise it with --max-len)", lines[i], where=where)
+    counts = np.asarray(cm.loop_counts(batch, params), dtype=np.int64)
+    if len(counts) and counts.max() > max_steps:
+        i = int(counts.argmax())
+        why = (f"{config_path}: extra.compiler.steps" if cm.fixed_steps is not None and config_path
+               else None)
+        msg = (f"the loop would run {int(counts[i])} iterations; the limit is {max_steps} "
+               "(raise it with --max-steps)")
+        if why and cm.fixed_steps == cm.model.cfg.extra["compiler"].get("steps"):
+            raise RaspFileError(config_path, f"extra.compiler.steps = {int(counts[i])}: {msg}")
+        raise RaspInputError(msg, lines[i], where=where)
+    total = 0.0
+    for start in range(0, len(batch), CHUNK):
+        chunk = batch[start:start + CHUNK]
+        c = counts[start:start + CHUNK]
+        total += flops(cm.model.cfg, max(len(x) for x in chunk), len(chunk), int(c.max(initial=0)))
+    if total > max_work:
+        raise RaspError(f"this run would take about {total:.2g} multiply-adds, above the limit of "
+                        f"{max_work:.2g}: the inputs are too long or their loops too many for a compiled "
+                        "model (use shorter inputs, or the interpreter)")
+    return counts

@@ -1,0 +1,148 @@
+"""Checking what `rasp train` / `rasp eval` are asked for before doing it:
+argparse `type=` functions that give every numeric flag a range (a bad value
+is argparse's one-line error, exit 2), the combinations a single flag cannot
+check, the length limit of `rasp eval`, and an estimate of the memory of a
+model and a training batch, refused above what the machine has available."""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from rasp.errors import RaspError
+
+MAX_SIZE = 1 << 16        # widths, heads, layers: far above anything trainable here
+MAX_N = 2000              # training problem sizes (the paper's largest is 20)
+MAX_SEED = 2 ** 32 - 1    # NumPy and PyTorch both take it
+
+
+def int_in(lo: int, hi: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must be in {lo}..{hi}, got {v}")
+        return v
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_in(lo: float, hi: float, lo_open: bool = False):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+            raise argparse.ArgumentTypeError(f"must be a finite number {'>' if lo_open else '>='} {lo:g}"
+                                             + (f" and <= {hi:g}" if math.isfinite(hi) else "") + f", got {text}")
+        return v
+    parse.__name__ = "number"
+    return parse
+
+
+positive = int_in(1, 10 ** 9)
+size = int_in(1, MAX_SIZE)
+
+# `rasp train` flag -> its type (None = keep the preset's value)
+HP_FLAG_TYPES = {
+    "steps": int_in(0, 10 ** 9), "batch_size": int_in(1, 1 << 20), "lr": float_in(0.0, math.inf, lo_open=True),
+    "weight_decay": float_in(0.0, math.inf), "warmup": int_in(0, 10 ** 9),
+    "d_model": size, "n_layer": size, "n_head": size,
+    "max_train_n": int_in(1, MAX_N), "start_n": int_in(1, MAX_N), "interval": positive,
+    "grad_clip": float_in(0.0, math.inf, lo_open=True), "ckpt_every": positive, "log_every": positive,
+    "eval_every": int_in(0, 10 ** 9), "eval_samples": int_in(1, 1 << 20), "seed": int_in(0, MAX_SEED),
+    "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
+    "guard_max_n": int_in(1, MAX_N)}
+COMPRESS = size
+MAX_WALL = float_in(0.0, math.inf, lo_open=True)
+EVAL_SAMPLES = int_in(1, 1 << 20)
+EVAL_BATCH = int_in(1, 1 << 16)
+SEED = int_in(0, MAX_SEED)
+THRESHOLD = float_in(0.0, math.inf, lo_open=True)
+EVAL_MAX_LEN = int_in(1, 100_000)
+
+
+def check_hparams(hp, task):
+    """Combinations no single flag can check."""
+    if hp.d_model % hp.n_head:
+        raise RaspError(f"--d-model {hp.d_model} is not divisible by --n-head {hp.n_head}")
+    if hp.start_n > hp.max_train_n:
+        raise RaspError(f"--start-n {hp.start_n} is above --max-train-n {hp.max_train_n}")
+    if hp.max_train_n < task.min_n:
+        raise RaspError(f"--max-train-n {hp.max_train_n}: task {task.name} starts at n = {task.min_n}")
+
+
+# ---- eval lengths ---------------------------------------------------------------------
+
+def eval_length_limit(task, train_max_n: int) -> int:
+    """Default longest `rasp eval` length: 4x the training range, at least the
+    paper's test length for the task (work grows like n^3: n^2 attention, T(n) ~ n steps)."""
+    return max(4 * train_max_n, task.paper.test_n)
+
+
+def check_eval_lengths(text: str, limit: int, train_max_n: int):
+    """Refuse a --lengths that reaches past `limit`, before it is expanded."""
+    for part in str(text).split(","):
+        for bound in part.split(":")[:2]:
+            try:
+                n = int(bound)
+            except ValueError:
+                continue          # parse_lengths reports the syntax
+            if n > limit:
+                raise RaspError(f"--lengths {text}: n = {n} is above the limit of {limit} (4x the training "
+                                f"range n <= {train_max_n}, or the task's test length); raise it with --max-len")
+
+
+# ---- memory ---------------------------------------------------------------------------
+
+def available_memory(device) -> int:
+    """Bytes that can be allocated on `device` now."""
+    import torch
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
+    """(parameters, bytes) for training a LoopedConfig: float32 weights,
+    gradients, two AdamW moments and the guard's copy, plus the activations
+    kept for backpropagation through every block application."""
+    inner = cfg.n_head * cfg.d_head
+    d, m = cfg.d_model, cfg.d_mlp
+    norm = 2 * d if cfg.norm == "layernorm" else 0
+    block = 4 * d * inner + 3 * inner + 2 * d * m + m + 2 * d + 2 * norm
+    layers = cfg.n_prelude + cfg.n_body + cfg.n_postlude
+    params = (layers * block + (cfg.vocab_size + cfg.bos) * d + (d + 1) * cfg.out_vocab_size
+              + norm * (1 + cfg.body_final_norm))
+    per_token = 6 * d + 4 * inner + 2 * m + 2 * cfg.n_head * n_tokens
+    acts = batch * n_tokens * applications * per_token + applications * batch * n_tokens * cfg.out_vocab_size
+    return params, 4 * (6 * params + acts)
+
+
+def check_memory(spec, hp, data, device):
+    """Refuse a model and batch that would not fit, before allocating them."""
+    import numpy as np
+    from trainer.models import looped_config
+    sample = data.batch(np.random.default_rng(0), [hp.max_train_n], train=True)
+    n_tokens = int(sample.tokens.shape[1]) + 1
+    steps = spec.iterations(hp) or int(sample.steps.max())
+    cfg = looped_config(spec, hp, data)
+    params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps)
+    have = available_memory(device)
+    if need > have:
+        raise RaspError(f"this model ({params:,} parameters) and a batch of {hp.batch_size} inputs of "
+                        f"{n_tokens} tokens through {cfg.n_body * steps} block applications need about "
+                        f"{need / 2 ** 30:.1f} GiB to train; {device} has {have / 2 ** 30:.1f} GiB available "
+                        "(use a smaller --d-model, --n-layer, --batch-size or --max-train-n)")
+    return need
