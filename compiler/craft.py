@@ -640,6 +640,9 @@ class Crafter:
             # the quadratic score cannot also rank keys in float32 at length L:
             # compare one-hot codes of both sides instead (a table each)
             return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
+        if sel.pred == "eq" and not A.numeric_eq_exact(max(abs(r.lo), abs(r.hi)) for r in (k, q)):
+            # the quadratic score's float32 rounding would reach the selection margin
+            return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
         if sel.pred == "eq":
             for side, r in ((sel.key, k), (sel.query, q)):
                 if r.square() is None:        # e.g. a loop variable: square it here, by a table
