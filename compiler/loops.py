@@ -25,9 +25,19 @@ from rasp.errors import RaspError
 COUNTER = "(step)"       # not an identifier: no program variable has this name
 
 
+_CONST_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+              "min": min, "max": max, "neg": lambda a: -a,
+              "floordiv": lambda a, b: a // b if b else None, "mod": lambda a, b: a % b if b else None}
+
+
 def const_count(prog: ir.ProgramIR, e: ir.HostExpr):
+    """The value of a host expression that does not depend on the input
+    (literals and arithmetic on them; not params, which the CLI may override)."""
     if e.op == "lit":
         return int(e.args[0])
+    if e.op in _CONST_OPS:
+        args = [const_count(prog, a) for a in e.args]
+        return None if any(a is None for a in args) else _CONST_OPS[e.op](*args)
     return None
 
 
@@ -160,3 +170,165 @@ def _reads_loop(n, memo=None) -> bool:
     if n not in memo:
         memo[n] = isinstance(n, (ir.LoopState, ir.LoopOut)) or any(_reads_loop(i, memo) for i in n.inputs)
     return memo[n]
+
+
+def flatten_nested(prog: ir.ProgramIR) -> ir.ProgramIR:
+    """A top-level loop `loop T: P; loop K: I; Q` (K a constant >= 1, one level
+    of nesting) becomes one loop of T * K steps with a phase p = step mod K:
+    the inner variables restart from their initial values (computed from the
+    outer variables' current values) when p = 0 and update every step; the
+    outer variables update when p = K - 1, from the inner values of that step.
+    `prog` itself when nothing is nested; RaspError (located) otherwise."""
+    nested = [l for l in prog.loops if l.body.parent is not prog.body]
+    if not nested:
+        return prog
+    err = lambda msg, loc: RaspError(msg, loc=loc, source=prog.source)
+    for inner in nested:
+        outer = inner.body.parent.loop
+        if outer is None or outer.body.parent is not prog.body:
+            raise err("the compiler flattens one level of nested loops; this loop is nested two deep", inner.loc)
+        if inner.until_stable or outer.until_stable:
+            raise err("the compiler flattens nested count loops; 'until stable' cannot be one of them",
+                      inner.loc if inner.until_stable else outer.loc)
+        k = const_count(prog, inner.count)
+        if k is None or k < 1:
+            raise err(f"an inner loop's count must be a constant >= 1 for the compiler ({inner.count} is not): "
+                      "the model restarts the inner loop at steps it counts itself", inner.loc)
+        if sum(isinstance(i, ir.Loop) for i in outer.body.items) > 1:
+            raise err("the compiler flattens one inner loop per outer loop; this loop holds several", outer.loc)
+        for v in inner.vars:
+            if v.init is None:
+                raise err(f"loop variable '{v.name}' is first defined inside a nested loop; the compiler needs "
+                          "its value before the loop (assign it before the loop)", inner.loc)
+    items = list(prog.body.items)
+    new_top = ir.Block()
+    post = {}
+    for it in items:
+        if isinstance(it, ir.Loop) and any(l.body.parent is it.body for l in nested):
+            loop, outs = _flatten(prog, it, next(l for l in nested if l.body.parent is it.body), new_top)
+            post.update(outs)
+            new_top.items.append(loop)
+        elif isinstance(it, ir.Node):
+            if _rebuild(it, post, new_top, None) is it:      # (a rebuilt copy is already listed)
+                new_top.items.append(it)
+        elif isinstance(it, ir.Bind):
+            new_top.items.append(ir.Bind(it.name, _rebuild(it.node, post, new_top, None), it.loc))
+        else:                               # a flat loop, rebuilt on the new loops' outputs
+            new_top.items.append(_rebuild_flat(it, post, new_top))
+    output = _rebuild(prog.output, post, new_top, None)
+    loops = [i for i in new_top.items if isinstance(i, ir.Loop)]
+    for n, l in enumerate(loops):
+        l.index = n
+    return dataclasses.replace(prog, body=new_top, output=output, loops=loops)
+
+
+def _rebuild(n, memo, block, err):
+    """n with its inputs mapped through memo (old -> new); new nodes go to block."""
+    if n in memo:
+        return memo[n]
+    if isinstance(n, (ir.LoopState, ir.LoopOut)) or not n.inputs:
+        memo[n] = n
+        return n
+    ins = tuple(_rebuild(i, memo, block, err) for i in n.inputs)
+    if all(a is b for a, b in zip(ins, n.inputs)):
+        memo[n] = n
+        return n
+    c = copy.copy(n)
+    c.inputs = ins
+    c.block = block
+    block.items.append(c)
+    memo[n] = c
+    return c
+
+
+def _flatten(prog, outer, inner, top):
+    K = const_count(prog, inner.count)
+    body = ir.Block(parent=top)
+    loop = ir.Loop(ir.HostExpr("mul", (outer.count, ir.HostExpr("lit", (K,)))), False, body, [], 0, outer.loc)
+    body.loop = loop
+    loc = outer.loc
+
+    def node(n):
+        n.loc = n.loc or loc
+        n.block = body
+        body.items.append(n)
+        return n
+
+    def const(v):
+        return node(ir.Const(v))
+
+    def var(name, kind, init):
+        nv = ir.LoopVar(name, kind, init)
+        nv.state = ir.LoopState(loop, nv)
+        nv.state.loc, nv.state.block = loc, body
+        loop.vars.append(nv)
+        return nv
+    phase = var("(phase)", ir.SOP, None)
+    zero = ir.Const(0)
+    zero.loc, zero.block = loc, top
+    top.items.append(zero)
+    phase.init = ir.Full(zero)
+    phase.init.loc, phase.init.block = loc, top
+    top.items.append(phase.init)
+    new = {}
+    for v in outer.vars:
+        new[v] = var(v.name, v.kind, v.init)
+    for u in inner.vars:
+        new[u] = var(u.name, u.kind, None)       # set below: the initial value on the outer one
+    cur = {v.state: nv.state for v, nv in new.items() if v in outer.vars}
+    start = node(ir.Map("eq", (phase.state, const(0))))
+    # inner variables: restart from their initial value when the phase is 0
+    eff = dict(cur)
+    inits = {}
+    for u in inner.vars:
+        inits[u] = _rebuild(u.init, dict(cur), body, None)
+    for u in inner.vars:
+        eff[u.state] = node(ir.Map("where", (start, inits[u], new[u].state)))
+    for u in inner.vars:
+        new[u].update = _rebuild(u.update, eff, body, None)
+    # before the loop the inner variables hold their initial values on the outer ones' initial values
+    pre = {v.state: v.init for v in outer.vars if v.init is not None}
+    for u in inner.vars:
+        new[u].init = _rebuild(u.init, pre, top, None)
+    last = node(ir.Map("eq", (phase.state, const(K - 1))))
+    after = dict(cur)
+    for u in inner.vars:
+        if getattr(u, "out", None) is not None:
+            after[u.out] = new[u].update
+    for v in outer.vars:
+        new[v].update = node(ir.Map("where", (last, _rebuild(v.update, after, body, None), new[v].state)))
+    phase.update = node(ir.Map("mod", (node(ir.Map("add", (phase.state, const(1)))), const(K))))
+    outs = {}
+    for v in outer.vars + inner.vars:
+        if getattr(v, "out", None) is not None:
+            o = ir.LoopOut(loop, new[v])
+            o.loc, o.block = v.out.loc, top
+            new[v].out = o
+            outs[v.out] = o
+    return loop, outs
+
+
+def _rebuild_flat(old, post, top):
+    """A copy of flat loop `old` in block `top`, reading the values in `post`
+    (old -> new nodes of the loops before it); its outputs are added to post."""
+    body = ir.Block(parent=top)
+    loop = ir.Loop(old.count, old.until_stable, body, [], 0, old.loc)
+    body.loop = loop
+    memo = dict(post)
+    new = {}
+    for v in old.vars:
+        nv = ir.LoopVar(v.name, v.kind, _rebuild(v.init, post, top, None) if v.init is not None else None)
+        nv.state = ir.LoopState(loop, nv)
+        nv.state.loc, nv.state.block = v.state.loc, body
+        memo[v.state] = nv.state
+        new[v] = nv
+        loop.vars.append(nv)
+    for v in old.vars:
+        new[v].update = _rebuild(v.update, memo, body, None)
+    for v in old.vars:
+        if getattr(v, "out", None) is not None:
+            o = ir.LoopOut(loop, new[v])
+            o.loc, o.block = v.out.loc, top
+            new[v].out = o
+            post[v.out] = o
+    return loop

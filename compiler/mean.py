@@ -116,7 +116,7 @@ def split(m: dict, c: float, lo: int, hi: int, L: int, B: int, alloc):
         r_dim = alloc("mean rest")
         # |m| on this side: relu(sign * m); coarse steps at B, 2B, ... of it
         clean.append(Unit(lin_scale(m, sign), sign * c, {r_dim: 1.0}))
-        for b in range(1, (top - 1) // B + 1):
+        for b in range(1, top // B + 1):          # so that the rest r = |m| - B * coarse < B
             g = alloc(f"mean >= {b * B}")
             coarse += ramp(m, sign * (b * B - eta), s, {g: 1.0}, sign, c)
             clean += step_units({g: 1.0}, 1.0, {c_dim: sign * B, r_dim: -float(B)})

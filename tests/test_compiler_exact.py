@@ -123,7 +123,7 @@ MEAN_SHAPES = {
     "numeric_lt": "kqv(cumsum(seq == 1), cumsum(seq == 2), V, lt, 5)",
 }
 VALUES = {"small": "seq * 3 - 4", "thousand": "(seq - 1) * 1000", "offset": "seq * 150 + 600",
-          "index": "indices(seq) * 7 - 20"}
+          "index": "indices(seq) * 7 - 20", "square_top": "seq * 450"}
 
 
 @pytest.mark.parametrize("shape", sorted(MEAN_SHAPES))
@@ -301,3 +301,58 @@ def test_sequential_loop_after_an_input_dependent_count_is_a_located_refusal():
     with pytest.raises(RaspError) as info:
         compile_program(prog, 4)
     assert info.value.loc.line == 5 and "causal" in info.value.message
+
+
+# ---- nested loops: flattened into one looped block ----------------------------------------
+
+NESTED = {
+    "inner_reads_outer": """input seq: {0, 1, 2}
+x = seq
+s = full(seq, 0)
+loop len(seq):
+    y = x
+    loop 2:
+        y = shift_right(y, 1, 0) + (y == 1)
+    s = (s + y) % 5
+    x = where(x == 2, 0, x + 1)
+output s * 10 + x
+""",
+    "single_inner_step": """input seq: {0, 1}
+c = full(seq, 0)
+loop 3:
+    d = c
+    loop 1:
+        d = 1 - d
+    c = d | seq
+output c
+""",
+    "nested_then_sequential": """input seq: {0, 1}
+c = full(seq, 0)
+loop 2:
+    d = c
+    loop 3:
+        d = (d + seq) % 4
+    c = d
+e = c
+loop len(seq):
+    e = max(e, shift_right(e, 1))
+output e
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_nested_loops_compile_exactly(name):
+    prog = loads(NESTED[name])
+    cm = compile_program(prog, 4)
+    vocab = list(prog.ir.vocab)
+    rng = random.Random(13)
+    batch = [[rng.choice(vocab) for _ in range(rng.randint(1, 16))] for _ in range(120)]
+    assert_same(prog, cm, [x for x in batch if _runs(prog, x)], scored=False)
+
+
+def test_inner_loop_with_input_dependent_count_is_a_located_refusal():
+    prog = loads("input seq: {0, 1}\nx = seq\nloop 2:\n    loop len(seq):\n        x = 1 - x\noutput x\n")
+    with pytest.raises(RaspError) as info:
+        compile_program(prog, 4)
+    assert info.value.loc.line == 4 and "constant" in info.value.message
