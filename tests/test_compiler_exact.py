@@ -92,7 +92,7 @@ def test_issue_means_at_the_reported_and_largest_lengths(src, max_len):
     L = 4 * max_len
     if "LP" in src:
         lp, rp = prog.ir.symbols["("], prog.ir.symbols[")"]
-        batch = every_pair_of_counts(L, lp, rp, 0) + every_pair_of_counts(L, rp, lp, 0)
+        batch = every_pair_of_counts(L, lp, rp, 0)      # every (w, #up, #down) once
     else:
         batch = every_count(L, 1, 0)
     assert_same(prog, cm, batch, scored=False)
