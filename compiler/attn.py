@@ -24,6 +24,16 @@ PREDS = {
 }
 
 
+def numeric_eq_exact(magnitudes) -> bool:
+    """The score SEL - EQ_GAP (k - q)^2 is summed from terms of size EQ_GAP M^2
+    (M = largest |k|, |q|); its float32 rounding (with the squares' own, about
+    8 eps EQ_GAP M^2 in all) must stay below 5, far inside the 20-logit gaps
+    between selected keys, BOS and unselected keys.  M <= 362: every index up
+    to --max-len 90; wider numbers are compared through one-hot codes."""
+    m = max(magnitudes)
+    return 8 * 2.0 ** -23 * EQ_GAP * m * m < 5.0
+
+
 def score_rows(kind, k, q, pred, sel):
     """(q rows, k rows) giving score `sel` to selected real keys and <= sel -
     EQ_GAP (numeric) or 0 (categorical) to the others."""

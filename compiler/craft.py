@@ -9,6 +9,7 @@ from rasp.errors import RaspError
 
 from . import attn as A
 from . import mlp as M
+from . import mean as MEAN
 from .basis import IDX, IDX2, NOTBOS, Cat, Num, Residual, lin_add, lin_scale
 from .graph import ProgramGraph
 from .ops import Op, Unit
@@ -32,6 +33,14 @@ LINEAR = {"add", "sub", "neg", "mul"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 
+def quadratic_unembed_exact(lo, hi) -> bool:
+    """The numeric unembedding (logit 2tx - t^2 for every token t in [lo, hi])
+    keeps neighbouring logits 1 - 2*0.05 apart (output noise <= 0.05) while
+    its float32 rounding, about 3 eps M^2 (M = max |t|), stays below 0.4."""
+    m = max(abs(lo), abs(hi))
+    return 3 * 2.0 ** -23 * m * m <= 0.4
+
+
 class Crafter:
     def __init__(self, pg: ProgramGraph, sets: dict, sets2: dict, length: int):
         self.pg, self.ir = pg, pg.ir
@@ -46,6 +55,7 @@ class Crafter:
         self.need_sq = self.find_need_sq()
         self.fused: dict = {}          # map node -> (leaf nodes, composed function)
         self.absorbed: set = set()      # maps computed inside a consumer's fused MLP
+        self.onehots: dict = {}         # (numeric node, stage) -> its one-hot code (see onehot)
         self.plan_fusion()
 
     # ---- helpers -------------------------------------------------------------
@@ -320,6 +330,10 @@ class Crafter:
             for node in self.pg.order("body"):
                 if not isinstance(node, ir.LoopState):
                     self.build(node)
+            for var in self.pg.loop_vars():      # a one-hot variable needs a one-hot update
+                if self.pg.stage.get(var.update) == "body" and isinstance(self.state[var][0], Cat) \
+                        and isinstance(self.reps.get(var.update), Num):
+                    self.reps[var.update] = self.to_cat(var.update, self.reps[var.update])
             self.stage = "post"
             for node in self.pg.order("post"):
                 if not isinstance(node, ir.LoopOut):
@@ -328,6 +342,10 @@ class Crafter:
         out = self.rep(self.ir.output)
         if isinstance(out, int):
             out = Cat({out: dict(NOTBOS)})
+        if isinstance(out, Num) and not quadratic_unembed_exact(out.lo, out.hi):
+            # logits 2tx - t^2 lose the 1-logit gap between neighbours in float32
+            # once |t| ~ 1000: read the output through a one-hot table instead
+            out = self.to_cat(self.ir.output, out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
             out = out.map_forms(self.res.carry_fix)
@@ -616,9 +634,19 @@ class Crafter:
             return "always", k, q
         if isinstance(k, Cat) and isinstance(q, Cat):
             return "cat", k, q
+        several = isinstance(agg_node, ir.Aggregate) and agg_node.reduction in ("max", "min") \
+            and not unique_key(sel) and len(self.vals(agg_node.value)) > 1
+        if sel.pred == "eq" and several:
+            # the quadratic score cannot also rank keys in float32 at length L:
+            # compare one-hot codes of both sides instead (a table each)
+            return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
+        if sel.pred == "eq" and not A.numeric_eq_exact(max(abs(r.lo), abs(r.hi)) for r in (k, q)):
+            # the quadratic score's float32 rounding would reach the selection margin
+            return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
         if sel.pred == "eq":
-            if k.square() is None or q.square() is None:
-                raise self.error(sel, "numeric equality select needs squares of both sides (internal)")
+            for side, r in ((sel.key, k), (sel.query, q)):
+                if r.square() is None:        # e.g. a loop variable: square it here, by a table
+                    self.add_square(side, r)
             return "num", k, q
         ka, qa = getattr(k, "affine", None), getattr(q, "affine", None)
         if ka and qa and ka[0] == qa[0] and ka[0] != 0:
@@ -632,9 +660,26 @@ class Crafter:
             for t in range(1, 33):
                 if all(test(a * j + b1, a * i + b2) == (j <= i - t) for i in range(0, 80) for j in range(0, i + 1)):
                     return ("lag", t), k, q
-        raise self.error(sel, f"select with '{sel.pred}' on numeric (length-dependent) values has no exact "
-                         "attention construction; only eq (and predicates that hold for every earlier "
-                         "position) are supported on numbers")
+        # order (and ne) predicates between numbers: a 0/1 table between one-hot codes
+        return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
+
+    ONEHOT_LIMIT = 4096      # widest numeric range turned into a one-hot code for a select
+
+    def onehot(self, node, r):
+        """A numeric s-op as a one-hot code over its range at the design length
+        (one table; cached per stage).  Exact for inputs up to L; beyond L the
+        table holds its last value."""
+        if isinstance(r, Cat):
+            return r
+        key = (node, self.stage)
+        if key not in self.onehots:
+            lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
+            if hi - lo > self.ONEHOT_LIMIT:
+                raise self.error(node, f"{self.what(node)} ranges over {hi - lo + 1} values at length "
+                                 f"{self.L}; a select comparing it with another number needs a one-hot "
+                                 f"code of at most {self.ONEHOT_LIMIT + 1} values")
+            self.onehots[key] = self.tabulate(node, r, lambda v: v, True)
+        return self.onehots[key]
 
     def attn(self, label, spec, outs):
         op = Op("attn", label, self.stage, q=spec["q"], k=spec["k"], k_bos=spec["k_bos"],
@@ -697,9 +742,6 @@ class Crafter:
             return self.general_mean(node, kind, k, q, v, default, out_vals, want_cat, label)
         rank, span = None, 0.0
         if red in ("max", "min") and not single:
-            if kind == "num":
-                raise self.error(node, "max/min over a numeric equality select is only supported when at "
-                                 "most one key matches (key = indices + c)")
             sign = 1.0 if red == "max" else -1.0
             if isinstance(v, Cat):
                 order = sorted(v.vals) if red == "max" else sorted(v.vals, reverse=True)
@@ -733,16 +775,30 @@ class Crafter:
         return self.to_cat(node, rep) if want_cat else rep
 
     def general_mean(self, node, kind, k, q, v, default, out_vals, want_cat, label):
-        """Mean over several keys: the head averages the value, an MLP in the
-        same layer truncates toward zero with a 1/L margin."""
-        raw = self.alloc(label + " raw")
-        self.attn(label, A.head(kind, k, q, node.selector.pred, [v.numeric()], [float(default)]), [{raw: 1.0}])
+        """Mean over several keys: the head averages the value (centred on
+        the middle of its range), MLPs truncate toward zero exactly
+        (`mean.py`: one MLP when float32 allows it, three otherwise, or a
+        located refusal when the range x length is beyond float32)."""
         vals = sorted(set(getattr(v, "vals", {})) | {default}) if isinstance(v, Cat) else [v.lo, v.hi, default]
-        lo, hi = int(min(vals)), int(max(vals))
-        rep, units = M.trunc_mean({raw: 1.0}, lo, hi, self.L, lambda t: t, out_vals if want_cat else None,
-                                  self.alloc)
-        self.mlp(self.op_label("trunc", node), units, self.unit_writes(units))
-        return rep
+        lo, hi = int(np.floor(min(vals))), int(np.ceil(max(vals)))
+        try:
+            how, B = MEAN.plan(lo, hi, self.L, want_cat)
+        except MEAN.MeanTooWide as e:
+            raise self.error(node, f"the mean of {self.what(node)} cannot be compiled exactly: {e} "
+                             "(use a smaller --max-len or a smaller value range)") from None
+        c = float((lo + hi) // 2)
+        raw = self.alloc(label + " raw")
+        self.attn(label, A.head(kind, k, q, node.selector.pred, [lin_add(v.numeric(), (-c, NOTBOS))],
+                                [float(default) - c]), [{raw: 1.0}])
+        if how == "direct":
+            rep, stages = MEAN.direct({raw: 1.0}, c, lo, hi, self.L, lambda t: t,
+                                      out_vals if want_cat else None, self.alloc)
+        else:
+            rep, stages = MEAN.split({raw: 1.0}, c, lo, hi, self.L, B, self.alloc)
+        for i, units in enumerate(stages):
+            self.mlp(self.op_label("trunc" if len(stages) == 1 else f"trunc {i + 1}/3", node), units,
+                     self.unit_writes(units))
+        return self.to_cat(node, rep) if want_cat and not isinstance(rep, Cat) else rep
 
     def build_selwidth(self, node):
         sel = node.inputs[0]

@@ -182,35 +182,6 @@ def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc, explicit=False
     return Num(lin_add((float(fvals[lo]), NOTBOS), {dim: 1.0}), min(fvals.values()), max(fvals.values())), units
 
 
-def trunc_mean(m: dict, lo: int, hi: int, L: int, fout, out_cat, alloc):
-    """trunc(m) toward zero for a mean m of ints in [lo, hi] with denominators
-    <= L (so m is an integer or >= 1/L away from one), then fout."""
-    base = min(max(0, lo), hi)
-    K = 2.0 * L
-    events = []   # (unit input form, bias, from value, to value)
-    for k in range(base + 1, hi + 1):        # m >= k
-        events.append((lin_scale(m, K), -K * k, k - 1, k))
-    for k in range(base - 1, lo - 1, -1):    # m <= k  (k < 0)
-        events.append((lin_scale(m, -K), K * k, k + 1, k))
-    units = []
-    if out_cat is not None:
-        out = OutCat(alloc, out_cat, explicit=True, signed=True)
-        out.free[fout(base)] = dict(NOTBOS)
-    else:
-        dim = alloc("mean")
-    for inp, bias, a, b in events:
-        fa, fb = fout(a), fout(b)
-        if fa == fb:
-            continue
-        coefs = {out.dim(fb): 1.0, out.dim(fa): -1.0} if out_cat is not None else {dim: float(fb - fa)}
-        units.append(Unit(inp, bias + 1.0, coefs))
-        units.append(Unit(inp, bias, {d: -c for d, c in coefs.items()}))
-    if out_cat is not None:
-        return out.rep(), units
-    vals = [fout(v) for v in range(lo, hi + 1)]
-    return Num(lin_add((float(fout(base)), NOTBOS), {dim: 1.0}), min(vals), max(vals)), units
-
-
 def selwidth_decode(a_dim: int, L: int, outputs: list, alloc):
     """Given a = 1/(w+1) (w = 0..L), outputs: list of (kind, f) with kind 'num'
     (f: w -> number) or 'cat' (f: w -> value).  Piecewise-linear interpolation

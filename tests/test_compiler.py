@@ -239,8 +239,11 @@ def test_library_and_loop_shapes(name):
 
 @pytest.mark.parametrize("src, words", [
     ("input seq: {0, 1}\nparam n = len(seq)\noutput seq + n\n", "param"),
-    ("input seq: {0, 1}\nx = seq\nloop 2:\n    x = 1 - x\nloop 3:\n    x = 1 - x\noutput x\n", "second"),
-    ("input seq: {0, 1}\noutput kqv(cumsum(seq), indices(seq), seq, lt)\n", "numeric"),
+    ("input seq: {0, 1}\nx = seq\nloop len(seq):\n    x = 1 - x\nloop 3:\n    x = 1 - x\noutput x\n",
+     "whole input"),
+    ("input seq: {0, 1}\nx = seq\nloop 2:\n    loop len(seq):\n        x = 1 - x\noutput x\n", "constant"),
+    ("input seq: {0, 1}\noutput aggr(select(indices(seq), indices(seq), le), seq * 100000)\n", "float32"),
+    ("input seq: {0, 1}\noutput kqv(cumsum(seq) * 5000, indices(seq), seq, lt)\n", "one-hot"),
     ("input seq: {0, 1}\noutput cumsum(seq) * cumsum(1 - seq)\n", "numeric"),
     ("input seq: {0, 1}\nc = full(seq, 0)\nloop len(seq) * len(seq):\n    c = c * 2 + seq\noutput c\n", "huge"),
 ])
