@@ -110,3 +110,88 @@ def test_compiled_model_warns_beyond_its_design_length(tmp_path, capsys):
     assert status == 0 and out.split() == ["1", "2", "1"] and "warning" not in err
     status, out, err = cli(capsys, "run", str(model_dir), "--input", " ".join(["1"] * 12))
     assert status == 0 and err.startswith("warning: 1 input(s)") and "--max-len" in err
+
+
+# ---- start-up: the layering that keeps interpreter commands fast (issue 9) ---------------
+
+_LOADED = ("import sys\nfrom rasp.cli import main\n"
+           "try:\n    status = main(sys.argv[1:])\nexcept SystemExit as e:\n    status = e.code\n"
+           "print('STATUS', status, file=sys.stderr)\n"
+           "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)")
+
+
+def _modules_after(tmp_path, *argv):
+    """(status, stdout, set of top-level packages imported) of one `rasp` process."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, env=env)
+    lines = done.stderr.splitlines()
+    assert "Traceback" not in done.stderr, done.stderr
+    status = int(next(l for l in lines if l.startswith("STATUS")).split()[1])
+    modules = next(l for l in lines if l.startswith("MODULES")).split()[1:]
+    return status, done.stdout, {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", PARITY, "--input", "1 0 1 1 > # #"],
+    ["check", PARITY],
+    ["graph", PARITY, "-o", "{tmp}/g.dot"],
+    ["--help"],
+    ["run", "--help"],
+])
+def test_interpreter_commands_load_no_torch_compiler_or_trainer(tmp_path, argv):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    status, out, top = _modules_after(tmp_path, *argv)
+    assert status == 0 and out
+    assert not top & {"torch", "compiler", "trainer"}, top & {"torch", "compiler", "trainer"}
+    if argv[0] == "run" and "--help" not in argv:
+        assert out.split() == ["0", "1", "1", "0", "1", "#", "#"]
+
+
+def test_help_lists_every_command_without_importing_them(tmp_path):
+    from rasp.cli import COMMANDS
+    status, out, top = _modules_after(tmp_path, "--help")
+    listed = re.findall(r"^\s{4}(\w+)\s{2,}", out, re.M)
+    assert listed == list(COMMANDS) and {"run", "check", "graph", "compile", "train", "eval"} <= set(listed)
+    assert "torch" not in top
+
+
+def test_train_help_imports_the_trainer_only_for_train(tmp_path):
+    status, out, top = _modules_after(tmp_path, "train", "--help")
+    assert status == 0 and "--task" in out and "--threads" in out and "trainer" in top
+    assert "compiler" not in top
+
+
+def test_every_table_entry_resolves():
+    import importlib
+    from rasp.cli import COMMANDS
+    for name, cmd in COMMANDS.items():
+        module = importlib.import_module(cmd.module)
+        assert callable(getattr(module, cmd.add)) and callable(getattr(module, cmd.run)), name
+        if cmd.on_directory:
+            assert callable(getattr(importlib.import_module(cmd.on_directory[0]), cmd.on_directory[1])), name
+
+
+def test_a_command_whose_module_is_missing_is_a_clean_error(monkeypatch, capsys):
+    from rasp import cli as rasp_cli
+    monkeypatch.setitem(rasp_cli.COMMANDS, "ghost", rasp_cli.Command("no_such_module_here", "a missing command"))
+    status, out, err = cli(capsys, "ghost")
+    assert status == 2 and "`rasp ghost` is unavailable" in err and "no_such_module_here" in err
+
+
+def test_the_parser_tables_are_cached_between_processes(tmp_path):
+    from rasp.parser import grammar_cache_file
+    from importlib import resources
+    grammar = resources.files("rasp").joinpath("grammar.lark").read_text()
+    cache = tmp_path / "cache" / "rasp" / grammar_cache_file(grammar).name
+    assert _modules_after(tmp_path, "check", PARITY)[0] == 0
+    assert cache.exists() and cache.stat().st_size > 1000
+    assert not list(cache.parent.glob("*.tmp"))                 # written under a private name, then renamed
+    cache.write_bytes(b"not a cache\n")                         # a corrupt cache is rebuilt, not trusted
+    status, out, _ = _modules_after(tmp_path, "run", PARITY, "--input", "1 1 > # #")
+    assert status == 0 and out.split() == ["0", "1", "0", "#", "#"]
+    bad = tmp_path / "bad.rasp"                                 # located syntax errors still work from the cache
+    bad.write_text("input x: {0, 1}\noutput x +\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "rasp.cli", "check", str(bad)], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 2 and "bad.rasp:2:" in done.stderr and "Traceback" not in done.stderr
