@@ -195,3 +195,50 @@ def test_the_parser_tables_are_cached_between_processes(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rasp.cli", "check", str(bad)], capture_output=True, text=True,
                           env=env)
     assert done.returncode == 2 and "bad.rasp:2:" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---- training from the command line: compiled fine-tune cost, threads (issue 9) ------------
+
+def _rasp(*argv, env_drop=()):
+    import os
+    env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "rasp.cli", *argv], capture_output=True, text=True, env=env)
+
+
+def _cores():
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def test_compiled_finetune_stops_once_exact_and_flat_and_threads_are_reported(tmp_path):
+    """`rasp train --init compiled` ends long before its step budget once the
+    model is exact and the loss no longer improves, says why, and stays exact;
+    train and eval print the thread count they chose (1 on small machines)."""
+    pytest.importorskip("torch")
+    out = tmp_path / "pc"
+    done = _rasp("train", "--task", "parity", "--init", "compiled", "--preset", "cpu", "--max-train-n", "4",
+                 "--freeze-fragile", "off", "--guard-max-n", "8", "--log-every", "10", "--flat-stop", "20",
+                 "--eval-every", "0", "--out", str(out), "--no-progress", env_drop=("OMP_NUM_THREADS",))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    if _cores() <= 4:
+        assert re.search(r"^threads: 1 of \d+ cores \(default", done.stderr, re.M), done.stderr
+    else:
+        assert re.search(r"^threads: \d+ of \d+ cores", done.stderr, re.M), done.stderr
+    rows = [__import__("json").loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    assert "stopped early: exact" in done.stdout and "loss gained under 5%" in last["stopped"]
+    assert last["step"] < 500 and last["eval_acc"] == 1.0            # budget 500, ended well before it
+    assert __import__("json").loads((out / "summary.json").read_text())["stopped"] == last["stopped"]
+    done = _rasp("eval", str(out), "--lengths", "1:8", "--samples", "32", "--no-plots", "--threads", "2")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^threads: 2 of \d+ cores \(--threads\)", done.stderr, re.M), done.stderr
+    exact = [float(l.split()[1]) for l in done.stdout.splitlines() if re.match(r"^\s+\d+\*?\s+\d", l)]
+    assert len(exact) == 8 and set(exact) == {1.0}                     # still exact to 2x its training length
+
+
+def test_threads_must_be_positive(tmp_path):
+    pytest.importorskip("torch")
+    done = _rasp("train", "--task", "parity", "--out", str(tmp_path / "r"), "--threads", "0", "--steps", "1")
+    assert done.returncode == 2 and "--threads must be at least 1" in done.stderr and "Traceback" not in done.stderr
