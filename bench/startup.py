@@ -15,6 +15,12 @@ its own ~0.05-0.1 s).  Rows:
 * torch loaded?: whether any of those processes had torch, compiler or
   trainer in sys.modules (they must not: the layering in rasp/cli.py).
 
+Bytecode: an installed package has its .pyc files, but this environment may
+set PYTHONDONTWRITEBYTECODE (then every start compiles rasp's sources,
+~0.05-0.1 s).  By default the processes get a private PYTHONPYCACHEPREFIX
+that the warm-up run fills, as an install would; --no-bytecode times the
+environment as it is.
+
 The `rasp run` row is the issue's target (under 0.3 s wall on a 2-core
 machine); a regression shows as a larger median here.  Also prints the
 load average, since the machine may be shared.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,21 +47,34 @@ _PROBE = ("import sys, runpy; sys.argv = ['rasp'] + sys.argv[1:]\n"
           " file=sys.stderr)")
 
 
+_PYCACHE = None     # set by main: a temporary PYTHONPYCACHEPREFIX, or None for the environment as it is
+
+
 def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    if _PYCACHE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = _PYCACHE
     return env
 
 
-def time_process(argv, runs: int) -> list:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def time_process(argv, runs: int):
+    """-> (wall seconds per run, CPU seconds per run)"""
     env = _env()
     subprocess.run(argv, env=env, capture_output=True, check=True)       # warm-up (disk cache, parser cache)
-    times = []
+    walls, cpus = [], []
     for _ in range(runs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _children_cpu()
         subprocess.run(argv, env=env, capture_output=True, check=True)
-        times.append(time.perf_counter() - t)
-    return times
+        walls.append(time.perf_counter() - t)
+        cpus.append(_children_cpu() - c)
+    return walls, cpus
 
 
 def heavy_modules(cli_args) -> str:
@@ -67,9 +87,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--target", type=float, default=0.3, help="seconds, for the `rasp run` row")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="keep the environment's bytecode settings (PYTHONDONTWRITEBYTECODE=%s here)"
+                         % os.environ.get("PYTHONDONTWRITEBYTECODE", "unset"))
     args = ap.parse_args(argv)
     py = sys.executable
+    global _PYCACHE
     with tempfile.TemporaryDirectory() as tmp:
+        _PYCACHE = None if args.no_bytecode else os.path.join(tmp, "pycache")
         dot = os.path.join(tmp, "parity.dot")
         rows = [
             ("python -c pass", [py, "-c", "pass"], None),
@@ -81,19 +106,25 @@ def main(argv=None):
             ("rasp graph -o x.dot", [py, "-m", "rasp.cli", "graph", PARITY, "-o", dot],
              ["graph", PARITY, "-o", dot]),
         ]
+        print("bytecode: " + ("as the environment has it (PYTHONDONTWRITEBYTECODE="
+                              f"{os.environ.get('PYTHONDONTWRITEBYTECODE', 'unset')})" if args.no_bytecode
+                              else "cached by the warm-up run, as an installed package has it"))
         print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-              f"{args.runs} runs per row after a warm-up; wall seconds per process.\n")
-        head = f"{'command':<22}{'median':>9}{'min':>9}{'max':>9}  {'torch/compiler/trainer loaded'}"
+              f"{args.runs} runs per row after a warm-up; wall seconds per process "
+              f"(cpu med: user + system CPU seconds, which the load of other jobs inflates less).\n")
+        head = (f"{'command':<22}{'median':>9}{'min':>9}{'max':>9}{'cpu med':>9}  "
+                f"{'torch/compiler/trainer loaded'}")
         print(head)
         print("-" * len(head))
         run_median = None
         for name, cmd, cli_args in rows:
-            t = time_process(cmd, args.runs)
+            t, cpu = time_process(cmd, args.runs)
             loaded = heavy_modules(cli_args) if cli_args else ""
             med = statistics.median(t)
             if name.startswith("rasp run"):
                 run_median = med
-            print(f"{name:<22}{med:>9.3f}{min(t):>9.3f}{max(t):>9.3f}  {loaded}", flush=True)
+            print(f"{name:<22}{med:>9.3f}{min(t):>9.3f}{max(t):>9.3f}{statistics.median(cpu):>9.3f}  {loaded}",
+                  flush=True)
     verdict = "meets" if run_median < args.target else "MISSES"
     print(f"\n`rasp run` median {run_median:.3f} s {verdict} the {args.target:g} s target "
           f"(load average now {os.getloadavg()[0]:.2f}).")

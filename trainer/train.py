@@ -300,8 +300,9 @@ class _Snapshot:
 
 def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb, clock_extra=0, verified=None) -> int:
     """Keep the optimizer step only if the loss on the current batch does not
-    rise (else undo it and halve the step size); every `guard_every` kept
-    steps, `_verify_guard` checks them on the fixed guard sample.  Compiled
+    rise (else undo it and halve the step size); `_verify_guard` then checks
+    the kept steps on the fixed guard sample, after every step at first and
+    less often while the checks pass (at most every `guard_every` steps).  Compiled
     weights sit on a knife edge (a 1e-9 change to a residual writer can flip
     a hard attention), so this is what keeps fine-tuning from destroying
     exactness.  Returns the number of steps rejected."""
@@ -317,7 +318,7 @@ def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb, clo
         guard["scale"] *= 0.5
         return 1
     guard["pending"] = guard.get("pending", 0) + 1
-    if guard["pending"] >= max(1, hp.guard_every):
+    if guard["pending"] >= guard.get("every", 1):
         return _verify_guard(spec, hp, net, model, opt, guard, gb, clock_extra, verified)
     return 0
 
@@ -327,17 +328,20 @@ def _verify_guard(spec, hp, net, model, opt, guard, gb, clock_extra, verified) -
     sample, the loss did not rise and exact match did not fall (nor, for a
     start with a halting clock, the share where Eq. 2 picks T(n)); otherwise
     they are all undone and the step size halved (it regrows x2 per passed
-    check, up to 1).  Checking every k steps instead of every step makes the
-    guard k times cheaper; what is kept is still always a checked state.
-    Returns the number of steps undone."""
+    check, up to 1).  The interval between checks doubles after each pass
+    (up to hp.guard_every) and drops back to 1 after a failure, so a stable
+    fine-tune pays for a check every guard_every steps while a failing
+    one loses a single step per rejection; what is kept is always a
+    checked state.  Returns the number of steps undone."""
     pending, guard["pending"] = guard.get("pending", 0), 0
     g_loss, g_acc, g_conf = _guard_eval(spec, hp, net, gb, clock_extra)
     if g_loss <= guard["loss"] and g_acc >= guard["acc"] and g_conf >= guard.get("confident", 0.0):
-        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc, confident=g_conf)
+        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc, confident=g_conf,
+                     every=min(2 * guard.get("every", 1), max(1, hp.guard_every)))
         verified.take(model, opt)
         return 0
     verified.restore(model, opt)
-    guard["scale"] *= 0.5
+    guard.update(scale=guard["scale"] * 0.5, every=1)
     return pending
 
 
