@@ -42,7 +42,7 @@ def has_clock(model: LoopedTransformer) -> bool:
 # ---- when a guarded fine-tune is done -------------------------------------
 
 FLAT_GAIN = 0.05          # "flat": the best loss of the last flat_stop steps is < 5% below the best before
-STUCK_SCALE = 2.0 ** -10  # the guard has halved the step size this far: steps no longer change anything
+STUCK_SCALE = 2.0 ** -6   # the guard has halved the step size this far (net): steps no longer change anything
 
 
 def finetune_stop_reason(hp, rows: list, guard: dict) -> Optional[str]:
