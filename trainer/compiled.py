@@ -52,9 +52,10 @@ def finetune_stop_reason(hp, rows: list, guard: dict) -> Optional[str]:
     model is exact (training batches and the whole guard sample, halting
     clock included) and the loss has stopped improving over `hp.flat_stop`
     steps, or when the guard has shrunk the step size so far that nothing
-    changes any more.  Off unless hp.flat_stop and hp.guard."""
-    if not (hp.flat_stop and hp.guard and rows and "loss" in rows[-1]):
-        return None
+    changes any more; never before hp.flat_stop steps.  Off unless
+    hp.flat_stop and hp.guard."""
+    if not (hp.flat_stop and hp.guard and rows and "loss" in rows[-1]) or rows[-1]["step"] < hp.flat_stop:
+        return None         # (at least one window of steps before judging)
     if guard["scale"] < STUCK_SCALE:
         return (f"the guard rejected steps until the step size fell to {guard['scale']:.1e} x the learning rate; "
                 f"nothing changes any more")
