@@ -8,13 +8,22 @@ batch.
 
     python bench/compiler.py                      # --max-len 64, search to 4x
     python bench/compiler.py --max-len 16 --search-to 1024 programs/parity.rasp
+    python bench/compiler.py --coverage -o compiler/COVERAGE.md   # markdown coverage table
+
+--coverage: every program in programs/, every library function of LANGUAGE.md
+section 5 used alone, and the shapes issue 8 names, as one markdown table:
+compiled or refused (the reason's first line), size, and the largest length
+checked exact (lengths max-len, 2x, ... up to --search-to, default 4x).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +102,116 @@ def bench(path, max_len, search_to, n_check, n_batch, seed):
                 model_seq_s=len(batch) / t_model, interp_seq_s=len(batch) / t_interp)
 
 
+# LANGUAGE.md section 5, each used alone on the input (vocabulary, expression)
+LIBRARY = {
+    "shift_right": ("{0..3}", "shift_right(seq, 1)"),
+    "cumsum": ("{0..3}", "cumsum(seq == 1)"),
+    "where": ("{0..3}", "where(seq == 1, 3, seq)"),
+    "mask": ("{0..3}", "mask(seq, seq > 1)"),
+    "maximum": ("{0..3}", "maximum(seq)"),
+    "minimum": ("{0..3}", "minimum(seq)"),
+    "argmax": ("{0..3}", "argmax(seq)"),
+    "argmin": ("{0..3}", "argmin(seq)"),
+    "num_prev": ("{0..3}", "num_prev(seq, seq)"),
+    "has_seen": ("{0..3}", "has_seen(seq, 2)"),
+    "firsts": ("{0..3}", "firsts(seq, seq)"),
+    "lasts": ("{0..3}", "lasts(seq, 1)"),
+    "index_select": ("{0..3}", "index_select(seq, seq)"),
+    "first_true": ("{0..3}", "first_true(seq == 1)"),
+    "mode": ("{0..3}", "mode(seq)"),
+    "binary_mode": ("{0, 1}", "binary_mode(seq)"),
+    "induct": ("{0..3}", "induct(seq, seq, 1)"),
+}
+
+# the shapes issue 8 names (ported from Tracr's lib.py and the RASP-L addition programs)
+ISSUE_SHAPES = {
+    "frac_prevs": "input seq: {0, 1}\n"
+                  "output aggr(select(indices(seq), indices(seq), le), 1000 * (seq == 1))\n",
+    "pair_balance": 'const L = "("\nconst R = ")"\ninput seq: {L, R}\n'
+                    "output aggr(select(indices(seq), indices(seq), le), 1000 * ((seq == L) - (seq == R)))\n",
+    "argmax_of_counts": "input seq: {0..3}\noutput argmax(num_prev(seq, seq))\n",
+    "firsts_cumsum": "input seq: {0, 1, 2}\noutput firsts(cumsum(seq == 1), cumsum(seq == 2))\n",
+    "sort_by_value_lt": "input seq: {0..3}\nc = cumsum(seq == 1)\n"
+                        "output sel_width(select(c, c, lt))\n",
+    "two_loops": "input seq: {0, 1}\nx = seq\nloop len(seq):\n    x = 1 - x\n"
+                 "loop 2:\n    x = shift_right(x, 1)\noutput x\n",
+    "nested_loops": "input seq: {0, 1}\nx = seq\nloop 2:\n    loop 2:\n        x = shift_right(x, 1, 1)\n"
+                    "output x\n",
+    "pointer_reverse": 'const EOQ = ">"\ninput seq: {0, 1, 2, EOQ}\nparam n = count_before(seq, EOQ)\n'
+                       "prompt = 1 - has_seen(seq, EOQ)\nptr = indices(seq) + 1\nloop n:\n"
+                       "    ptr = where(prompt, indices(seq) + 1, shift_right(ptr, 1, -1) - 1)\n"
+                       "output index_select(seq, ptr, 9)\n",
+}
+
+
+def library_source(name) -> str:
+    vocab, expr = LIBRARY[name]
+    return f"input seq: {vocab}\noutput {expr}\n"
+
+
+def coverage_row(name, prog, path, max_len, search_to, n_check, seed) -> str:
+    """One markdown row: compiled (sizes, largest exact length) or refused (why)."""
+    try:
+        t0 = time.perf_counter()
+        cm = compile_program(prog, max_len)
+        compile_s = time.perf_counter() - t0
+    except RaspError as e:
+        where = f"line {e.loc.line}" if e.loc else "no location"
+        kind = "**internal error**" if "internal" in e.message else "refused"
+        return f"| {name} | {kind} ({where}): {e.message.splitlines()[0]} | | | | |"
+    except Exception as e:        # an internal error: the table must show it, not hide it
+        return f"| {name} | **internal error**: {type(e).__name__}: {e} | | | | |"
+    s = cm.sizes()
+    rng = random.Random(seed)
+    largest, length, wrong = 0, max_len, ""
+    try:
+        while length <= search_to:
+            batch = inputs(prog, path, rng, length, n_check)
+            batch += [x[:rng.randint(1, length)] for x in batch]      # shorter prefixes too
+            if not exact(prog, cm, batch):
+                wrong = f" **wrong at {length}**"
+                break
+            largest = length
+            length *= 2
+    except Exception as e:
+        wrong = f" **internal error running**: {type(e).__name__}"
+    shown = f"≥ {largest}" if largest >= search_to else str(largest)
+    return (f"| {name} | compiled ({compile_s:.2f}s){wrong} | {s['layers']} | {s['residual']} | "
+            f"{s['params']:,} | {shown} |")
+
+
+def coverage(max_len, search_to, n_check, seed, command) -> str:
+    rows = [f"# Compiler coverage (generated)",
+            "",
+            f"Generated by `{command}`; do not edit by hand.",
+            f"Compiled at `--max-len {max_len}`; 'exact to' is the largest of the lengths {max_len}, "
+            f"{2 * max_len}, ... <= {search_to} at which every checked input ({n_check} of that length, "
+            "task-format where programs/ has a sampler, plus a random prefix of each) gives the "
+            "interpreter's scored outputs; 0 means wrong already at the compile length.",
+            ""]
+    head = "| program | result | layers | residual | parameters | exact to |\n|---|---|---|---|---|---|"
+    sections = [("Programs (programs/)", [(Path(p).stem, rasp.load(str(p)), str(p))
+                                            for p in sorted((ROOT / "programs").glob("*.rasp"))]),
+                ("Library functions used alone (LANGUAGE.md section 5)",
+                 [(f"`{LIBRARY[n][1]}`", rasp.loads(library_source(n), f"<{n}>"), n) for n in LIBRARY]),
+                ("Shapes named in issue 8", [(n, rasp.loads(src, f"<{n}>"), n) for n, src in ISSUE_SHAPES.items()])]
+    for title, entries in sections:
+        rows += [f"## {title}", "", head]
+        for name, prog, path in entries:
+            rows.append(coverage_row(name, prog, path, max_len, search_to, n_check, seed))
+            print(rows[-1], file=sys.stderr, flush=True)
+        rows.append("")
+    return "\n".join(rows)
+
+
+def write_atomic(path, text):
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("programs", nargs="*", help="default: programs/*.rasp")
@@ -101,7 +220,19 @@ def main(argv=None):
     ap.add_argument("--check", type=int, default=8, help="inputs per length in the exactness search")
     ap.add_argument("--batch", type=int, default=32, help="inputs in the throughput batch")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--coverage", action="store_true", help="print the markdown coverage table instead")
+    ap.add_argument("-o", "--out", help="with --coverage: also write the table to this file")
     args = ap.parse_args(argv)
+    if args.coverage:
+        max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16
+        search_to = args.search_to or 4 * max_len
+        command = "python bench/compiler.py --coverage" + (f" --max-len {max_len}" if max_len != 16 else "") \
+            + (f" --search-to {args.search_to}" if args.search_to else "") + (f" -o {args.out}" if args.out else "")
+        text = coverage(max_len, search_to, args.check, args.seed, command)
+        print(text)
+        if args.out:
+            write_atomic(args.out, text + "\n")
+        return
     paths = args.programs or sorted(str(p) for p in (ROOT / "programs").glob("*.rasp"))
     search_to = args.search_to or 4 * args.max_len
     head = (f"{'program':16} {'compile':>8} {'layers':>6} {'heads':>5} {'resid':>6} {'mlp':>6} "

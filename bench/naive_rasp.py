@@ -21,16 +21,21 @@ from rasp.ir import (SOP, Aggregate, Bind, Const, Full, Host, Indices, Input, Lo
 PREDS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
          "gt": operator.gt, "ge": operator.ge, "always": lambda k, q: True}
 
+def _int(x):
+    """0/1 as ints, for s-ops and for scalars (e.g. `require count(seq, EOQ) == 1`)."""
+    return np.asarray(x).astype(int)
+
+
 MAPS = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
     "mod": operator.mod, "neg": operator.neg, "invert": operator.invert,
-    "eq": lambda a, b: (a == b).astype(int), "ne": lambda a, b: (a != b).astype(int),
-    "lt": lambda a, b: (a < b).astype(int), "le": lambda a, b: (a <= b).astype(int),
-    "gt": lambda a, b: (a > b).astype(int), "ge": lambda a, b: (a >= b).astype(int),
+    "eq": lambda a, b: _int(a == b), "ne": lambda a, b: _int(a != b),
+    "lt": lambda a, b: _int(a < b), "le": lambda a, b: _int(a <= b),
+    "gt": lambda a, b: _int(a > b), "ge": lambda a, b: _int(a >= b),
     "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor,
-    "and": lambda a, b: ((a != 0) & (b != 0)).astype(int),
-    "or": lambda a, b: ((a != 0) | (b != 0)).astype(int),
-    "not": lambda a: (a == 0).astype(int),
+    "and": lambda a, b: _int((a != 0) & (b != 0)),
+    "or": lambda a, b: _int((a != 0) | (b != 0)),
+    "not": lambda a: _int(a == 0),
     "min": np.minimum, "max": np.maximum, "abs": np.abs,
     "where": lambda c, x, y: np.where(c != 0, x, y),
 }

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import sys
 
-from rasp.commands import parse_params, read_inputs
+from rasp.inputs import parse_params, read_inputs
 from rasp.errors import RaspError, RaspInputError
 
 
 def add_arguments(p):
-    p.add_argument("program")
-    p.add_argument("--to", default="torch", choices=["torch"])
+    p.add_argument("program", help="PROGRAM.rasp")
+    p.add_argument("--to", default="torch", choices=["torch"],
+                   help="target: PyTorch weights of a looped transformer (the only one, the default)")
     p.add_argument("--max-len", type=int, default=64, help="compile-time length (default 64)")
     p.add_argument("--steps", type=int, default=None, help="fixed loop count instead of the params")
     p.add_argument("--no-clock", action="store_true",
                    help="leave out the halting clock (the output margin that peaks at step T(n), "
                         "so that confidence stopping finds T)")
-    p.add_argument("-o", "--output", help="directory to write (config.json, model.safetensors, program)")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="directory to write (config.json, model.safetensors, program.rasp); "
+                        "without it only --report is printed and nothing is saved")
     p.add_argument("--report", action="store_true", help="print layers, heads, widths, parameters, time")
 
 
@@ -31,10 +34,15 @@ def run(args) -> int:
     for w in prog.warnings:
         print(w.format(), file=sys.stderr)
     cm = compile_program(prog, args.max_len, steps=args.steps, clock=not getattr(args, "no_clock", False))
+    if not args.output and not args.report:
+        raise RaspError(f"{args.program} compiles, but nothing was written: give -o DIR to save the model "
+                        "(--report prints its layers)")
     if args.output:
         cm.save(args.output)
         print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)
-    if args.report or not args.output:
+    else:
+        print("nothing was written (no -o DIR): only the report is printed", file=sys.stderr)
+    if args.report:
         print(cm.report())
     return 0
 
@@ -47,8 +55,8 @@ def run_compiled(args) -> int:
         raise RaspError("--trace is for programs; a compiled model has no named variables to trace")
     if args.steps is not None:
         cm.fixed_steps = args.steps
-    where = args.inputs if args.inputs is not None else "input"
-    batch = [cm.program.parse_input(text, line, where) for line, text in read_inputs(args)]
+    where, lines = read_inputs(args.input, args.inputs)
+    batch = [cm.program.parse_input(text, line, where) for line, text in lines]
     max_len = getattr(args, "max_len", None)
     if max_len is not None:
         for i, x in enumerate(batch):

@@ -56,6 +56,9 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
         model, layout = _build(pir, L, max_len, steps, None)
     info = model.cfg.extra["compiler"]
     info["clock"] = {"count": gate.count, "offset": gate.offset} if gate else {"none": why}
+    # the input contract: not in the weights; the runner checks it on program.rasp
+    info["requires"] = [{"condition": r.text, "message": r.message, "line": r.loc.line if r.loc else None}
+                        for r in pir.requires]
     elapsed = time.perf_counter() - t0
     cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
     cm.compile_time = elapsed
@@ -196,6 +199,7 @@ class CompiledModel:
         batch = [list(map(int, x)) for x in batch]
         self.program.check_batch(batch, rasp.program.RunLimits())
         self.program.check_params(params)
+        self.program.check_requires(batch, params)      # the input contract, host-side
         counts = self.loop_counts(batch, params)
         outs = []
         threads = torch.get_num_threads()
@@ -234,13 +238,18 @@ class CompiledModel:
                  f"  parameters  {s['params']:,}",
                  f"  compile     {s['compile_time_s']:.3f} s"]
         info = self.model.cfg.extra["compiler"]
-        lines.append(f"  numeric tables cover lengths <= {info['design_length']} (--max-len {info['max_len']})")
+        lines.append(f"  lengths     numeric tables cover lengths <= {info['design_length']} (4 x --max-len "
+                     f"{info['max_len']}): positions and counts up to")
+        lines.append("              that length are decoded exactly; `rasp run` warns about longer inputs, "
+                     "whose outputs nothing promises")
         clock = info.get("clock", {})
         if "count" in clock:
             lines.append(f"  clock       output margin peaks after exactly T = {clock['count']} iterations "
                          "(confidence stopping finds T)")
         elif info["has_loop"]:
             lines.append(f"  clock       none: {clock.get('none', 'compiled before clocks existed')}")
+        lines.append("  layers, one line each: attention heads (REDUCTION [VAR] @LINE: the aggregate giving VAR at "
+                     "source line LINE), then 'mlp:' element-wise ops ([fused]: several in one table)")
         for stage in ("pre", "body", "post"):
             for i, layer in enumerate(self.layout.get(stage, [])):
                 lines.append(f"  {stage} {i}: " + "; ".join(layer))

@@ -110,6 +110,14 @@ class Output(Node):
 
 
 @dataclass
+class Require(Node):
+    """`require CONDITION, "message"`: the input contract."""
+    condition: Node
+    message: Optional[str]
+    text: str = ""          # the condition as written (for messages and metadata)
+
+
+@dataclass
 class DefParam(Node):
     name: str
     default: Optional[Node]

@@ -1,4 +1,4 @@
-"""The core primitives of LANGUAGE.md §4 (and host/element-wise helpers), as
+"""The core primitives of docs/language.md §4 (and host/element-wise helpers), as
 lowering rules: each takes the bound arguments and builds graph nodes."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rasp` command line: run, check, graph, compile, train, eval.
+"""`rasp` command line: run, check, graph, compile, help, train, eval.
 
 The subcommands live in their own modules, named in COMMANDS (as pip does);
 a module is imported only when its subcommand runs, so `rasp run x.rasp`,
@@ -41,6 +41,8 @@ COMMANDS = {
     "graph": Command("rasp.commands", "draw the dataflow graph (or a compiled model's layers)",
                      "add_graph_arguments", "run_graph", on_directory=("compiler.cli", "graph_compiled")),
     "compile": Command("compiler.cli", "compile a program into looped transformer weights"),
+    "help": Command("rasp.help", "the reference entry of a builtin, library function or statement "
+                                 "(all names without NAME)"),
     "train": Command("trainer.cli", "train a looped transformer on a task", "add_train_args", "run_train"),
     "eval": Command("trainer.cli", "evaluate a training run", "add_eval_args", "run_eval"),
 }

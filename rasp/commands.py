@@ -4,52 +4,17 @@ rasp/cli.py finds them by name in its command table.
 
 Nothing here imports above the language package: `rasp run DIR` and
 `rasp graph DIR` (compiled models) are routed to compiler.cli by the table.
-The option sets of `run` and `graph` are shared with those directory forms,
-and `parse_params` / `read_inputs` are public because compiler.cli reads
---param and --input/--inputs the same way.
+The option sets of `run` and `graph` are shared with those directory forms;
+both read --param and --input/--inputs through rasp.inputs.
 """
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from .errors import RaspError, RaspInputError
+from .errors import RaspError
+from .inputs import parse_params, read_inputs
 
 EXIT_USAGE = 2
-
-
-# ---- shared option readers ------------------------------------------------------
-
-def parse_params(pairs) -> dict:
-    """['n=3', ...] (--param) -> {'n': 3}"""
-    params = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        try:
-            if not sep or not name.strip():
-                raise ValueError
-            params[name.strip()] = int(value)
-        except ValueError:
-            raise RaspError(f"--param expects NAME=INT, got {pair!r}") from None
-    return params
-
-
-def read_inputs(args) -> list:
-    """--input TEXT or --inputs FILE|- -> [(line number or None, text)]"""
-    if args.input is not None:
-        return [(None, args.input)]
-    if args.inputs == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            text = Path(args.inputs).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise RaspError(f"cannot read inputs file {args.inputs}: {e.strerror if isinstance(e, OSError) else e}") \
-                from None
-    lines = text.splitlines()
-    if not lines:
-        raise RaspInputError("the inputs file is empty", where=args.inputs)
-    return list(enumerate(lines, 1))
 
 
 def _limits(args):
@@ -59,6 +24,8 @@ def _limits(args):
         limits.max_len = args.max_len
     if getattr(args, "max_steps", None) is not None:
         limits.max_steps = args.max_steps
+    if getattr(args, "max_work", None) is not None:
+        limits.max_work = args.max_work
     return limits
 
 
@@ -81,15 +48,19 @@ def add_run_arguments(p):
                    help="longest input accepted (default 8192 tokens)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
                    help="most iterations any loop may run per input (default 10000)")
+    p.add_argument("--max-work", type=int, default=None, metavar="N",
+                   help="most element operations one input may cost, all loops together "
+                        "(default 10**10)")
 
 
 def run_program(args) -> int:
     from .program import load
     program = load(args.program)
     _print_warnings(program.warnings)
-    where = args.inputs if args.inputs is not None else "input"
-    batch = [program.parse_input(text, line, where) for line, text in read_inputs(args)]
-    result = program.run_batch(batch, parse_params(args.param), trace=args.trace, limits=_limits(args))
+    where, lines = read_inputs(args.input, args.inputs)
+    batch = [program.parse_input(text, line, where) for line, text in lines]
+    result = program.run_batch(batch, parse_params(args.param), trace=args.trace, limits=_limits(args),
+                               where=where)
     if args.trace:
         from .trace import format_trace
         print(format_trace(program.ir, result))
@@ -100,7 +71,7 @@ def run_program(args) -> int:
 # ---- rasp check -----------------------------------------------------------------
 
 def add_check_arguments(p):
-    p.add_argument("program")
+    p.add_argument("program", help="PROGRAM.rasp")
     p.add_argument("--strict", action="store_true", help="RASP-L discipline warnings become errors")
 
 

@@ -9,11 +9,32 @@ from typing import Optional
 
 from .ir import Loc
 
+SHOWN_CHARS = 60           # longer user text (a token, a --param value) is shortened in messages
+
+
+def printable(text: str) -> str:
+    """`text` with control, format and separator characters (all but the
+    plain space) escaped (`\\x1b`, `\\u2028`): user text echoed in a message can neither
+    move the cursor nor forge lines.  Tabs stay (the caret line expands them)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch == "\t" or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    """User text for a message: escaped, and cut in the middle when long."""
+    text = printable(text)
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}…{text[-half:]} ({len(text)} characters)"
+
 
 def _source_line(source: Optional[str], line: int) -> Optional[str]:
     if source is None:
         return None
-    lines = source.splitlines()
+    lines = source.split("\n")        # the parser's own notion of a line
     if 1 <= line <= len(lines):
         return lines[line - 1]
     return None
@@ -30,14 +51,23 @@ class RaspError(Exception):
         self.source = source
 
     def format(self) -> str:
+        message = printable(self.message)
         if self.loc is None:
-            return f"{self.severity}: {self.message}"
-        head = f"{self.loc.path}:{self.loc.line}:{self.loc.column}: {self.severity}: {self.message}"
+            return f"{self.severity}: {message}"
+        head = f"{printable(self.loc.path)}:{self.loc.line}:{self.loc.column}: {self.severity}: {message}"
         text = _source_line(self.source, self.loc.line)
         if text is None:
             return head
-        caret = " " * (max(self.loc.column, 1) - 1) + "^"
-        return f"{head}\n    {text.expandtabs(1)}\n    {caret}"
+        text = text.rstrip("\r").expandtabs(1)
+        start = max(self.loc.column, 1) - 1
+        before, after = text[:start], text[start:]
+        if len(before) > SHOWN_CHARS:       # a long line: show a window around the column
+            before = "…" + before[-SHOWN_CHARS:]
+        if len(after) > SHOWN_CHARS:
+            after = after[:SHOWN_CHARS] + "…"
+        # escapes widen the line: the caret goes under the escaped column
+        before, after = printable(before), printable(after)
+        return f"{head}\n    {before}{after}\n    {' ' * len(before)}^"
 
     def __str__(self):
         return self.format()
@@ -59,7 +89,7 @@ class RaspInputError(RaspError):
 
     def format(self) -> str:
         place = self.where if self.input_line is None else f"{self.where}:{self.input_line}"
-        return f"{place}: error: {self.message}"
+        return f"{printable(place)}: error: {printable(self.message)}"
 
 
 class RaspRuntimeError(RaspError):
@@ -73,3 +103,25 @@ class RaspRuntimeError(RaspError):
         if input_index is not None:
             message = f"{message} (input {input_index + 1})"
         super().__init__(message, loc, source)
+
+
+def _which_inputs(indices) -> str:
+    numbers = [str(i + 1) for i in indices]
+    return f"input {numbers[0]}" if len(numbers) == 1 else f"inputs {', '.join(numbers)}"
+
+
+class RaspRequireError(RaspRuntimeError):
+    """Inputs that break the program's input contract (`require` statements).
+    `failures` is [(message, loc, [0-based input indices])], one entry per
+    failed requirement, each listing every input that fails it."""
+
+    def __init__(self, failures: list, source: Optional[str] = None):
+        self.failures = failures
+        message, loc, indices = failures[0]
+        super().__init__(message, loc, source, indices[0])
+        self.input_indices = sorted({i for _, _, idx in failures for i in idx})
+
+    def format(self) -> str:
+        return "\n".join(RaspError(f"input rejected: {message} ({_which_inputs(indices)})", loc,
+                                   self.source).format()
+                         for message, loc, indices in self.failures)

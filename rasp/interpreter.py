@@ -31,7 +31,8 @@ from typing import Optional
 
 import numpy as np
 
-from .errors import RaspError, RaspRuntimeError
+from . import budget
+from .errors import RaspError, RaspRequireError, RaspRuntimeError
 from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, HostExpr, Indices,
                  Input, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
 from .trace import TraceEvent
@@ -44,6 +45,7 @@ DENSE_BUDGET_BYTES = 200 * 2**20     # cap for [B, N, N] temporaries
 @dataclass
 class Limits:
     max_steps: int = 10_000          # per loop per input
+    max_work: int = budget.DEFAULT_MAX_WORK   # element operations per input, all loops (rasp.budget)
 
 
 @dataclass
@@ -112,6 +114,7 @@ def _execute(ir, batch, params, trace, limits) -> BatchResult:
     # padded positions may overflow or divide garbage: never an error there
     with np.errstate(all="ignore"):
         run = _Run(ir, tokens, lengths, params or {}, trace, limits)
+        _check_requires(run)
         run.input_event()
         run.block(ir.body)
         out = run.sop(run.value(ir.output))
@@ -121,6 +124,30 @@ def _execute(ir, batch, params, trace, limits) -> BatchResult:
     else:
         outputs = [out[b, :n].tolist() for b, n in enumerate(lengths.tolist())]
     return BatchResult(outputs, run.steps, run.events)
+
+
+def check_requires(ir: ProgramIR, batch: list, params: Optional[dict] = None) -> None:
+    """Raise RaspRequireError if an input of `batch` breaks a `require` of
+    the program (for back ends that do not run the program itself)."""
+    if ir.requires and batch:
+        tokens, lengths = pad_batch(batch)
+        with np.errstate(all="ignore"):
+            _check_requires(_Run(ir, tokens, lengths, params or {}, False, Limits()))
+
+
+def _check_requires(run: "_Run") -> None:
+    """Every require condition must be nonzero at every (valid) position."""
+    failures = []
+    for req in run.ir.requires:
+        v = run.value(req.node)
+        if isinstance(v, np.ndarray) and v.shape == (run.B, run.N):
+            bad = ((v == 0) & run.valid).any(axis=1)
+        else:
+            bad = np.broadcast_to(np.asarray(v).reshape(-1) == 0, (run.B,))
+        if bad.any():
+            failures.append((req.message, req.loc, np.flatnonzero(bad).tolist()))
+    if failures:
+        raise RaspRequireError(failures, run.ir.source)
 
 
 # ---- element-wise operators -----------------------------------------------------
@@ -174,9 +201,25 @@ def check_param_names(ir: ProgramIR, overrides) -> None:
         raise RaspError(f"unknown param '{sorted(unknown)[0]}' (the program declares: {declared})")
 
 
+DIVISION_BY_ZERO, OVERFLOW = 1, 2       # host error codes, per input
+HOST_ERRORS = {DIVISION_BY_ZERO: "division by zero",
+               OVERFLOW: "integer overflow: the result does not fit in a 64-bit int"}
+
+
+def _first_error(a, b):
+    """Merge [B] error codes (None: no error anywhere); the first one wins."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return np.where(a != 0, a, b)
+
+
 class HostValues:
     """Host expressions (params, loop counts) of a padded batch as [B] int64
-    arrays, cached.  The interpreter and compiled models both use it."""
+    arrays, cached.  The interpreter and compiled models both use it.
+    Division by zero and int64 overflow are errors, reported only for the
+    inputs that need the value (`checked(..., rows)`)."""
 
     def __init__(self, ir: ProgramIR, tokens: np.ndarray, lengths: np.ndarray, overrides: dict):
         check_param_names(ir, overrides)
@@ -192,15 +235,18 @@ class HostValues:
                 self.params[name] = self.checked(p.expr, p.loc, everyone)
 
     def checked(self, e: HostExpr, loc, rows: np.ndarray) -> np.ndarray:
-        """Values of `e`; dividing by zero is an error for the inputs in `rows`."""
-        v, zero = self.value(e)
-        if zero is not None and (zero & rows).any():
-            b = int(np.argmax(zero & rows))
-            raise RaspRuntimeError("division by zero", loc=loc, source=self.ir.source, input_index=b)
+        """Values of `e`; an error in it is raised for the first input in `rows`."""
+        v, err = self.value(e)
+        if err is not None:
+            bad = (err != 0) & rows
+            if bad.any():
+                b = int(np.argmax(bad))
+                raise RaspRuntimeError(HOST_ERRORS[int(err[b])], loc=loc, source=self.ir.source,
+                                       input_index=b)
         return v
 
     def value(self, e: HostExpr):
-        """(values, inputs that divide by zero somewhere in `e` or None), cached."""
+        """(values, [B] error codes of `e` or None when none), cached."""
         try:
             return self.cache[e]
         except KeyError:
@@ -210,6 +256,8 @@ class HostValues:
         if op == "lit":
             v = np.full(len(self.lengths), a[0], dtype=np.int64)
         elif op == "param":
+            if a[0] not in self.params:      # the lowering lets a param read only earlier ones
+                raise RaspError(f"param '{a[0]}' is read before it is computed")
             v = self.params[a[0]]
         elif op == "len":
             v = self.lengths
@@ -221,19 +269,53 @@ class HostValues:
                 v = np.where(hit.any(axis=1), hit.argmax(axis=1), self.lengths)
         elif op == "neg":
             x, zero = self.value(a[0])
-            v = -x
+            with np.errstate(all="ignore"):
+                v = -x
+            zero = _first_error(zero, _codes(int64_overflow("neg", [x], v)))
         else:
             (x, zx), (y, zy) = self.value(a[0]), self.value(a[1])
-            zero = zx if zy is None else zy if zx is None else zx | zy
-            if op in ("floordiv", "mod"):
-                z = y == 0
-                zero = z if zero is None else zero | z
-                y = np.where(z, 1, y)
-                v = np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
-            else:
-                v = _HOST_BINARY[op](x, y)
+            zero = _first_error(zx, zy)
+            with np.errstate(all="ignore"):
+                if op in ("floordiv", "mod"):
+                    z = y == 0
+                    if z.any():
+                        zero = _first_error(zero, z.astype(np.int8) * DIVISION_BY_ZERO)
+                        y = np.where(z, 1, y)
+                    v = np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
+                else:
+                    v = _HOST_BINARY[op](x, y)
+            zero = _first_error(zero, _codes(int64_overflow(op, [x, y], v)))
         self.cache[e] = (v, zero)
         return v, zero
+
+
+def _codes(overflow):
+    return None if overflow is None or not overflow.any() else overflow.astype(np.int8) * OVERFLOW
+
+
+_MIN = np.iinfo(np.int64).min
+
+
+def int64_overflow(op: str, args: list, out):
+    """Exactly where int64 `op` wrapped: bool array (broadcast shape of
+    `args`), or None when `op` cannot overflow.  `out` is the wrapped result."""
+    if op == "add":
+        x, y = args
+        return ((x ^ out) & (y ^ out)) < 0
+    if op == "sub":
+        x, y = args
+        return ((x ^ y) & (x ^ out)) < 0
+    if op in ("neg", "abs"):
+        return np.equal(args[0], _MIN)
+    if op == "floordiv":
+        x, y = args
+        return np.equal(x, _MIN) & np.equal(y, -1)
+    if op == "mul":
+        x, y = args
+        with np.errstate(all="ignore"):
+            back = np.floor_divide(out, np.where(np.equal(x, 0), 1, x))
+        return (np.not_equal(x, 0) & np.not_equal(back, y)) | (np.equal(x, -1) & np.equal(y, _MIN))
+    return None
 
 
 def host_values(ir: ProgramIR, batch: list, e: HostExpr, loc=None, params: Optional[dict] = None) -> np.ndarray:
@@ -265,21 +347,53 @@ class _Run:
         self.clear = _loop_scopes(ir)
         self.hosts = HostValues(ir, tokens, lengths, params)
         self.params = self.hosts.params
+        self.reach_cache: dict = {}
+        self.meter = budget.Meter(ir, self.hosts, lengths, limits.max_work, limits.max_steps)
+        self.meter.check_before_run()
         self.dtype: dict = {}
         ranges = _Ranges(self)
         self.dtype = ranges.dtypes()              # node -> narrowest safe int dtype
         self.may_overflow = ranges.overflow       # maps whose exact result may leave int64
 
     # -- errors ---------------------------------------------------------------
-    def fail(self, message, loc, bad_rows):
-        """Raise for the first input flagged in `bad_rows` ([B] bool)."""
+    def fail(self, message, loc, bad_rows, node=None):
+        """Raise for the first input flagged in `bad_rows` ([B] bool) -- of
+        those that really compute `node` (see `reach`)."""
+        if node is not None:
+            bad_rows = bad_rows & self.reach(node)
+            if not bad_rows.any():
+                return
         b = int(np.argmax(bad_rows))
         raise RaspRuntimeError(message, loc=loc, source=self.ir.source, input_index=b)
 
-    def host(self, e: HostExpr, loc) -> np.ndarray:
-        """[B] values of a host expression; division by zero is an error for
-        the inputs executing now."""
-        return self.hosts.checked(e, loc, self.live)
+    def reach(self, node) -> np.ndarray:
+        """[B] bool: inputs for which the program computes `node`.  A node
+        hoisted out of loops (node.block) that the source computes inside them
+        (node.use_block) is computed here for every executing input, but only
+        inputs for which each of those loops runs at least once count: an
+        error in `loop 0:` is no error.  Loop counts depend on the input
+        alone, so this is known before the loops run."""
+        use = getattr(node, "use_block", None)
+        if use is None or use is node.block:
+            return self.live
+        key = (id(node.block), id(use))
+        mask = self.reach_cache.get(key)
+        if mask is None:
+            mask = np.ones(self.B, dtype=bool)
+            block = use
+            while block is not None and block is not node.block:
+                if block.loop is not None:
+                    count, err = self.hosts.value(block.loop.count)
+                    runs = count > 0
+                    mask &= runs if err is None else runs | (err != 0)   # (its count fails itself)
+                block = block.parent
+            self.reach_cache[key] = mask
+        return mask & self.live
+
+    def host(self, e: HostExpr, loc, node=None) -> np.ndarray:
+        """[B] values of a host expression; an error in it counts for the
+        inputs executing now (that compute `node`)."""
+        return self.hosts.checked(e, loc, self.live if node is None else self.reach(node))
 
     # -- values ---------------------------------------------------------------
     def value(self, node: Node):
@@ -290,6 +404,7 @@ class _Run:
         v = _EVAL[type(node)](self, node)
         if isinstance(v, np.ndarray) and node.kind != SELECTOR:
             v = v.astype(self.dtype_of(node), copy=False)
+            self.meter.linear += 1
         self.env[node] = v
         return v
 
@@ -340,12 +455,23 @@ class _Run:
     def divide(self, node: Map, x, y):
         zero = np.equal(y, 0)
         if zero.any():
-            # only valid positions of executing inputs count
-            bad = (np.broadcast_to(zero, (self.B, self.N)) & self.valid).any(axis=1) & self.live
-            if bad.any():
-                self.fail("division by zero", node.loc, bad)
+            self.fail_at(node, zero, "division by zero")
             y = np.where(zero, 1, y)
-        return np.floor_divide(x, y) if node.op == "floordiv" else np.mod(x, y)
+        out = np.floor_divide(x, y) if node.op == "floordiv" else np.mod(x, y)
+        if node.op == "floordiv" and node in self.may_overflow:       # INT64_MIN // -1
+            self.fail_at(node, int64_overflow("floordiv", [x, y], out), OVERFLOW_MESSAGE)
+        return out
+
+    def fail_at(self, node, bad, message):
+        """Raise `message` if `bad` (broadcastable to [B, N] or [B, 1]) holds
+        at a valid position of an input that computes `node`."""
+        if not np.any(bad):
+            return
+        bad = np.asarray(bad)
+        bad = np.broadcast_to(bad.reshape(self.B, -1) if bad.ndim else bad, (self.B, self.N))
+        rows = (bad & self.valid).any(axis=1) & self.live
+        if rows.any():
+            self.fail(message, node.loc, rows, node)
 
     # -- blocks, loops, binds ----------------------------------------------------
     def block(self, block):
@@ -371,10 +497,13 @@ class _Run:
         active = count > 0
         t = 0
         self.step_path.append(0)
+        meter = self.meter
         try:
             while active.any():
                 if t >= limit:
                     self.fail_limit(loop, active)
+                meter.flush(self.live)
+                before, upper_before = meter.work.copy(), meter.upper
                 t += 1
                 self.step_path[-1] = t
                 self.live = active
@@ -397,6 +526,8 @@ class _Run:
                         merged[active] = new[var][active]
                         state[var] = merged
                 ran += active
+                meter.flush(active)
+                meter.check_loop(loop, active, before, upper_before, count, t, self.fail)
                 active = active & (t < count)
                 if loop.until_stable:
                     active &= changed
@@ -487,6 +618,7 @@ class _Run:
 
     def dense_reduce(self, sel, x, red, default):
         B, N = self.B, self.N
+        self.meter.quadratic += 1
         chunk = max(1, DENSE_BUDGET_BYTES // (N * N * 9))
         out = np.empty((B, N), dtype=np.int64)
         for lo in range(0, B, chunk):
@@ -515,8 +647,9 @@ def _eval_map(run: _Run, node: Map):
         out = run.divide(node, *args)
     else:
         out = _MAP_OPS[node.op](*args)
-        if node in run.may_overflow:
-            _check_overflow(run, node, args)
+        if node in run.may_overflow and node.op in _OVERFLOWING:
+            # values are Python ints in the language, int64 here: never wrap silently
+            run.fail_at(node, int64_overflow(node.op, args, out), OVERFLOW_MESSAGE)
     if np.ndim(out) == 0:
         return int(out)
     if out.dtype == np.bool_:
@@ -527,28 +660,13 @@ def _eval_map(run: _Run, node: Map):
 
 
 _OVERFLOWING = {"add", "sub", "mul", "neg", "abs"}
-
-
-def _check_overflow(run: _Run, node: Map, args):
-    """Values are Python ints in the language but int64 here: recompute the
-    few maps whose range analysis allows overflow in float64 and refuse to
-    wrap silently."""
-    if node.op not in _OVERFLOWING:
-        return
-    exact = _MAP_OPS[node.op](*[np.asarray(a, dtype=np.float64) for a in args])
-    big = np.abs(exact) >= 2.0 ** 63
-    if not big.any():
-        return
-    big = np.broadcast_to(big.reshape(run.B, -1) if big.ndim else big, (run.B, run.N))
-    rows = (big & run.valid).any(axis=1) & run.live
-    if rows.any():
-        run.fail("integer overflow: the result does not fit in a 64-bit int", node.loc, rows)
+OVERFLOW_MESSAGE = HOST_ERRORS[OVERFLOW]
 
 
 def _eval_host(run: _Run, node: Host):
     if node.name is not None and node.name in run.params:
         return run.params[node.name].reshape(-1, 1)
-    return run.host(node.expr, node.loc).reshape(-1, 1)
+    return run.host(node.expr, node.loc, node).reshape(-1, 1)
 
 
 def _eval_aggregate(run: _Run, node: Aggregate):
@@ -569,8 +687,11 @@ def _eval_loop_out(run: _Run, node: LoopOut):
     if bad.any():
         line = node.loop.loc.line if node.loop.loc else "?"
         run.fail(f"'{node.var.name}' is undefined: the loop at line {line} ran 0 times",
-                 node.loop.loc, bad)
-    return run.final[node.var]
+                 node.loop.loc, bad, node)
+    value = run.final[node.var]
+    if value is None:       # no input ran the loop, and none of them computes this node
+        value = np.zeros((run.B, run.N, run.N) if node.kind == SELECTOR else (run.B, run.N), dtype=np.int8)
+    return value
 
 
 _EVAL = {

@@ -56,6 +56,7 @@ class Node:
     inputs: tuple = ()
     loc: Optional[Loc] = None
     block: "Block" = None          # the block this node is computed in
+    origin: Optional[str] = None   # the library function whose inlined code made it
 
     def label(self) -> str:
         return type(self).__name__
@@ -273,6 +274,17 @@ class Param:
 
 
 @dataclass
+class Require:
+    """`require CONDITION, "message"`: `node` (an s-op or scalar over the
+    input and params) must be nonzero at every position of every input.
+    Checked before the program runs; back ends never compute it."""
+    node: Node
+    message: str
+    text: str                    # the condition as written
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class ProgramIR:
     path: str
     source: str
@@ -286,6 +298,7 @@ class ProgramIR:
     output: Node
     loops: list                  # every Loop, in source order
     output_loc: Optional[Loc] = None
+    requires: list = field(default_factory=list)     # of Require, in source order
 
     def symbol_text(self, code: int) -> Optional[str]:
         for text, c in self.symbols.items():

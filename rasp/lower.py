@@ -6,7 +6,7 @@ at their call sites, lambdas become element-wise maps, constants are folded.
 Every check of the language contract happens here, located at the source:
 names, arity, types (s-op / selector / scalar / function), no recursion,
 lambdas only in tok_map/seq_map, predicates and reductions, host expressions
-for params and loop counts, and the RASP-L discipline of LANGUAGE.md §6.
+for params and loop counts, and the RASP-L discipline of docs/language.md §10.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ PY_OPS = {  # folding of constants, with Python's int semantics
 }
 HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-# index-derived s-ops may go through these without leaving RASP-L (§6)
+# index-derived s-ops may go through these without leaving RASP-L (docs/language.md §10)
 INDEX_SAFE = {"eq", "ne", "lt", "le", "gt", "ge", "where"}
 
 
@@ -108,21 +108,57 @@ class Scope:
 # ---- the graph builder: hash-consing and loop-invariant placement ---------------
 
 class Graph:
+    """Nodes are placed in the outermost block where their inputs exist
+    (`node.block`), which hoists them out of loops.  `node.use_block` is the
+    block where the source computes them (the innermost block containing
+    every use): the interpreter reports an error in a node only for inputs
+    that run that block, so a hoisted `x // 0` in `loop 0:` is no error."""
+
     def __init__(self, top: ir.Block):
         self.top = top
+        self.current = top             # the block whose statements are being lowered
         self.cache: dict = {}
+        self.origin: Optional[str] = None     # the library function being inlined (for drawings)
 
     def add(self, node: ir.Node, key, loc: Optional[ir.Loc], index_derived=False) -> ir.Node:
         if key is not None and key in self.cache:
-            return self.cache[key]
+            cached = self.cache[key]
+            self.used_in(cached, self.current)
+            return cached
         node.loc = loc
+        node.origin = self.origin
         node.index_derived = index_derived
         blocks = [i.block for i in node.inputs] or [self.top]
         node.block = max(blocks, key=lambda b: b.depth)
+        node.use_block = self.current
         node.block.items.append(node)
         if key is not None:
             self.cache[key] = node
         return node
+
+    def used_in(self, node: ir.Node, block: ir.Block):
+        """`node` is also computed in `block`: its use block becomes the common
+        ancestor, and so do those of the nodes it reads."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            use = getattr(n, "use_block", None)
+            if use is None:
+                continue
+            common = _common_block(use, block)
+            if common is not use:
+                n.use_block = common
+                stack.extend(n.inputs)
+
+
+def _common_block(a: ir.Block, b: ir.Block) -> ir.Block:
+    while a.depth > b.depth:
+        a = a.parent
+    while b.depth > a.depth:
+        b = b.parent
+    while a is not b:
+        a, b = a.parent, b.parent
+    return a
 
 
 def _key(cls, attrs, inputs):
@@ -141,6 +177,7 @@ class Lowering:
         self.consts: dict = {}
         self.params: dict = {}
         self.loops: list = []
+        self.requires: list = []
         self.input: Optional[ir.Input] = None
         self.vocab: tuple = ()
         self.output: Optional[ir.Node] = None
@@ -148,6 +185,17 @@ class Lowering:
         self.call_stack: list = []
         self.call_site: Optional[ir.Loc] = None   # set while inlining library code
         self.block = self.top
+        self.int_vocab: list = []                 # (value, AST item) written as integers, not symbols
+        self.symbol_names: set = set()            # consts that name symbols
+        self.statement: Optional[A.Node] = None   # the top-level statement being lowered
+
+    @property
+    def block(self) -> ir.Block:
+        return self.graph.current
+
+    @block.setter
+    def block(self, block: ir.Block):
+        self.graph.current = block
 
     # -- locations, errors, warnings --
     def loc(self, node: A.Node) -> ir.Loc:
@@ -203,9 +251,18 @@ class Lowering:
         loc = self.loc(node)
         if all(isinstance(i, ir.Const) for i in inputs):
             try:
-                return self.const(PY_OPS[op](*(i.value for i in inputs)), loc)
+                value = PY_OPS[op](*(i.value for i in inputs))
+                problem = None if INT64_MIN <= value <= INT64_MAX else "integer overflow: the result " \
+                    "does not fit in a 64-bit int"
             except ZeroDivisionError:
-                raise self.error("division by zero", node) from None
+                problem = "division by zero"
+            if problem is None:
+                return self.const(value, loc)
+            if self.block is self.top:
+                raise self.error(problem, node)
+            # in a loop body that may run 0 times: left unfolded, the
+            # interpreter reports it for the inputs that run the body
+            return self.graph.add(ir.Map(op, inputs), _key(ir.Map, op, inputs), loc)
         if op in HOST_OPS and all(isinstance(i, (ir.Const, ir.Host)) for i in inputs):
             return self.host(ir.HostExpr(op, tuple(host_expr(i) for i in inputs)), loc=loc)
         derived = [getattr(i, "index_derived", False) for i in inputs]
@@ -215,7 +272,7 @@ class Lowering:
         return self.graph.add(ir.Map(op, inputs), _key(ir.Map, op, inputs), loc, index_derived)
 
     def check_index_arithmetic(self, op, inputs, derived, loc) -> bool:
-        """RASP-L (§6): an index-derived s-op may only be shifted by a constant,
+        """RASP-L (docs/language.md §10): an index-derived s-op may only be shifted by a constant,
         compared, or used as a select key/query.  Returns whether the result
         is still index-derived."""
         if op in INDEX_SAFE:
@@ -343,9 +400,10 @@ class Lowering:
             return fn.builtin(self, bound, node)
         if fn.name in self.call_stack and not fn.library:
             raise self.error(f"recursion is not allowed: '{fn.name}' calls itself", node)
-        outer_site = self.call_site
+        outer_site, outer_origin = self.call_site, self.graph.origin
         if fn.library and self.call_site is None:
             self.call_site = self.loc(node)
+            self.graph.origin = fn.name
         self.call_stack.append(fn.name)
         try:
             local = Scope(self.globals_for(fn))
@@ -354,7 +412,7 @@ class Lowering:
             return self.run_body(fn.body, local, in_def=fn)
         finally:
             self.call_stack.pop()
-            self.call_site = outer_site
+            self.call_site, self.graph.origin = outer_site, outer_origin
 
     # -- statements --
     def run_body(self, stmts: list, scope: Scope, in_def: Optional[Function] = None):
@@ -375,7 +433,9 @@ class Lowering:
         return None
 
     def stmt(self, stmt: A.Node, scope: Scope, in_def):
-        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def)
+        if self.block is self.top and in_def is None and not self.call_stack:
+            self.statement = stmt
+        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def, A.Require)
         if (in_def is not None or self.block is not self.top) and isinstance(stmt, top_only):
             what = type(stmt).__name__.replace("Stmt", "").lower()
             raise self.error(f"'{what}' is only allowed at the top level", stmt)
@@ -415,6 +475,7 @@ class Lowering:
                 raise self.error(f"symbol {text!r} is declared twice", stmt.value)
             self.symbols[text] = -(len(self.symbols) + 1)
             value = self.const(self.symbols[text])
+            self.symbol_names.add(stmt.name)
         else:
             value = self.expr(stmt.value, scope)
             if not isinstance(value, ir.Const):
@@ -422,6 +483,10 @@ class Lowering:
                                  "other consts", stmt.value)
         self.consts[stmt.name] = value.value
         scope.vars[stmt.name] = value
+        if isinstance(stmt.value, A.Name) and stmt.value.id in self.symbol_names:
+            self.symbol_names.add(stmt.name)          # another name for a symbol
+        elif not isinstance(stmt.value, A.Str):
+            self.symbol_names.discard(stmt.name)      # rebound to an int
 
     def stmt_InputStmt(self, stmt, scope):
         if self.input is not None:
@@ -435,9 +500,27 @@ class Lowering:
             if len(vocab) + high - low + 1 > MAX_VOCAB:
                 raise self.error(f"the input vocabulary is too large (more than {MAX_VOCAB} values)", item)
             vocab.update(range(low, high + 1))
+            if not (item.high is None and self.names_symbol(item.low)):
+                self.int_vocab.append((low, high, item))
         self.vocab = tuple(sorted(vocab))
         self.input = self.graph.add(ir.Input(stmt.name), ("Input",), self.loc(stmt))
         scope.vars[stmt.name] = self.input
+
+    def names_symbol(self, node) -> bool:
+        return isinstance(node, A.Str) or (isinstance(node, A.Name) and node.id in self.symbol_names)
+
+    def check_symbol_codes(self):
+        """LANGUAGE.md §1 gives symbols the codes -1, -2, ...: an integer the
+        input may hold that equals one would read and print as the symbol
+        (input `-1` would come out as `>`).  Refuse the ambiguity."""
+        codes = {code: text for text, code in self.symbols.items()}
+        for low, high, item in self.int_vocab:
+            for code in sorted(codes, reverse=True):
+                if low <= code <= high:
+                    raise self.error(f"the input value {code} is also the code of the symbol "
+                                     f"{codes[code]!r} (symbols are -1, -2, ... in order of declaration), "
+                                     "so the two could not be told apart; use integers that are not "
+                                     "symbol codes", item)
 
     def vocab_value(self, node, scope) -> int:
         value = self.expr(node, scope)
@@ -446,6 +529,9 @@ class Lowering:
         return value.value
 
     def stmt_ParamStmt(self, stmt, scope):
+        if stmt.name in self.params:
+            raise self.error(f"param '{stmt.name}' is declared twice (first at line "
+                             f"{self.params[stmt.name].loc.line})", stmt)
         expr = self.host_expr(stmt.value, scope, "a param")
         self.params[stmt.name] = ir.Param(stmt.name, expr, self.loc(stmt))
         scope.vars[stmt.name] = self.host(ir.HostExpr("param", (stmt.name,)), stmt.name, self.loc(stmt))
@@ -466,6 +552,21 @@ class Lowering:
             raise self.error("a program has exactly one 'output' statement", stmt)
         self.output = self.as_sop(self.expr(stmt.value, scope), stmt.value, "the output")
         self.output_loc = self.loc(stmt)
+
+    def stmt_Require(self, stmt, scope):
+        node = self.as_value(self.expr(stmt.condition, scope), stmt.condition, "a require condition")
+        stack, seen = [node], set()
+        while stack:            # the contract is about the input: loops run only after it holds
+            n = stack.pop()
+            if isinstance(n, (ir.LoopOut, ir.LoopState)):
+                raise self.error("a require condition may use only the input, consts and params, not "
+                                 "values computed by a loop", stmt.condition)
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(n.inputs)
+        text = require_text(self.source, stmt)
+        self.requires.append(ir.Require(node, stmt.message or f"the input must satisfy {text}", text,
+                                        self.loc(stmt)))
 
     def stmt_LoopStmt(self, stmt, scope):
         count = self.host_expr(stmt.count, scope, "a loop count")
@@ -536,6 +637,27 @@ def host_expr(node: ir.Node) -> ir.HostExpr:
     if isinstance(node, ir.Const):
         return ir.HostExpr("lit", (node.value,))
     return node.expr if node.name is None else ir.HostExpr("param", (node.name,))
+
+
+def require_text(source: str, stmt: A.Require) -> str:
+    """The condition of a `require` statement as written on its line."""
+    lines = source.splitlines()[stmt.line - 1:]
+    text = lines[0][stmt.column - 1:] if lines else ""
+    for more in lines[1:]:              # a `\` continues the statement on the next line
+        if not text.rstrip().endswith("\\"):
+            break
+        text = text.rstrip()[:-1] + " " + more
+    text = text.strip()
+    text = text[len("require"):] if text.startswith("require") else text
+    if stmt.message is not None:
+        for quote in ('"', "'"):
+            cut = text.rfind(f"{quote}{stmt.message}{quote}")
+            if cut >= 0:
+                text = text[:cut].rstrip().rstrip(",")
+                break
+    else:
+        text = text.split("#", 1)[0]
+    return " ".join(text.split())
 
 
 def describe(value) -> str:
@@ -622,10 +744,24 @@ def _make_scope(lowering: Lowering) -> Scope:
     return library_scope
 
 
+MAX_DEPTH_HINT = "function calls, loops or expressions nested too deeply"
+
+
 def lower(source: str, path: str = "<string>") -> tuple:
     """Parse, check and lower a program.  Returns (ProgramIR, warnings)."""
     module = parse(source, path)
     lowering = Lowering(source, path)
+    try:
+        return _lower(module, lowering, source, path)
+    except RecursionError:
+        # Python's stack ran out (the parser bounds syntactic depth; inlined
+        # calls can still nest deeply): locate the top-level statement
+        where = lowering.statement
+        loc = ir.Loc(path, where.line, where.column) if where is not None else ir.Loc(path, 1, 1)
+        raise RaspError(f"this statement is too complex to check ({MAX_DEPTH_HINT})", loc, source) from None
+
+
+def _lower(module, lowering: Lowering, source: str, path: str) -> tuple:
     lowering.global_scope = scope = Scope(_make_scope(lowering))
     defs = {}
     for stmt in module.body:
@@ -651,6 +787,7 @@ def lower(source: str, path: str = "<string>") -> tuple:
                 and not isinstance(stmt, A.InputStmt):
             raise lowering.error("the 'input' statement must come before this statement", stmt)
         lowering.stmt(stmt, scope, None)
+    lowering.check_symbol_codes()
     last = len(source.rstrip("\n").splitlines()) or 1
     end = ir.Loc(path, last, 1)
     if lowering.input is None:
@@ -661,5 +798,5 @@ def lower(source: str, path: str = "<string>") -> tuple:
                            vocab=lowering.vocab, symbols=lowering.symbols, consts=lowering.consts,
                            params=lowering.params, input=lowering.input, body=lowering.top,
                            output=lowering.output, loops=lowering.loops,
-                           output_loc=lowering.output_loc)
+                           output_loc=lowering.output_loc, requires=lowering.requires)
     return program, lowering.warnings

@@ -7,7 +7,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
                              UnexpectedToken, VisitError)
 from lark.indenter import DedentError, Indenter
@@ -71,6 +71,45 @@ def _pos(meta_or_token):
     return meta_or_token.line, meta_or_token.column
 
 
+_MAX_DIGITS = 19          # every int64 has at most 19 digits
+MAX_NESTING = 200         # levels of the syntax tree; deeper programs would exhaust Python's stack
+
+
+class _Located(Exception):
+    """A problem found while building the AST, at (line, column)."""
+
+    def __init__(self, message, line, column):
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+def _check_nesting(tree, path, source):
+    """Refuse a syntax tree deeper than MAX_NESTING (the AST builder, the
+    checker and the compiler all recurse over it), located at the first
+    place too deep.  Iterative: it must not recurse itself."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, Tree):
+            continue
+        if depth > MAX_NESTING:
+            line, column = _first_position(node)
+            raise RaspError(f"nested too deeply (more than {MAX_NESTING} levels of expressions and blocks); "
+                            "split it into several statements", Loc(path, line, column), source)
+        stack.extend((child, depth + 1) for child in reversed(node.children))
+
+
+def _first_position(tree):
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Token) and node.line is not None:
+            return node.line, node.column
+        if isinstance(node, Tree):
+            stack.extend(reversed(node.children))
+    return 1, 1
+
+
 @v_args(meta=True)
 class _ToAst(Transformer):
     """Builds rasp.ast nodes; keeps line/column on each."""
@@ -99,6 +138,10 @@ class _ToAst(Transformer):
 
     def output_stmt(self, meta, c):
         return A.Output(*_pos(meta), c[0])
+
+    def require_stmt(self, meta, c):
+        message = None if c[1] is None else str(c[1])[1:-1]
+        return A.Require(*_pos(meta), c[0], message)
 
     def def_stmt(self, meta, c):
         name, *params, body = c
@@ -151,6 +194,10 @@ class _ToAst(Transformer):
         return A.Name(*_pos(c[0]), str(c[0]))
 
     def number(self, meta, c):
+        digits = str(c[0]).lstrip("0")
+        if len(digits) > _MAX_DIGITS:      # int() itself refuses past 4300 digits
+            raise _Located(f"the integer literal has {len(digits)} digits: it does not fit in a "
+                           "64-bit int", *_pos(c[0]))
         return A.Num(*_pos(c[0]), int(c[0]))
 
     def string(self, meta, c):
@@ -201,7 +248,12 @@ def parse(source: str, path: str = "<string>") -> A.Module:
     """Parse a program.  Raises RaspError located at the first problem."""
     text = source if source.endswith("\n") else source + "\n"
     try:
-        return _ToAst().transform(_lark().parse(text))
+        tree = _lark().parse(text)
+        _check_nesting(tree, path, source)
+        return _ToAst().transform(tree)
+    except RecursionError:
+        raise RaspError(f"nested too deeply (more than Python's stack allows); split it into several "
+                        "statements", Loc(path, 1, 1), source) from None
     except UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         msg = f"unexpected character {ch!r}"
@@ -235,6 +287,8 @@ def parse(source: str, path: str = "<string>") -> A.Module:
         raise RaspError("syntax error", Loc(path, getattr(e, "line", 1) or 1,
                                                getattr(e, "column", 1) or 1), source) from None
     except VisitError as e:
+        if isinstance(e.orig_exc, _Located):
+            raise RaspError(e.orig_exc.message, Loc(path, e.orig_exc.line, e.orig_exc.column), source) from None
         raise RaspError(f"syntax error: {e.orig_exc}", Loc(path, 1, 1), source) from None
 
 

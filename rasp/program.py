@@ -1,23 +1,31 @@
 """A loaded program: input parsing, output formatting, and running it."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .errors import RaspError, RaspInputError
+from .budget import DEFAULT_MAX_WORK
+from .errors import RaspError, RaspInputError, shorten
+from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, int64_of
 from .ir import ProgramIR
 from .lower import lower
 
-_INT = re.compile(r"[+-]?\d+")
 DEFAULT_MAX_LEN = 8192
+DEFAULT_MAX_STEPS = 10_000
 
 
 @dataclass
 class RunLimits:
     max_len: int = DEFAULT_MAX_LEN     # tokens per input
-    max_steps: int = 10_000            # iterations per loop per input
+    max_steps: int = DEFAULT_MAX_STEPS  # iterations per loop per input
+    max_work: int = DEFAULT_MAX_WORK   # element operations per input, all loops together
+
+    def check(self):
+        for flag, value, least in (("--max-len", self.max_len, 1), ("--max-steps", self.max_steps, 0),
+                                   ("--max-work", self.max_work, 1)):
+            if value < least:
+                raise RaspError(f"{flag} must be at least {least}, got {value}")
 
 
 class Program:
@@ -40,13 +48,13 @@ class Program:
         for position, word in enumerate(words, 1):
             if word in self.ir.symbols:
                 value = self.ir.symbols[word]
-            elif _INT.fullmatch(word):
-                value = int(word)
+            elif INT_TEXT.fullmatch(word):
+                value = int64_of(word)      # None (too large) is in no vocabulary
             else:
-                raise RaspInputError(f"unknown token {word!r} at position {position} (symbols: "
+                raise RaspInputError(f"unknown token '{shorten(word)}' at position {position} (symbols: "
                                      f"{' '.join(self.ir.symbols) or 'none'})", line, word, where)
             if value not in self._vocab:
-                raise RaspInputError(f"token {word!r} at position {position} is not in the input "
+                raise RaspInputError(f"token '{shorten(word)}' at position {position} is not in the input "
                                      f"vocabulary {self.vocab_text()}", line, word, where)
             tokens.append(value)
         return tokens
@@ -64,42 +72,55 @@ class Program:
         return " ".join(self.token_text(int(v)) for v in values)
 
     def scored_start(self, tokens) -> int:
-        """LANGUAGE.md §8: outputs before the end-of-query symbol `>` are not
+        """docs/language.md §13: outputs before the end-of-query symbol `>` are not
         scored.  Every position counts when the program or input has no `>`."""
         eoq = self.ir.symbols.get(">")
         return tokens.index(eoq) if eoq is not None and eoq in tokens else 0
 
     # -- running --
-    def check_batch(self, batch, limits: RunLimits):
+    def check_batch(self, batch, limits: RunLimits, where: str = "input"):
+        """Lengths and vocabulary; an error names `where`:LINE (input i is line i + 1)."""
         seen = set()
         for i, tokens in enumerate(batch):
             if len(tokens) == 0:
-                raise RaspInputError("empty input", i + 1)
+                raise RaspInputError("empty input", i + 1, where=where)
             if len(tokens) > limits.max_len:
                 raise RaspInputError(f"the input has {len(tokens)} tokens; the limit is {limits.max_len} "
-                                     "(raise it with --max-len)", i + 1)
+                                     "(raise it with --max-len)", i + 1, where=where)
             seen.update(tokens)
         if seen <= self._vocab:
             return          # the common case: one set check for the whole batch
         for i, tokens in enumerate(batch):
             for position, value in enumerate(tokens, 1):
                 if value not in self._vocab:
-                    raise RaspInputError(f"token {self.token_text(value)!r} at position {position} is not in "
+                    raise RaspInputError(f"token '{self.token_text(value)}' at position {position} is not in "
                                          f"the input vocabulary {self.vocab_text()}", i + 1,
-                                         self.token_text(value))
+                                         self.token_text(value), where)
 
     def check_params(self, params: Optional[dict]):
         from .interpreter import check_param_names
         check_param_names(self.ir, params)
+        for name, value in (params or {}).items():
+            if not INT64_MIN <= int(value) <= INT64_MAX:
+                raise RaspError(f"param '{name}': the value {shorten(str(value))} does not fit in a "
+                                "64-bit int")
+
+    def check_requires(self, batch, params: Optional[dict] = None):
+        """The program's input contract (`require`), for back ends that do not
+        run the program itself; `run_batch` checks it anyway."""
+        from .interpreter import check_requires
+        check_requires(self.ir, batch, params)
 
     def run_batch(self, batch, params: Optional[dict] = None, *, trace: bool = False,
-                  limits: Optional[RunLimits] = None):
+                  limits: Optional[RunLimits] = None, where: str = "input"):
         from .interpreter import Limits, execute
         limits = limits or RunLimits()
+        limits.check()
         batch = [tokens if isinstance(tokens, list) else [int(t) for t in tokens] for tokens in batch]
-        self.check_batch(batch, limits)
+        self.check_batch(batch, limits, where)
         self.check_params(params)
-        return execute(self.ir, batch, params, trace=trace, limits=Limits(max_steps=limits.max_steps))
+        return execute(self.ir, batch, params, trace=trace,
+                       limits=Limits(max_steps=limits.max_steps, max_work=limits.max_work))
 
     def run(self, tokens, params: Optional[dict] = None) -> list:
         return self.run_batch([tokens], params).outputs[0]

@@ -1,7 +1,7 @@
 """Independent plain-Python solutions of every task in programs/.
 
 Nothing here imports rasp: each reference is written straight from the task
-definition (TASKS.md, the program headers) with ordinary loops, so the tests
+definition (docs/tasks.md, the program headers) with ordinary loops, so the tests
 compare two independent implementations.
 
 Token lists use the text form: ints for numbers, strings for symbols

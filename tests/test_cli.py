@@ -1,4 +1,4 @@
-"""The command line as a user meets it (LANGUAGE.md §7)."""
+"""The command line as a user meets it (docs/language.md §11)."""
 import re
 import shutil
 import subprocess

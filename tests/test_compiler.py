@@ -276,8 +276,9 @@ def test_save_load_roundtrip(tmp_path):
 
 def test_draw_without_graphviz_binary_writes_dot(tmp_path, monkeypatch):
     import compiler.draw as D
+    import rasp.draw                         # the one renderer (and message) for both drawings
     _, cm = compiled(ROOT / "programs" / "copy.rasp")
-    monkeypatch.setattr(D.shutil, "which", lambda name: None)
+    monkeypatch.setattr(rasp.draw.shutil, "which", lambda name: None)
     msg = D.draw_layers(cm, tmp_path / "layers.svg")
     assert (tmp_path / "layers.dot").exists() and "dot -Tsvg" in msg
 

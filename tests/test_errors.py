@@ -1,4 +1,4 @@
-"""The error contract (LANGUAGE.md §7): one test per error class.
+"""The error contract (docs/language.md §12): one test per error class.
 
 Each malformed program must give `PATH:LINE:COL: error: MESSAGE`, the source
 line and a caret, exit status 2 and no traceback.

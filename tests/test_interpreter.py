@@ -1,4 +1,4 @@
-"""The batched interpreter against plain-Python definitions of LANGUAGE.md.
+"""The batched interpreter against plain-Python definitions of docs/language.md.
 
 Batches mix lengths 1..40, so every property also shows that right padding
 never leaks into valid positions.  Selector tests run each program three

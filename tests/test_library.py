@@ -1,4 +1,4 @@
-"""The core primitives (LANGUAGE.md section 4), the library (section 5) and the
+"""The core primitives (docs/language.md section 4), the library (section 5) and the
 operators (section 3) against direct plain-Python definitions.
 
 Each example writes a small program as source text, runs it with

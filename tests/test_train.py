@@ -265,7 +265,7 @@ def test_cpu_preset_copy_reaches_full_in_distribution_accuracy(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_finetune_bench_setting_stays_exact_to_3x(tmp_path):
-    """bench/BENCH.md's setting (minutes): 300 steps at the `--init compiled`
+    """trainer/bench/BENCH.md's setting (minutes): 300 steps at the `--init compiled`
     defaults on n <= 10 leave parity exact up to n = 30 on fresh inputs."""
     _need_compiler()
     out, hp, start, info, s = _compiled_finetune(tmp_path, "parity", steps=300)
@@ -311,7 +311,7 @@ def test_paper_preset_builds_the_papers_model_and_trains(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     hp = run["hparams"]
-    assert (hp["d_model"], hp["n_head"], hp["n_layer"], hp["lr"]) == (256, 64, 1, 1e-4)   # TASKS.md, parity
+    assert (hp["d_model"], hp["n_head"], hp["n_layer"], hp["lr"]) == (256, 64, 1, 1e-4)   # docs/tasks.md, parity
     assert (hp["max_train_n"], hp["interval"], hp["steps"]) == (20, 1000, 3)
     rows = [row for row in metrics(out) if "loss" in row]
     assert rows and all(np.isfinite(row["loss"]) for row in rows)

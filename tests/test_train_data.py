@@ -41,7 +41,7 @@ def _text(tok, sym):
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_sampler_and_program_targets_match_reference(name, labelers):
     """Our samplers' inputs, labelled by the program, give the independent
-    reference answer; the `#` tail and T(n) follow TASKS.md."""
+    reference answer; the `#` tail and T(n) follow docs/tasks.md."""
     lab, task = labelers[name], TASKS[name]
     data = TaskData(task, lab)
     rng = np.random.default_rng(1)

@@ -1,4 +1,4 @@
-"""Hyper-parameters: the paper's (Fan et al. App. E / TASKS.md) and a small
+"""Hyper-parameters: the paper's (Fan et al. App. E / docs/tasks.md) and a small
 CPU preset that trains in minutes on 2 cores.  CLI flags override fields."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Task registry: what an input looks like, where its answer comes from.
 
-A task only knows how to *sample inputs* (TASKS.md: uniform bits, tokens 0..49,
+A task only knows how to *sample inputs* (docs/tasks.md: uniform bits, tokens 0..49,
 n1 in {1, 2}) and how many trailing `#` the answer needs.  Targets and the
 step count T(n) are never computed here: they come from running the task's
 program in `programs/` through the interpreter (see `trainer/labels.py`), so
@@ -31,7 +31,7 @@ PROGRAMS = REPO / "programs"
 
 @dataclass(frozen=True)
 class PaperHParams:
-    """Fan et al. Table 2 / TASKS.md: the block and curriculum per task."""
+    """Fan et al. Table 2 / docs/tasks.md: the block and curriculum per task."""
     n_layer: int
     n_head: int
     interval: int       # steps between curriculum increments

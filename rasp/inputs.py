@@ -1,0 +1,73 @@
+"""Text the user gives a run: input lines, integer tokens, `--param` values.
+
+Only `\\n` (and `\\r\\n`) end an input line: `str.splitlines` would also split
+on vertical tab, form feed, U+2028 and others, silently turning one input into
+several.  Integers are checked for size before `int()` sees them, so a
+5,000-digit token is a clear error rather than Python's int-str digit limit.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .errors import RaspError, RaspInputError, shorten
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+INT_TEXT = re.compile(r"[+-]?\d+")
+_MAX_DIGITS = 19          # every int64 has at most 19 digits
+
+
+def split_lines(text: str) -> list:
+    """Lines ended by \\n or \\r\\n (a final newline ends the last line)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def int64_of(text: str) -> Optional[int]:
+    """The int64 value of an integer literal ('-12', '+7'), None when it does
+    not fit in 64 bits.  Never hands a huge digit string to int()."""
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > _MAX_DIGITS:
+        return None
+    value = int(text)
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
+def read_inputs(input_text, inputs_path: Optional[str]) -> tuple:
+    """(where, [(line number or None, text)]) for `--input TEXT` or `--inputs FILE|-`."""
+    if inputs_path is None:
+        if isinstance(input_text, list):      # argparse turns the lone value "--" into []
+            input_text = " ".join(input_text) or "--"
+        return "input", [(None, input_text)]
+    if inputs_path == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(inputs_path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+            raise RaspError(f"cannot read inputs file {inputs_path}: {reason}") from None
+    lines = split_lines(text)
+    if not lines:
+        raise RaspInputError("the inputs file is empty", where=inputs_path)
+    return inputs_path, list(enumerate(lines, 1))
+
+
+def parse_params(pairs) -> dict:
+    """['n=4', ...] -> {'n': 4}; each value an int64."""
+    params = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not INT_TEXT.fullmatch(value):
+            raise RaspError(f"--param expects NAME=INT, got '{shorten(pair)}'")
+        number = int64_of(value)
+        if number is None:
+            raise RaspError(f"--param {name}: the value {shorten(value)} does not fit in a 64-bit int "
+                            f"({INT64_MIN} .. {INT64_MAX})")
+        params[name] = number
+    return params

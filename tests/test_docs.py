@@ -1,0 +1,250 @@
+"""The documentation is true: every command of docs/tutorial.md (and the
+README's quick ones) is run and its output compared with the output shown;
+docs/language.md's tables are the ones rasp/help.py generates; every builtin
+and library function has a reference entry, and every entry's example gives
+the result shown.
+
+A `console` block holds `$ COMMAND` lines, each followed by its output
+(stdout, then stderr).  Before comparing, timings, decimal numbers and
+temporary paths are normalised.  A `<!-- file: NAME -->` line before a code
+block writes that block to NAME first.  `python tests/test_docs.py --update`
+rewrites the outputs in docs/tutorial.md from a fresh run.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import rasp  # noqa: E402
+from rasp import help as H  # noqa: E402
+from rasp.builtins import BUILTINS  # noqa: E402
+from rasp.lower import _library_module  # noqa: E402
+
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+LANGUAGE = ROOT / "docs" / "language.md"
+
+
+# ---- reading and running the tutorial ---------------------------------------------------
+
+BLOCK = re.compile(r"(?:<!-- file: (\S+) -->\n)?```(\w*)\n(.*?)```", re.S)
+
+
+def blocks(text: str):
+    """[(kind, file name or None, body, span of the body)]"""
+    return [(m.group(2), m.group(1), m.group(3), m.span(3)) for m in BLOCK.finditer(text)]
+
+
+def commands(body: str):
+    """A console block -> [(command, shown output)]."""
+    out, current = [], None
+    for line in body.splitlines(keepends=True):
+        if line.startswith("$ "):
+            current = [line[2:].rstrip("\n"), ""]
+            out.append(current)
+        elif current is not None:
+            current[1] += line
+    return [tuple(c) for c in out]
+
+
+def normalise(text: str, workdir: Path) -> str:
+    text = text.replace(str(workdir) + os.sep, "").replace(str(workdir), ".")
+    text = re.sub(r"\d+\.\d+(e-?\d+)?", "N.N", text)                # timings, losses, accuracies
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+def run_command(command: str, workdir: Path) -> str:
+    """stdout + stderr of a `rasp` command (run in this process: fast) or a shell command."""
+    argv = shlex.split(command)
+    if argv[0] == "rasp":
+        from rasp.cli import main
+        out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+        try:
+            os.chdir(workdir)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                main(argv[1:])
+        finally:
+            os.chdir(here)
+        return out.getvalue() + err.getvalue()
+    proc = subprocess.run(command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=60)
+    return proc.stdout + proc.stderr
+
+
+def prepare(workdir: Path):
+    """The tutorial runs in a fresh directory next to the project's programs/."""
+    (workdir / "programs").symlink_to(ROOT / "programs")
+
+
+def tutorial_steps():
+    """Yield (kind, payload) in order: ('file', (name, body)) or ('cmd', (command, shown))."""
+    for kind, name, body, _ in blocks(TUTORIAL.read_text(encoding="utf-8")):
+        if name:
+            yield "file", (name, body)
+        elif kind == "console":
+            for command, shown in commands(body):
+                yield "cmd", (command, shown)
+
+
+def check_tutorial(workdir: Path):
+    prepare(workdir)
+    ran = 0
+    for kind, payload in tutorial_steps():
+        if kind == "file":
+            (workdir / payload[0]).write_text(payload[1], encoding="utf-8")
+            continue
+        command, shown = payload
+        got = run_command(command, workdir)
+        assert normalise(got, workdir) == normalise(shown, workdir), f"$ {command}"
+        ran += 1
+    return ran
+
+
+def test_tutorial_commands(tmp_path):
+    """Every command, the 50-step training run included (a few seconds)."""
+    assert check_tutorial(tmp_path) >= 12
+
+
+def update_tutorial(workdir: Path):
+    """Rewrite every console block's outputs from a fresh run."""
+    text = TUTORIAL.read_text(encoding="utf-8")
+    prepare(workdir)
+    pieces, last = [], 0
+    for kind, name, body, (start, end) in blocks(text):
+        if name:
+            (workdir / name).write_text(body, encoding="utf-8")
+            continue
+        if kind != "console":
+            continue
+        new = ""
+        for command, _ in commands(body):
+            got = run_command(command, workdir).replace(str(workdir) + os.sep, "")
+            new += f"$ {command}\n" + ("\n".join(l.rstrip() for l in got.rstrip("\n").splitlines()) + "\n"
+                                       if got.strip() else "")
+        pieces += [text[last:start], new]
+        last = end
+    TUTORIAL.write_text("".join(pieces) + text[last:], encoding="utf-8")
+
+
+# ---- the README ---------------------------------------------------------------------------
+
+def test_readme_quick_commands(tmp_path):
+    """The README's first command, its example program, and its table's quick commands."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    prepare(tmp_path)
+    first = blocks(readme)[0][2].splitlines()[0]
+    assert first.startswith("pip install -e . && rasp run programs/parity.rasp")
+    command = first.split("&& ", 1)[1]
+    assert run_command(command, tmp_path).split() == "0 1 1 0 1 # #".split()
+    # the language example is a working parity program, same answers as programs/parity.rasp
+    example = next(body for kind, _, body, _ in blocks(readme) if kind == "python" and "input seq" in body)
+    (tmp_path / "example.rasp").write_text(example)
+    for text in ("1 0 1 1 > # #", "1 > #", "0 0 1 > # # #"):
+        want = run_command(f'rasp run programs/parity.rasp --input "{text}"', tmp_path)
+        assert run_command(f'rasp run example.rasp --input "{text}"', tmp_path) == want
+    # the command table: every quick command runs (exit 0) with files it needs made here
+    (tmp_path / "FILE").write_text("1 0 > # #\n1 > #\n")
+    rows = re.findall(r"^\| `(rasp [^`]*)` \|", readme, re.M)
+    quick = [r for r in rows if r.split()[1] in ("run", "check", "help", "graph") and "DIR" not in r]
+    assert len(quick) >= 6
+    for row in quick:
+        command = (row.replace("P.rasp", "programs/parity.rasp").replace('"…"', '"1 0 > # #"')
+                   .replace(" [--strict]", "").replace("[NAME]", "where"))
+        from rasp.cli import main
+        here = os.getcwd()
+        try:
+            os.chdir(tmp_path)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+                status = main(shlex.split(command)[1:])
+        finally:
+            os.chdir(here)
+        assert status == 0, (command, err.getvalue())
+
+
+# ---- the language reference ---------------------------------------------------------------
+
+def test_language_tables_are_generated():
+    """docs/language.md's tables and grammar are what rasp/help.py makes
+    (regenerate with `python -m rasp.help --write-docs docs/language.md`)."""
+    text = LANGUAGE.read_text(encoding="utf-8")
+    assert H.fill_docs(text) == text
+    for group in H.GROUPS:
+        assert f"<!-- table:{group} -->" in text
+
+
+def test_every_builtin_and_library_function_has_an_entry():
+    library = {d.name for d in _library_module().body}
+    documented = {e.name for e in H.ENTRIES if e.group not in ("predicate", "reduction", "statement")}
+    assert set(BUILTINS) | library == documented
+    predicates = {e.name for e in H.ENTRIES if e.group == "predicate"}
+    assert predicates == set(rasp.ir.PREDICATES)
+    assert {e.name for e in H.ENTRIES if e.group == "reduction"} == set(rasp.ir.REDUCTIONS)
+
+
+@pytest.mark.parametrize("entry", [e for e in H.ENTRIES if e.example], ids=lambda e: e.name)
+def test_entry_example_gives_what_it_shows(entry):
+    prog = rasp.loads(H.example_program(entry), f"<{entry.name} example>")
+    out = prog.format_output(prog.run(prog.parse_input(entry.given)))
+    if entry.group == "host":
+        assert set(out.split()) == {entry.gives}
+    else:
+        assert out == entry.gives
+
+
+def test_help_command(capsys):
+    from rasp.cli import main
+    assert main(["help", "shift_right"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("shift_right(x, s, default=0)") and "kqv(indices(x) + s" in out
+    assert main(["help"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in BUILTINS)
+    assert main(["help", "shift_rigth"]) == 2
+    assert "did you mean 'shift_right'" in capsys.readouterr().err
+
+
+def test_docs_reference_only_files_a_user_has():
+    for path in list(ROOT.glob("*.md")) + list(ROOT.glob("*/*.md")) + list(ROOT.glob("*/*.py")) \
+            + list(ROOT.glob("programs/*.rasp")) + [ROOT / "rasp" / "lib.rasp"]:
+        if path == Path(__file__).resolve():
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "shared/spec" not in text, path
+        assert not re.search(r"\b(LANGUAGE|TASKS)\.md", text), path
+    for path in ROOT.glob("**/*.md"):
+        if ".git" in path.parts:
+            continue
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+            assert (path.parent / target).exists(), (path, target)
+
+
+# ---- drawings -------------------------------------------------------------------------------
+
+def test_graph_dot_is_deterministic_and_readable(tmp_path):
+    from rasp.draw import draw_program
+    a, b = tmp_path / "a.dot", tmp_path / "b.dot"
+    draw_program(rasp.load(ROOT / "programs" / "parity.rasp").ir, str(a))
+    draw_program(rasp.load(ROOT / "programs" / "parity.rasp").ir, str(b))     # new objects, new ids
+    text = a.read_text()
+    assert text == b.read_text()
+    assert '"\\"#\\""' in text or 'label="\\"#\\""' in text           # symbols as their text
+    assert "-2" not in re.findall(r"label=(\S+)", text)
+    assert "shift_right(bits, 1)" in text and "line 28" in text         # library call, source line
+    assert re.search(r"\bn\d+ ", text) and not re.search(r"\b\d{9,}\b", text)   # no object ids
+
+
+if __name__ == "__main__":
+    import tempfile
+    if sys.argv[1:] == ["--update"]:
+        with tempfile.TemporaryDirectory() as d:
+            update_tutorial(Path(d))
