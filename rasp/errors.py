@@ -10,6 +10,7 @@ from typing import Optional
 from .ir import Loc
 
 SHOWN_CHARS = 60           # longer user text (a token, a --param value) is shortened in messages
+SHOWN_SOURCE = 200         # a source line is shown whole up to this many characters each side of the caret
 
 
 def printable(text: str) -> str:
@@ -61,10 +62,10 @@ class RaspError(Exception):
         text = text.rstrip("\r").expandtabs(1)
         start = max(self.loc.column, 1) - 1
         before, after = text[:start], text[start:]
-        if len(before) > SHOWN_CHARS:       # a long line: show a window around the column
-            before = "…" + before[-SHOWN_CHARS:]
-        if len(after) > SHOWN_CHARS:
-            after = after[:SHOWN_CHARS] + "…"
+        if len(before) > SHOWN_SOURCE:      # a long line: show a window around the column
+            before = "…" + before[-SHOWN_SOURCE:]
+        if len(after) > SHOWN_SOURCE:
+            after = after[:SHOWN_SOURCE] + "…"
         # escapes widen the line: the caret goes under the escaped column
         before, after = printable(before), printable(after)
         return f"{head}\n    {before}{after}\n    {' ' * len(before)}^"
