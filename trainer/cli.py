@@ -52,11 +52,11 @@ def set_threads(requested) -> str:
     elif os.environ.get("OMP_NUM_THREADS"):
         n, why = torch.get_num_threads(), "OMP_NUM_THREADS"
     elif cores <= SMALL_CPU:
-        n, why = 1, f"default on <= {SMALL_CPU} cores; --threads N to change"
+        n, why = 1, f"the default with {cores} cores (<= {SMALL_CPU}); --threads N to change"
     else:
-        n, why = torch.get_num_threads(), "torch's default; --threads N to change"
+        n, why = torch.get_num_threads(), f"torch's default with {cores} cores; --threads N to change"
     torch.set_num_threads(n)
-    return f"threads: {n} of {cores} cores ({why})"
+    return f"threads: {n} ({why})"
 
 
 def add_train_args(p: argparse.ArgumentParser):
