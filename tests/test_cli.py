@@ -145,6 +145,8 @@ def test_interpreter_commands_load_no_torch_compiler_or_trainer(tmp_path, argv):
     assert not top & {"torch", "compiler", "trainer"}, top & {"torch", "compiler", "trainer"}
     if argv[0] == "run" and "--help" not in argv:
         assert out.split() == ["0", "1", "1", "0", "1", "#", "#"]
+    if argv[0] in ("check", "--help"):
+        assert "numpy" not in top          # only running a program needs the interpreter's arrays
 
 
 def test_help_lists_every_command_without_importing_them(tmp_path):
