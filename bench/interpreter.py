@@ -1,5 +1,6 @@
 """Interpreter throughput: `prog.run_batch` against a naive per-sequence
-RASP-L evaluator and against hand-written NumPy for the same task.
+RASP-L evaluator and against hand-written NumPy for the same task, and the
+same batch through the command line (`rasp run PROGRAM --inputs FILE`).
 
     python bench/interpreter.py [--inputs 1000] [--naive-inputs 20] [--naive-seconds 5] [--n 16 64 256]
 
@@ -10,13 +11,18 @@ sequence before anything is timed.  The naive evaluator is timed on a subset
 (at least one input; it takes many seconds per input at n = 256) -- and
 scaled per input.  Both the
 interpreter and the hand-written version take lists of token lists and return
-lists of token lists, so conversions are counted on both sides.
+lists of token lists, so conversions are counted on both sides.  The cli
+column is a whole `python -m rasp.cli run ... --inputs FILE` process (start-up,
+parsing the text file, printing every output; best of 3 after a warm-up), its
+printed outputs checked against run_batch's; --no-cli leaves it out.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -112,8 +118,25 @@ def time_naive(ir, batch, max_inputs, budget_s):
     return outs, (time.perf_counter() - start) / len(outs)
 
 
-def bench(task, n, count, naive_count, naive_seconds, rng):
-    prog = rasp.load(os.path.join(ROOT, "programs", f"{task}.rasp"))
+def time_cli(prog, path, batch, outputs, repeat=3):
+    """Seconds for one `rasp run PROGRAM --inputs FILE` process on `batch`
+    (best of `repeat`, after a warm-up that also checks its outputs)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("".join(prog.format_output(x) + "\n" for x in batch))
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "rasp.cli", "run", path, "--inputs", f.name]
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        if done.stdout.splitlines() != [prog.format_output(y) for y in outputs]:
+            raise SystemExit(f"{path}: `rasp run --inputs` printed other outputs than run_batch")
+        return best_time(lambda: subprocess.run(cmd, env=env, capture_output=True, check=True), repeat)
+    finally:
+        os.unlink(f.name)
+
+
+def bench(task, n, count, naive_count, naive_seconds, rng, cli=True):
+    path = os.path.join(ROOT, "programs", f"{task}.rasp")
+    prog = rasp.load(path)
     batch = make_inputs(prog, task, n, count, rng)
     eos = prog.ir.symbols["#"]
     hand = HAND[task]
@@ -132,7 +155,8 @@ def bench(task, n, count, naive_count, naive_seconds, rng):
     t_run = best_time(lambda: prog.run_batch(batch), repeat) / count
     t_exec = best_time(lambda: execute(prog.ir, batch), repeat) / count
     t_hand = best_time(lambda: hand(batch, n, eos), repeat) / count
-    return dict(task=task, n=n, run=1 / t_run, exec=1 / t_exec, naive=1 / t_naive, hand=1 / t_hand,
+    t_cli = time_cli(prog, path, batch, got) / count if cli else float("nan")
+    return dict(task=task, n=n, run=1 / t_run, exec=1 / t_exec, naive=1 / t_naive, hand=1 / t_hand, cli=1 / t_cli,
                 naive_inputs=len(naive),
                 vs_naive=t_naive / t_run, vs_hand=t_run / t_hand, exec_vs_hand=t_exec / t_hand)
 
@@ -144,6 +168,7 @@ def main(argv=None):
     ap.add_argument("--naive-seconds", type=float, default=5.0)
     ap.add_argument("--n", type=int, nargs="+", default=[16, 64, 256])
     ap.add_argument("--tasks", nargs="+", default=["parity", "copy", "addition"])
+    ap.add_argument("--no-cli", action="store_true", help="leave out the command-line column")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"{args.inputs} random inputs per row; throughput in inputs/s (best of 3-7 runs).")
@@ -152,18 +177,20 @@ def main(argv=None):
           f"{args.naive_inputs}, fewer once {args.naive_seconds:g} s have passed) and scaled per input.")
     print("hand: hand-written NumPy of the same full output sequences.  Both sides take and return "
           "lists of token lists.")
-    print("run_batch includes its input validation; execute is the interpreter alone.\n")
+    print("run_batch includes its input validation; execute is the interpreter alone.")
+    print("cli: the same inputs as a text file through one `rasp run PROGRAM --inputs FILE` process "
+          "(start-up and printing included).\n")
     head = (f"{'task':<9}{'n':>5}{'run_batch/s':>13}{'execute/s':>12}{'naive/s':>10}{'k':>4}{'hand/s':>12}"
-            f"{'x naive':>10}{'slower than hand':>18}{'(execute)':>11}")
+            f"{'x naive':>10}{'slower than hand':>18}{'(execute)':>11}{'cli/s':>10}")
     print(head)
     print("-" * len(head))
     for task in args.tasks:
         for n in args.n:
-            r = bench(task, n, args.inputs, args.naive_inputs, args.naive_seconds, rng)
+            r = bench(task, n, args.inputs, args.naive_inputs, args.naive_seconds, rng, cli=not args.no_cli)
             print(f"{r['task']:<9}{r['n']:>5}{r['run']:>13,.0f}{r['exec']:>12,.0f}{r['naive']:>10,.2f}"
                   f"{r['naive_inputs']:>4}"
                   f"{r['hand']:>12,.0f}{r['vs_naive']:>9,.0f}x{r['vs_hand']:>17.1f}x"
-                  f"{r['exec_vs_hand']:>10.1f}x", flush=True)
+                  f"{r['exec_vs_hand']:>10.1f}x{r['cli']:>10,.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,31 @@
 """The `rasp compile`, `rasp run DIR` and `rasp graph DIR` commands (rasp/cli.py
-dispatches to these)."""
+names them in its command table: `add_arguments`/`run` for compile,
+`run_compiled` and `graph_compiled` for a compiled model directory)."""
 from __future__ import annotations
 
 import sys
 
-from rasp.errors import RaspError
+from rasp.inputs import parse_params, read_inputs
+from rasp.errors import RaspError, RaspInputError
 
 
-def cli_compile(args) -> int:
+def add_arguments(p):
+    p.add_argument("program", help="PROGRAM.rasp")
+    p.add_argument("--to", default="torch", choices=["torch"],
+                   help="target: PyTorch weights of a looped transformer (the only one, the default)")
+    p.add_argument("--max-len", type=int, default=64, help="compile-time length (default 64)")
+    p.add_argument("--steps", type=int, default=None, help="fixed loop count instead of the params")
+    p.add_argument("--no-clock", action="store_true",
+                   help="leave out the halting clock (the output margin that peaks at step T(n), "
+                        "so that confidence stopping finds T)")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="directory to write (config.json, model.safetensors, program.rasp); "
+                        "without it only --report is printed and nothing is saved")
+    p.add_argument("--report", action="store_true", help="print layers, heads, widths, parameters, time")
+
+
+def run(args) -> int:
+    """rasp compile"""
     import rasp
     from .compiled import compile_program
     if args.to != "torch":
@@ -29,8 +47,8 @@ def cli_compile(args) -> int:
     return 0
 
 
-def cli_run_compiled(args) -> int:
-    from rasp.cli import _params, _read_inputs
+def run_compiled(args) -> int:
+    """rasp run DIR (options: rasp.commands.add_run_arguments)"""
     from .compiled import load_compiled
     cm = load_compiled(args.program)
     if getattr(args, "trace", False):
@@ -43,10 +61,9 @@ def cli_run_compiled(args) -> int:
     check_steps_flag(args.steps, max_steps)
     if args.steps is not None:
         cm.fixed_steps = args.steps
-    where = args.inputs if args.inputs is not None else "input"
-    read = _read_inputs(args)
-    batch = [cm.program.parse_input(text, line, where) for line, text in read]
-    check_compiled_run(cm, batch, _params(args.param), max_len, max_steps, where, [ln for ln, _ in read],
+    where, lines = read_inputs(args.input, args.inputs)
+    batch = [cm.program.parse_input(text, line, where) for line, text in lines]
+    check_compiled_run(cm, batch, parse_params(args.param), max_len, max_steps, where, [ln for ln, _ in lines],
                        **({"max_work": args.max_work} if getattr(args, "max_work", None) else {}),
                        config_path=f"{args.program}/config.json")
     longer = cm.beyond_design(batch)
@@ -56,14 +73,19 @@ def cli_run_compiled(args) -> int:
               f"longer than the {info['design_length']} tokens this model was built for "
               f"(from --max-len {info['max_len']}); their outputs may be wrong: recompile with a larger --max-len",
               file=sys.stderr)
-    outs = cm.run_batch(batch, _params(args.param))
+    outs = cm.run_batch(batch, parse_params(args.param))
     for values in outs:
         sys.stdout.write(cm.program.format_output(values) + "\n")
     return 0
 
 
-def cli_graph_compiled(args) -> int:
+def graph_compiled(args) -> int:
+    """rasp graph DIR"""
     from .compiled import load_compiled
     from .draw import draw_layers
     print(draw_layers(load_compiled(args.program), args.output))
     return 0
+
+
+# the names compiler/__init__.py exports
+cli_compile, cli_run_compiled, cli_graph_compiled = run, run_compiled, graph_compiled

@@ -22,8 +22,7 @@ import numpy as np
 
 from .errors import RaspRuntimeError
 from .ir import SELECTOR, Loop, LoopOut, LoopState, Node, ProgramIR
-
-DEFAULT_MAX_WORK = 10 ** 10
+from .program import DEFAULT_MAX_WORK  # noqa: F401  (the user-facing limits live with RunLimits)
 _RAISE = "raise it with --max-work"
 
 

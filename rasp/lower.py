@@ -11,13 +11,12 @@ for params and loop counts, and the RASP-L discipline of docs/language.md §10.
 from __future__ import annotations
 
 import difflib
+import graphlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Callable, Optional
-
-import networkx as nx
 
 from . import ast as A
 from . import ir
@@ -703,12 +702,19 @@ def called_names(node) -> set:
 
 
 def check_recursion(defs: dict, lowering: Lowering):
+    calls = {name: {callee for callee in called_names(d.body) | called_names([p.default for p in d.params
+                                                                              if p.default]) if callee in defs}
+             for name, d in defs.items()}
+    try:    # the usual case, cheaply (networkx costs ~0.1 s of every `rasp` start)
+        graphlib.TopologicalSorter(calls).prepare()
+        return
+    except graphlib.CycleError:
+        pass
+    import networkx as nx   # name the cycle as before: the first networkx finds
     graph = nx.DiGraph()
-    for name, d in defs.items():
+    for name, callees in calls.items():
         graph.add_node(name)
-        for callee in called_names(d.body) | called_names([p.default for p in d.params if p.default]):
-            if callee in defs:
-                graph.add_edge(name, callee)
+        graph.add_edges_from((name, callee) for callee in callees)
     for cycle in nx.simple_cycles(graph):
         first = min(cycle, key=lambda n: (defs[n].line, defs[n].column))
         i = cycle.index(first)

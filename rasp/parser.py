@@ -1,8 +1,11 @@
 """Source text -> AST, with located syntax errors."""
 from __future__ import annotations
 
+import os
+import sys
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
@@ -23,11 +26,45 @@ class _Indenter(Indenter):
     tab_len = 8
 
 
+_LARK_OPTIONS = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rasp"
+
+
+def grammar_cache_file(grammar: str) -> Path:
+    """Where the analysed LALR tables of `grammar` are kept between processes:
+    one file per grammar, Lark and Python version (Lark checks the same hash
+    inside the file before it trusts it).  A per-user directory, not the
+    shared temp directory, since the file is unpickled."""
+    import hashlib
+    import lark
+    key = f"{grammar}{sorted(_LARK_OPTIONS.items())}{lark.__version__}{sys.version_info[:2]}"
+    return _cache_dir() / f"grammar-{hashlib.sha256(key.encode()).hexdigest()[:16]}.lark"
+
+
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
+    """Built once per process; across processes the LALR analysis (most of a
+    ~0.1-1 s build) is loaded from grammar_cache_file instead of recomputed."""
     grammar = resources.files(__package__).joinpath("grammar.lark").read_text()
-    return Lark(grammar, parser="lalr", postlex=_Indenter(), propagate_positions=True,
-                maybe_placeholders=True)
+    cache = grammar_cache_file(grammar)
+    if cache.exists():
+        return Lark(grammar, postlex=_Indenter(), cache=str(cache), **_LARK_OPTIONS)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    except OSError:   # no writable cache directory: build every time
+        return Lark(grammar, postlex=_Indenter(), **_LARK_OPTIONS)
+    # Lark writes its cache in place; write a private file and rename it, so
+    # a concurrent `rasp` never reads half of one
+    parser = Lark(grammar, postlex=_Indenter(), cache=str(tmp), **_LARK_OPTIONS)
+    try:
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return parser
 
 
 def _pos(meta_or_token):

@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .budget import DEFAULT_MAX_WORK
 from .errors import RaspError, RaspInputError, shorten
 from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, int64_of
 from .ir import ProgramIR
@@ -13,6 +12,7 @@ from .lower import lower
 
 DEFAULT_MAX_LEN = 8192
 DEFAULT_MAX_STEPS = 10_000
+DEFAULT_MAX_WORK = 10 ** 10     # rasp.budget enforces it; defined here so loading a program needs no NumPy
 
 
 @dataclass

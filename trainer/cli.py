@@ -1,9 +1,9 @@
 """Command-line entry points for `rasp train` and `rasp eval`.
 
-rasp/cli.py wires them in:
+rasp/cli.py names them in its command table (imported only when they run):
 
-    p = sub.add_parser("train"); trainer.cli.add_train_args(p)   -> trainer.cli.run_train(args)
-    p = sub.add_parser("eval");  trainer.cli.add_eval_args(p)    -> trainer.cli.run_eval(args)
+    rasp train: trainer.cli.add_train_args(parser), trainer.cli.run_train(args)
+    rasp eval:  trainer.cli.add_eval_args(parser),  trainer.cli.run_eval(args)
 
 `python -m trainer train|eval ...` does the same without the front end's CLI
 (and is what `torchrun --nproc_per_node K -m trainer train ...` runs).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -26,6 +27,31 @@ from trainer import checkpoint, validate
 
 # CLI flag -> HParams field (None = not given, keep the preset's value)
 _HP_FLAGS = validate.HP_FLAG_TYPES     # each with its range (trainer/validate.py)
+
+SMALL_CPU = 4   # cores; at most this many: one torch thread per process by default
+
+
+def add_threads_arg(p: argparse.ArgumentParser):
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help=f"torch CPU threads (default: 1 on machines with <= {SMALL_CPU} cores, where a second "
+                        f"thread made small models up to 25x slower when another process ran; else torch's)")
+
+
+def set_threads(requested) -> str:
+    """Apply --threads (or the default) and say what was chosen and why."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if requested is not None:
+        if requested < 1:
+            raise RaspError(f"--threads must be at least 1, got {requested}")
+        n, why = requested, "--threads"
+    elif os.environ.get("OMP_NUM_THREADS"):
+        n, why = torch.get_num_threads(), "OMP_NUM_THREADS"
+    elif cores <= SMALL_CPU:
+        n, why = 1, f"the default with {cores} cores (<= {SMALL_CPU}); --threads N to change"
+    else:
+        n, why = torch.get_num_threads(), f"torch's default with {cores} cores; --threads N to change"
+    torch.set_num_threads(n)
+    return f"threads: {n} ({why})"
 
 
 def add_train_args(p: argparse.ArgumentParser):
@@ -47,6 +73,7 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, help="stop after this many seconds (checkpointed)")
+    add_threads_arg(p)
     for name, typ in _HP_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=typ, default=None,
                        help=f"override the preset's {name}")
@@ -92,15 +119,23 @@ def config_from_args(args):
                      progress=not args.no_progress, max_wall=args.max_wall)
 
 
+def _main_rank() -> bool:
+    return os.environ.get("RANK", "0") == "0"      # torchrun: one report, from rank 0
+
+
 def run_train(args) -> int:
     from trainer.train import train
+    threads = set_threads(args.threads)
     cfg = config_from_args(args)
+    if _main_rank():
+        print(threads, file=sys.stderr)
     summary = train(cfg)
-    if os.environ.get("RANK", "0") != "0":      # torchrun: one report, from rank 0
+    if not _main_rank():
         return 0
+    stopped = f" (stopped early: {summary['stopped']})" if summary.get("stopped") else ""
     print(f"trained {cfg.task}/{cfg.model} ({cfg.init} init) to step {summary['step']} in "
           f"{summary['seconds']:.1f}s: loss {summary['final_loss']}, in-distribution exact match "
-          f"{summary['final_eval_acc']}; run in {cfg.out}")
+          f"{summary['final_eval_acc']}; run in {cfg.out}{stopped}")
     return 0
 
 
@@ -120,6 +155,7 @@ def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("--json", default=None, help="where to write the results (default RUN/eval_STOP.json)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_threads_arg(p)
     return p
 
 
@@ -138,6 +174,7 @@ def run_eval(args) -> int:
         lengths = parse_lengths(args.lengths)
     if args.samples < 1 or args.batch_size < 1:
         raise RaspError("--samples and --batch-size must be positive")
+    print(set_threads(args.threads), file=sys.stderr)
     res = evaluate_run(run_dir, lengths, args.stop, args.samples, args.batch_size, args.threshold,
                        args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots,
                        progress=not args.no_progress)
@@ -148,7 +185,6 @@ def run_eval(args) -> int:
 
 
 def main(argv=None) -> int:
-    import sys
     parser = argparse.ArgumentParser(prog="python -m trainer")
     sub = parser.add_subparsers(dest="cmd", required=True)
     add_train_args(sub.add_parser("train"))

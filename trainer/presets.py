@@ -35,6 +35,8 @@ class HParams:
     guard: bool = False           # keep only steps that do not hurt the batch and a fixed guard sample
     guard_samples: int = 256
     guard_max_n: Optional[int] = None  # guard sample lengths 1..this (None: max_train_n); compiled: compile length
+    guard_every: int = 1          # check the guard sample every this many kept steps (undo them all if it fails)
+    flat_stop: int = 0            # guarded runs: stop once exact and the loss gained < 5% over this many steps
     keep_zeros: bool = False      # train only the nonzero weights (a compiled start's sparsity pattern)
     freeze_fragile: bool = False  # compiled start: freeze tensors whose tolerance shrinks with length
     seed: int = 0
@@ -73,6 +75,7 @@ def cpu(task: Task) -> HParams:
 
 
 PRESETS = {"paper": paper, "cpu": cpu}
+COMPILED_STEPS = 500    # most fine-tuning steps for a compiled start (init_defaults)
 
 
 def compiled_max_n(task: Task, max_train_n: int) -> int:
@@ -88,8 +91,10 @@ def init_defaults(init: str, hp: HParams, task: Optional[Task] = None) -> dict:
     tensors frozen (so fine-tuning on short inputs cannot trade away the long
     ones; see trainer/README.md)."""
     if init == "compiled":
+        # a fine-tune of an exact start is a polish: a budget of minutes, the guard
+        # checked every 10 steps, and an end as soon as nothing improves
         d = dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True, keep_zeros=True,
-                 freeze_fragile=True)
+                 freeze_fragile=True, steps=min(hp.steps, COMPILED_STEPS), guard_every=10, flat_stop=60)
         if task is not None:
             d["guard_max_n"] = compiled_max_n(task, hp.max_train_n)
         return d

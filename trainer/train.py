@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from rasp.errors import RaspError
 from trainer import checkpoint, distributed, objectives, stopping, validate
-from trainer.compiled import has_clock
+from trainer.compiled import finetune_stop_reason, has_clock
 from trainer.data import TaskData
 from trainer.initialise import initial_model
 from trainer.labels import ProgramLabeler
@@ -144,11 +144,20 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     bar = tqdm(total=hp.steps, initial=step, disable=not (cfg.progress and d.main),
                dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
     t_start, t_last, last_step = time.perf_counter(), time.perf_counter(), step
+    history = _read_metrics(metrics_path, step)      # logged rows (every rank: the stop rule must agree)
     gb = guard_batch(data, hp, device) if hp.guard else None
     # a compiled start's halting clock: the guard also keeps Eq. 2 finding T(n)
     clock_extra = data.task.t_max_extra if hp.guard and spec.adaptive and has_clock(model) else 0
 
+    verified = _Snapshot(model, opt) if hp.guard else None    # the last state the wide guard passed
+
+    def verify():           # a checkpoint, a log row or the end never holds unchecked guarded steps
+        nonlocal rejected
+        if hp.guard and guard.get("pending"):
+            rejected += _verify_guard(spec, hp, net, model, opt, guard, gb, clock_extra, verified)
+
     def save(at: int):
+        verify()
         if d.main:
             checkpoint.save(out, at, model, opt, {
                 "numpy_rng": rng.bit_generator.state, "accumulators": acc_sums,
@@ -183,7 +192,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip)
         if hp.guard:
             rejected += _guarded_step(spec, hp, net, model, opt, batch, d, float(loss.detach()), float(acc),
-                                      guard, gb, clock_extra)
+                                      guard, gb, clock_extra, verified)
         else:
             opt.step()
         step += 1
@@ -191,7 +200,9 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         acc_sums["acc"] += float(acc)
         acc_sums["k"] += 1
 
+        stopped = None
         if step % hp.log_every == 0 or step == hp.steps:
+            verify()
             now = time.perf_counter()
             row = {"step": step, "loss": d.mean(acc_sums["loss"] / acc_sums["k"]),
                    "acc": d.mean(acc_sums["acc"] / acc_sums["k"]), "lr": lr,
@@ -201,15 +212,22 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
                 row.update(rejected=rejected, guard_scale=guard["scale"])
             t_last, last_step = now, step
             acc_sums = {"loss": 0.0, "acc": 0.0, "k": 0, "t0": None}
-            if hp.eval_every and step % hp.eval_every == 0 and d.main:
+            history.append(row)
+            # a compiled start that is exact and no longer improves ends here (every rank agrees)
+            stopped = finetune_stop_reason(hp, history, guard) if step < hp.steps else None
+            if ((hp.eval_every and step % hp.eval_every == 0) or stopped) and d.main:
                 row["eval_acc"] = in_distribution_accuracy(spec, hp, model, data, hp.seed,
                                                            hp.eval_samples, device)
+            if stopped:
+                row["stopped"] = stopped
+                if d.main:
+                    tqdm.write(f"stopping at step {step} of {hp.steps}: {stopped}")
             if d.main:
                 _append(metrics_path, row)
                 bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['acc']:.3f}", n=row["max_n"],
                                 **({"eval": f"{row['eval_acc']:.3f}"} if "eval_acc" in row else {}))
         bar.update(1)
-        stop_now = cfg.max_wall is not None and time.perf_counter() - t_start > cfg.max_wall
+        stop_now = bool(stopped) or (cfg.max_wall is not None and time.perf_counter() - t_start > cfg.max_wall)
         if step % hp.ckpt_every == 0 or step == hp.steps or stop_now:
             save(step)
         if stop_now:
@@ -223,7 +241,8 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     summary = {"step": step, "seconds": time.perf_counter() - t_start,
                "final_loss": rows[-1].get("loss") if rows else None,
                "final_eval_acc": evals[-1]["eval_acc"] if evals else None,
-               "first_step_at_100": solved[0] if solved else None, "init_info": init_info}
+               "first_step_at_100": solved[0] if solved else None, "init_info": init_info,
+               "stopped": next((r["stopped"] for r in rows if "stopped" in r), None)}
     if d.main:
         checkpoint.write_json_atomic(out / "summary.json", summary)
     return summary
@@ -266,36 +285,68 @@ def _guard_eval(spec, hp, net, gb, clock_extra: int = 0):
     return loss, correct / total, confident / total
 
 
-def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb, clock_extra=0) -> int:
+class _Snapshot:
+    """Weights and optimizer state to return to."""
+
+    def __init__(self, model, opt):
+        self.take(model, opt)
+
+    def take(self, model, opt):
+        self.params = [p.detach().clone() for p in model.parameters()]
+        self.opt_state = copy.deepcopy(opt.state_dict())
+
+    @torch.no_grad()
+    def restore(self, model, opt):
+        for p, old in zip(model.parameters(), self.params):
+            p.copy_(old)
+        opt.load_state_dict(copy.deepcopy(self.opt_state))
+
+
+def _guarded_step(spec, hp, net, model, opt, batch, d, loss, acc, guard, gb, clock_extra=0, verified=None) -> int:
     """Keep the optimizer step only if the loss on the current batch does not
-    rise and, on a fixed guard sample of the training distribution, the loss
-    does not rise and exact match does not fall (nor, for a start with a
-    halting clock, the share where Eq. 2 picks T(n)); otherwise undo it and halve
-    the step size (regrown x2 per kept step, up to 1).  Compiled weights sit
-    on a knife edge (a 1e-9 change to a residual writer can flip a hard
-    attention), so this is what keeps fine-tuning from destroying exactness.
-    Returns 1 if the step was rejected."""
+    rise (else undo it and halve the step size); `_verify_guard` then checks
+    the kept steps on the fixed guard sample, after every step at first and
+    less often while the checks pass (at most every `guard_every` steps).  Compiled
+    weights sit on a knife edge (a 1e-9 change to a residual writer can flip
+    a hard attention), so this is what keeps fine-tuning from destroying
+    exactness.  Returns the number of steps rejected."""
     if "loss" not in guard:
         guard["loss"], guard["acc"], guard["confident"] = _guard_eval(spec, hp, net, gb, clock_extra)
-    params = [p.detach().clone() for p in model.parameters()]
-    opt_state = copy.deepcopy(opt.state_dict())
+    before_step = _Snapshot(model, opt)
     opt.step()
     with torch.no_grad():
         new_loss, new_acc = objectives.train_step_outputs(spec, hp, net, batch)
     before, after = d.mean(loss), d.mean(float(new_loss))
-    ok = math.isfinite(after) and after <= before and d.mean(float(new_acc)) >= d.mean(acc)
-    if ok:
-        g_loss, g_acc, g_conf = _guard_eval(spec, hp, net, gb, clock_extra)
-        ok = g_loss <= guard["loss"] and g_acc >= guard["acc"] and g_conf >= guard.get("confident", 0.0)
-    if ok:
-        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc, confident=g_conf)
+    if not (math.isfinite(after) and after <= before and d.mean(float(new_acc)) >= d.mean(acc)):
+        before_step.restore(model, opt)
+        guard["scale"] *= 0.5
+        return 1
+    guard["pending"] = guard.get("pending", 0) + 1
+    if guard["pending"] >= guard.get("every", 1):
+        return _verify_guard(spec, hp, net, model, opt, guard, gb, clock_extra, verified)
+    return 0
+
+
+def _verify_guard(spec, hp, net, model, opt, guard, gb, clock_extra, verified) -> int:
+    """The steps kept since the last check stay only if, on the fixed guard
+    sample, the loss did not rise and exact match did not fall (nor, for a
+    start with a halting clock, the share where Eq. 2 picks T(n)); otherwise
+    they are all undone and the step size halved (it regrows x2 per passed
+    check, up to 1).  The interval between checks doubles after each pass
+    (up to hp.guard_every) and drops back to 1 after a failure, so a stable
+    fine-tune pays for a check every guard_every steps while a failing
+    one loses a single step per rejection; what is kept is always a
+    checked state.  Returns the number of steps undone."""
+    pending, guard["pending"] = guard.get("pending", 0), 0
+    g_loss, g_acc, g_conf = _guard_eval(spec, hp, net, gb, clock_extra)
+    if g_loss <= guard["loss"] and g_acc >= guard["acc"] and g_conf >= guard.get("confident", 0.0):
+        guard.update(scale=min(1.0, guard["scale"] * 2.0), loss=g_loss, acc=g_acc, confident=g_conf,
+                     every=min(2 * guard.get("every", 1), max(1, hp.guard_every)))
+        verified.take(model, opt)
         return 0
-    with torch.no_grad():
-        for p, old in zip(model.parameters(), params):
-            p.copy_(old)
-    opt.load_state_dict(opt_state)
-    guard["scale"] *= 0.5
-    return 1
+    verified.restore(model, opt)
+    guard.update(scale=guard["scale"] * 0.5, every=1)
+    return pending
 
 
 def _append(path: Path, row: dict):
