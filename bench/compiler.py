@@ -10,7 +10,7 @@ batch.
     python bench/compiler.py --max-len 16 --search-to 1024 programs/parity.rasp
     python bench/compiler.py --coverage -o compiler/COVERAGE.md   # markdown coverage table
 
---coverage: every program in programs/, every library function of LANGUAGE.md
+--coverage: every program in programs/, every library function of docs/language.md
 section 5 used alone, and the shapes issue 8 names, as one markdown table:
 compiled or refused (the reason's first line), size, and the largest length
 checked exact (lengths max-len, 2x, ... up to --search-to, default 4x).
@@ -102,7 +102,7 @@ def bench(path, max_len, search_to, n_check, n_batch, seed):
                 model_seq_s=len(batch) / t_model, interp_seq_s=len(batch) / t_interp)
 
 
-# LANGUAGE.md section 5, each used alone on the input (vocabulary, expression)
+# the library of docs/language.md, each used alone on the input (vocabulary, expression)
 LIBRARY = {
     "shift_right": ("{0..3}", "shift_right(seq, 1)"),
     "cumsum": ("{0..3}", "cumsum(seq == 1)"),
@@ -192,7 +192,7 @@ def coverage(max_len, search_to, n_check, seed, command) -> str:
     head = "| program | result | layers | residual | parameters | exact to |\n|---|---|---|---|---|---|"
     sections = [("Programs (programs/)", [(Path(p).stem, rasp.load(str(p)), str(p))
                                             for p in sorted((ROOT / "programs").glob("*.rasp"))]),
-                ("Library functions used alone (LANGUAGE.md section 5)",
+                ("Library functions used alone (the library of docs/language.md)",
                  [(f"`{LIBRARY[n][1]}`", rasp.loads(library_source(n), f"<{n}>"), n) for n in LIBRARY]),
                 ("Shapes named in issue 8", [(n, rasp.loads(src, f"<{n}>"), n) for n, src in ISSUE_SHAPES.items()])]
     for title, entries in sections:

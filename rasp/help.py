@@ -6,7 +6,7 @@ generated from it (`python -m rasp.help --write-docs docs/language.md`, checked 
 tests/test_docs.py), signatures come from rasp/builtins.py and rasp/lib.rasp
 themselves, and every example is run through the interpreter by the tests.
 
-An entry's example is an expression over the input `x` (tokens -20..20, and
+An entry's example is an expression over the input `x` (tokens -20..20; 0..20 with
 the symbols `>` `#` for the host functions), the input, and the output the
 interpreter gives; a scalar result (e.g. `len(x)`) shows as one number.
 """
@@ -165,7 +165,7 @@ def example_program(entry: Entry) -> str:
     Symbols are declared only for the host examples: a value equal to a
     symbol's code would print as the symbol."""
     if entry.group == "host":
-        return ('const EOQ = ">"\nconst EOS = "#"\ninput x: {-20..20, EOQ, EOS}\n'
+        return ('const EOQ = ">"\nconst EOS = "#"\ninput x: {0..20, EOQ, EOS}\n'
                 f"output full(x, {entry.example})\n")
     return f"input x: {{-20..20}}\noutput {entry.example}\n"
 

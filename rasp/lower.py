@@ -510,7 +510,7 @@ class Lowering:
         return isinstance(node, A.Str) or (isinstance(node, A.Name) and node.id in self.symbol_names)
 
     def check_symbol_codes(self):
-        """LANGUAGE.md §1 gives symbols the codes -1, -2, ...: an integer the
+        """docs/language.md gives symbols the codes -1, -2, ...: an integer the
         input may hold that equals one would read and print as the symbol
         (input `-1` would come out as `>`).  Refuse the ambiguity."""
         codes = {code: text for text, code in self.symbols.items()}

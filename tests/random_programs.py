@@ -5,7 +5,7 @@ kind of program from a `random.Random` (reproducible by seed, no hypothesis
 machinery: the CI fuzz test and `--stats` use it).  Both run one generator
 through a small `Chooser` interface.
 
-What a program may hold: the primitives of LANGUAGE.md §4 (full, indices,
+What a program may hold: the primitives of docs/language.md (full, indices,
 tok_map, seq_map, select, sel_width, aggr, kqv), element-wise operators and
 comparisons, the library of §5, and sometimes a `loop COUNT:` (COUNT a literal
 or a param such as `len(seq)`, `count_before(seq, SYM)`), occasionally a

@@ -58,10 +58,15 @@ def commands(body: str):
     return [tuple(c) for c in out]
 
 
+PROGRESS_BAR = re.compile(r"\|[^|]*\| *\d+/\d+ \[")
+
+
 def normalise(text: str, workdir: Path) -> str:
     text = text.replace(str(workdir) + os.sep, "").replace(str(workdir), ".")
     text = re.sub(r"\d+\.\d+(e-?\d+)?", "N.N", text)                # timings, losses, accuracies
-    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+    lines = (line.rsplit("\r", 1)[-1].rstrip() for line in text.strip("\n").split("\n"))
+    # a progress bar (tqdm, on stderr) redraws itself: the tutorial does not show it
+    return "\n".join(line for line in lines if not PROGRESS_BAR.search(line))
 
 
 def run_command(command: str, workdir: Path) -> str:
