@@ -33,6 +33,17 @@ def schedule(ops: list) -> int:
 
 def plan_body(crafter, body_ops: list) -> int:
     """Add commit, cancel and carry units to the body; returns its layer count."""
+    stage, crafter.stage = crafter.stage, "body"
+    try:
+        return _plan_body(crafter, body_ops)
+    finally:
+        crafter.stage = stage
+
+
+def _plan_body(crafter, body_ops: list) -> int:
+    # Runs in the body's view: a prelude value the update reads is its 'pre'
+    # dim (in e), never the postlude's dim + carry form (the carry copy of the
+    # last iteration is still in h when the commit reads it: doubled values).
     res = crafter.res
     states = [(var, *crafter.state[var]) for var in crafter.pg.loop_vars()]
     s_dims = {d for _, s, _ in states for lin in _forms(s) for d in lin}
