@@ -72,7 +72,7 @@ def test_frac_prevs_every_width_and_count(max_len):
     assert_same(prog, cm, every_count(L, 1, 0) + every_count(L, 1, 2), scored=False)
 
 
-@pytest.mark.parametrize("max_len", [3, 8])
+@pytest.mark.parametrize("max_len", [3, pytest.param(8, marks=pytest.mark.slow)])
 def test_pair_balance_every_width_and_counts(max_len):
     prog = loads(PAIR_BALANCE)
     cm = compile_program(prog, max_len)
