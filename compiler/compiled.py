@@ -22,7 +22,7 @@ from .clock import Clock, try_clock
 from .craft import Crafter
 from .graph import ProgramGraph
 from .layers import plan_body, schedule
-from .loops import flatten_nested, merge_sequential
+from .loops import one_loop
 from .values import ValueSets
 
 DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * max_len
@@ -41,7 +41,7 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
     if max_len < 1:
         raise RaspError("--max-len must be at least 1")
     L = design_factor * max_len
-    pir = merge_sequential(flatten_nested(pir))     # nested, then sequential loops -> one looped block
+    pir = one_loop(pir)     # empty loops dropped, nested then sequential loops -> one looped block
     gate, why = None, "not asked for" if not clock else "the loop runs a fixed --steps count"
     if clock and steps is None:
         clocked, got = try_clock(pir, L)
@@ -116,7 +116,7 @@ class CompiledModel:
             return np.zeros(len(batch), dtype=np.int64)
         if self.fixed_steps is not None:
             return np.full(len(batch), int(self.fixed_steps), dtype=np.int64)
-        pir = merge_sequential(flatten_nested(self.program.ir))    # the loop the model runs
+        pir = one_loop(self.program.ir)    # the loop the model runs
         return host_values(pir, batch, pir.loops[0].count, self.loop.loc, params).clip(min=0)
 
     def encode_batch(self, batch):

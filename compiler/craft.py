@@ -113,19 +113,18 @@ class Crafter:
             return Cat({node.inputs[0].value: dict(NOTBOS)})
         if isinstance(node, ir.LoopOut):
             s, init = self.state[node.var]
-            return self.state_view(s, init, carried=True)
-        r = self.reps[node]
-        if self.stage == "post" and self.pg.stage[node] == "pre":
-            return r.map_forms(self.res.carried)
-        return r
+            return self.state_view(s, init)
+        # (in the postlude a 'pre' dim d is read as d + its carry copy; forms stay
+        # over d alone while crafting and `run` maps every postlude form at the
+        # end: a linear map, so combining forms -- e.g. a value form minus
+        # c * NOTBOS -- cannot leave d and its carry with different coefficients)
+        return self.reps[node]
 
-    def state_view(self, s, init, carried=False):
+    def state_view(self, s, init):
         """A loop variable = its state dims S (0 before the first iteration) plus
         its initial value's dims: S holds (current - init)."""
         if init is None:
             return s
-        if carried:
-            init = init.map_forms(self.res.carried)
         if isinstance(s, Cat):
             return Cat({v: lin_add(l, init.vals.get(v, {})) for v, l in s.vals.items()})
         return Num(lin_add(s.lin, init.numeric()), s.lo, s.hi)
@@ -414,8 +413,6 @@ class Crafter:
         r = self.reps[node]
         if node in self.need_sq and isinstance(r, Num) and r.sq is None:
             self.add_square(node, r)
-        if self.stage == "post":     # constants (one, bos) must read their carry copies too
-            self.reps[node] = self.reps[node].map_forms(self.res.carry_fix)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):

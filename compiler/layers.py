@@ -33,7 +33,19 @@ def schedule(ops: list) -> int:
 
 def plan_body(crafter, body_ops: list) -> int:
     """Add commit, cancel and carry units to the body; returns its layer count."""
+    stage, crafter.stage = crafter.stage, "body"
+    try:
+        return _plan_body(crafter, body_ops)
+    finally:
+        crafter.stage = stage
+
+
+def _plan_body(crafter, body_ops: list) -> int:
+    # Runs in the body's view: a prelude value the update reads is its 'pre'
+    # dim (in e), never the postlude's dim + carry form (the carry copy of the
+    # last iteration is still in h when the commit reads it: doubled values).
     res = crafter.res
+    _drop_dead(crafter, body_ops)
     states = [(var, *crafter.state[var]) for var in crafter.pg.loop_vars()]
     s_dims = {d for _, s, _ in states for lin in _forms(s) for d in lin}
     last_read = {}            # dim -> last body layer reading it
@@ -134,6 +146,22 @@ def plan_body(crafter, body_ops: list) -> int:
         if op.units:
             body_ops.append(op)
     return n_layers
+
+
+def _drop_dead(crafter, body_ops: list) -> None:
+    """Remove body ops no update reads (e.g. the inputs of a map whose value
+    turned out constant): they could sit after the commit layer, where
+    nothing would cancel their outputs and the pre dims they read."""
+    live = set()
+    for var in crafter.pg.loop_vars():
+        if crafter.pg.stage.get(var.update) == "body":
+            live |= _dims(crafter.reps.get(var.update))
+    keep = []
+    for op in reversed(body_ops):             # creation order is topological
+        if live & set(op.writes):
+            keep.append(op)
+            live |= op.reads()
+    body_ops[:] = reversed(keep)
 
 
 def _forms(rep):

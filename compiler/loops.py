@@ -41,6 +41,88 @@ def const_count(prog: ir.ProgramIR, e: ir.HostExpr):
     return None
 
 
+def one_loop(prog: ir.ProgramIR) -> ir.ProgramIR:
+    """The program as the compiled model runs it: loops of constant count 0
+    removed, nested loops flattened, sequential loops merged (at most one
+    loop left).  RaspError (located) when that cannot be done."""
+    return merge_sequential(flatten_nested(drop_empty_loops(prog)))
+
+
+def drop_empty_loops(prog: ir.ProgramIR) -> ir.ProgramIR:
+    """`prog` itself when no top-level loop has a constant count <= 0, else a
+    copy without those loops: after such a loop every variable holds its
+    initial value (a body that never runs needs no construction, and its value
+    sets would be empty)."""
+    empty = [l for l in prog.body.items if isinstance(l, ir.Loop)
+             and (c := const_count(prog, l.count)) is not None and c <= 0]
+    if not empty:
+        return prog
+    top = ir.Block()
+    post = {}
+    for it in prog.body.items:
+        if it in empty:
+            for v in it.vars:
+                o = getattr(v, "out", None)
+                if o is None:
+                    continue
+                if v.init is None:
+                    # read after a loop that never runs: the interpreter has no value either
+                    post[o] = _Undefined(v, it, prog)
+                else:
+                    post[o] = _rebuild(v.init, post, top, None)
+        elif isinstance(it, ir.Node):
+            if _rebuild(it, post, top, None) is it:      # (a rebuilt copy is already listed)
+                top.items.append(it)
+        elif isinstance(it, ir.Bind):
+            top.items.append(ir.Bind(it.name, _rebuild(it.node, post, top, None), it.loc))
+        else:
+            top.items.append(_rebuild_flat(it, post, top) if _reads_any(it, post) else it)
+    output = _rebuild(prog.output, post, top, None)
+    for n in post.values():
+        if isinstance(n, _Undefined) and _depends_on(output, n):
+            raise RaspError(f"loop variable '{n.var.name}' is first defined inside this loop, which runs 0 "
+                            "times: it has no value after it", loc=n.loop.loc, source=prog.source)
+    loops = [i for i in top.items if isinstance(i, ir.Loop)]
+    for n, l in enumerate(loops):
+        l.index = n
+    return dataclasses.replace(prog, body=top, output=output, loops=loops)
+
+
+class _Undefined(ir.Node):
+    """The value of a variable first defined in a loop that runs 0 times."""
+    def __init__(self, var, loop, prog):
+        self.var, self.loop, self.inputs, self.kind = var, loop, (), var.kind
+        self.loc, self.block = loop.loc, None
+
+    def label(self):
+        return f"{self.var.name} (undefined)"
+
+
+def _depends_on(n, target, memo=None) -> bool:
+    """Whether n reads target, through loops' initial values and updates too."""
+    memo = {} if memo is None else memo
+    if n not in memo:
+        memo[n] = False                     # (loop states read themselves)
+        ins = list(n.inputs)
+        if isinstance(n, (ir.LoopState, ir.LoopOut)):
+            ins += [x for v in n.loop.vars for x in (v.init, v.update) if x is not None]
+        memo[n] = n is target or any(_depends_on(i, target, memo) for i in ins)
+    return memo[n]
+
+
+def _reads_any(loop, post) -> bool:
+    """Whether a flat loop's initial values or body read a value in `post`."""
+    memo = {}
+    nodes = [v.init for v in loop.vars if v.init is not None] + [v.update for v in loop.vars]
+    return any(_depends_any(n, post, memo) for n in nodes)
+
+
+def _depends_any(n, post, memo) -> bool:
+    if n not in memo:
+        memo[n] = n in post or any(_depends_any(i, post, memo) for i in n.inputs)
+    return memo[n]
+
+
 def merge_sequential(prog: ir.ProgramIR) -> ir.ProgramIR:
     """`prog` itself when it has at most one top-level loop, else a copy with
     the loops merged; RaspError (located) when they cannot be."""

@@ -57,6 +57,9 @@ def cat_map(f, args, out_values, alloc, explicit=False):
             full[i] = v
         return f(*full)
 
+    if not reps:                             # every input a constant: so is the map
+        w = call([])
+        return Cat({} if w is None else {w: dict(NOTBOS)}), []
     if len(reps) == 1:                       # linear: out_w = sum of input indicators with f(v) = w
         out = {}
         for v, lin in reps[0].vals.items():

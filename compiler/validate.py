@@ -25,7 +25,9 @@ import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-from rasp.errors import RaspFileError
+from rasp.errors import RaspError, RaspFileError
+
+from .loops import one_loop
 
 MANIFEST = "manifest.json"
 COMPILED_FILES = ("config.json", "model.safetensors", "program.rasp")
@@ -320,7 +322,11 @@ def load_compiled_parts(directory):
     if sorted(set(program.ir.vocab)) != sorted(cfg.extra["input_tokens"]):
         raise RaspFileError(d / "program.rasp", "its input vocabulary does not match config.json "
                                                 "(the program was replaced after compiling)")
-    if bool(program.ir.loops) != cfg.extra["compiler"]["has_loop"]:
+    try:
+        has_loop = bool(one_loop(program.ir).loops)      # (a `loop 0` is compiled away)
+    except RaspError:
+        has_loop = bool(program.ir.loops)
+    if has_loop != cfg.extra["compiler"]["has_loop"]:
         raise RaspFileError(d / "program.rasp", "its loop does not match config.json "
                                                 "(the program was replaced after compiling)")
     state = load_tensors(d / "model.safetensors", expected_shapes(cfg))

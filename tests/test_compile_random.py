@@ -47,14 +47,7 @@ CI_SEEDS = range(120)
 # (tests/data/compile_mismatches/NAME.rasp) -> the CI seeds that hit the same bug.
 # Their tests are expected to fail (xfail, not strict); remove an entry once the
 # compiler is fixed, and the file and its seeds are checked strictly again.
-KNOWN_MISMATCHES: dict = {
-    "loop_invariant_update_doubles": [],
-    "loop_defined_numeric_doubles": [],
-    "zero_count_loop": [19, 38],
-    "constant_map_index_error": [],
-    "numeric_eq_select_on_loop_state": [45, 98, 119],
-    "loop_body_cancel_keyerror": [],
-}
+KNOWN_MISMATCHES: dict = {}      # all six saved files are fixed and checked strictly
 
 
 @dataclass

@@ -72,7 +72,7 @@ def test_frac_prevs_every_width_and_count(max_len):
     assert_same(prog, cm, every_count(L, 1, 0) + every_count(L, 1, 2), scored=False)
 
 
-@pytest.mark.parametrize("max_len", [3, 8])
+@pytest.mark.parametrize("max_len", [3, pytest.param(8, marks=pytest.mark.slow)])
 def test_pair_balance_every_width_and_counts(max_len):
     prog = loads(PAIR_BALANCE)
     cm = compile_program(prog, max_len)
@@ -356,3 +356,38 @@ def test_inner_loop_with_input_dependent_count_is_a_located_refusal():
     with pytest.raises(RaspError) as info:
         compile_program(prog, 4)
     assert info.value.loc.line == 4 and "constant" in info.value.message
+
+
+# ---- loop updates that do not read the loop state ---------------------------------------
+# (the fuzzer's loop_invariant_update_doubles / loop_defined_numeric_doubles: the update
+# read a prelude value in the postlude's dim + carry form, doubled from the 2nd iteration)
+
+INVARIANT_UPDATES = {
+    "numeric_defined_in_body": "loop {T}:\n    v = indices(seq)\noutput v\n",
+    "numeric_init_onehot_update": "v = cumsum(seq)\nloop {T}:\n    v = seq\noutput v\n",
+    "numeric_init_numeric_update": "v = indices(seq)\nloop {T}:\n    v = cumsum(seq) + 1\noutput v\n",
+    "onehot_init_onehot_update": "v = seq\nloop {T}:\n    v = 1 - seq\noutput v\n",
+    "constant_update": "v = seq\nloop {T}:\n    v = full(seq, 3)\noutput v + indices(seq)\n",
+    "prelude_also_read_after": "c = cumsum(seq)\nv = c * 2\nloop {T}:\n    v = c\noutput v + c\n",
+    "beside_a_carried_variable": "w = seq\nv = indices(seq)\nloop {T}:\n    v = indices(seq) * 2\n"
+                                 "    w = (shift_right(w, 1, 0) + seq) % 3\noutput v + w\n",
+    "param_count": "param n = len(seq) % 4\nv = cumsum(seq)\nloop n:\n    v = seq * 2\noutput v\n",
+}
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 5])
+@pytest.mark.parametrize("name", sorted(INVARIANT_UPDATES))
+def test_loop_update_not_reading_the_state(name, count):
+    src = INVARIANT_UPDATES[name]
+    if "{T}" not in src and count:
+        pytest.skip("the count comes from the input")
+    prog = loads("input seq: {0, 1}\n" + src.replace("{T}", str(count)))
+    if count == 0 and name == "numeric_defined_in_body":
+        with pytest.raises(RaspError, match="runs 0 times") as e:     # the interpreter has no value either
+            compile_program(prog, 4)
+        assert e.value.loc is not None
+        return
+    cm = compile_program(prog, 4)
+    rng = random.Random(count)
+    batch = [[rng.choice([0, 1]) for _ in range(n)] for n in range(1, 17) for _ in range(4)]
+    assert_same(prog, cm, batch, scored=False)
