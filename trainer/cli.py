@@ -29,7 +29,9 @@ _HP_FLAGS = {"steps": int, "batch_size": int, "lr": float, "weight_decay": float
              "d_model": int, "n_layer": int, "n_head": int, "max_train_n": int, "start_n": int,
              "interval": int, "grad_clip": float, "ckpt_every": int, "log_every": int,
              "eval_every": int, "eval_samples": int, "seed": int, "baseline_depth": int,
-             "pause_tokens": int, "loop_steps": int, "guard_max_n": int}
+             "pause_tokens": int, "loop_steps": int, "guard_max_n": int,
+             "ema": float, "decay_start": int, "init_scheme": str, "read_in": str, "arch": str,
+             "loss_reduction": str, "wd_params": str}
 
 
 def add_train_args(p: argparse.ArgumentParser):
@@ -102,9 +104,12 @@ def run_train(args) -> int:
     summary = train(cfg)
     if os.environ.get("RANK", "0") != "0":      # torchrun: one report, from rank 0
         return 0
+    w = summary.get("final_loss_steps")
+    loss = (f"training loss {summary['final_loss']:.4g} (mean of steps {w[0]}-{w[1]})"
+            if summary.get("final_loss") is not None else "no training steps")
     print(f"trained {cfg.task}/{cfg.model} ({cfg.init} init) to step {summary['step']} in "
-          f"{summary['seconds']:.1f}s: loss {summary['final_loss']}, in-distribution exact match "
-          f"{summary['final_eval_acc']}; run in {cfg.out}")
+          f"{summary['seconds']:.1f}s: {loss}, in-distribution exact match {summary['final_eval_acc']:.3f} "
+          f"(oracle stop, measured at step {summary['final_eval_step']}); run in {cfg.out}")
     return 0
 
 
