@@ -64,7 +64,7 @@ def run(args):
               "median_window_steps_per_s": sorted(sps)[len(sps) // 2] if sps else None,
               "load_before": os.getloadavg(), "final_eval_acc": summary["final_eval_acc"], "rules": {}}
     lengths = list(range(1, 31))
-    for rule in RULES:
+    for rule in args.rules.split(","):
         res = evaluate_run(run_dir, lengths, rule, samples=args.samples, batch_size=args.samples,
                            seed=4321, plots=False)
         by_n = {r["length"]: r for r in res["rows"]}
@@ -84,13 +84,13 @@ def table(args):
     lines = ["| variant | seed | rule | n 1-10 | n 11-20 | n 21-30 | train steps/s | load (1 min) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in sorted(res, key=lambda r: (r["tag"], r["seed"])):
-        for rule in RULES:
+        for rule in [x for x in RULES if x in r["rules"]]:
             v = r["rules"][rule]
             lines.append(f"| {r['tag']} | {r['seed']} | {rule} | {v['1-10']:.3f} | {v['11-20']:.3f} | "
                          f"{v['21-30']:.3f} | {r['steps_per_s']:.2f} | {r['load_before'][0]:.1f} |")
     for tag in sorted({r["tag"] for r in res}):
         rs = [r for r in res if r["tag"] == tag]
-        for rule in RULES:
+        for rule in [x for x in RULES if all(x in r["rules"] for r in rs)]:
             m = {k: sum(r["rules"][rule][k] for r in rs) / len(rs) for k in RANGES}
             lo = {k: min(r["rules"][rule][k] for r in rs) for k in RANGES}
             lines.append(f"| **{tag} mean of {len(rs)}** | | {rule} | {m['1-10']:.3f} (min {lo['1-10']:.3f}) | "
@@ -110,6 +110,7 @@ def main(argv=None):
     r.add_argument("--steps", type=int, default=2000)
     r.add_argument("--samples", type=int, default=512, help="test inputs per length (one batch, as Fan et al.)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--rules", default=",".join(RULES), help="stopping rules to evaluate")
     t = sub.add_parser("table")
     t.add_argument("--out", default="runs/fan_parity")
     args = ap.parse_args(argv)
