@@ -353,7 +353,7 @@ def test_merge_compression_is_exact_below_the_compiled_width(task):
     lengths = [1, 3, 6, 9, 14, 20]
     assert set(_exact_by_length(small, task, hp, lengths).values()) == {1.0}
     batch = data.batch(np.random.default_rng(2), lengths, train=False)
-    out = objectives.evaluate_batch(spec, hp, small, batch, "confidence", data.task.t_max_extra)
+    out = objectives.evaluate_batch(spec, hp, small, batch, "confidence_sample", data.task.t_max_extra)
     assert torch.equal(out["chosen"], batch.steps) and bool(out["correct"].all())
 
 
