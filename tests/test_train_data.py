@@ -147,8 +147,8 @@ def test_step_stats_and_rules():
     mask = torch.ones(2, 2, dtype=torch.bool)
     st = stopping.step_stats(logits, targets, mask)
     assert st.correct.tolist() == [[False, False], [True, True], [True, True]]
-    assert stopping.choose_steps("confidence", st, torch.tensor([1, 1])).tolist() == [2, 3]
-    assert stopping.choose_steps("confidence_batch", st, torch.tensor([1, 1])).tolist() == [2, 2]
+    assert stopping.choose_steps("confidence_sample", st, torch.tensor([1, 1])).tolist() == [2, 3]
+    assert stopping.choose_steps("confidence", st, torch.tensor([1, 1])).tolist() == [2, 2]
     assert stopping.choose_steps("oracle", st, torch.tensor([1, 7])).tolist() == [1, 3]
 
 
@@ -214,3 +214,127 @@ def test_compress_is_exact_for_a_full_width_rotation_and_pca_of_full_rank():
     assert err12 < float((rnd12.all_steps(x, 3) - ref).abs().max())   # ... less of it by PCA
     with pytest.raises(RaspError):
         projection(m, 1, "random")
+
+
+def test_batch_confidence_rule_is_the_token_mean_of_eq2_on_hand_made_logits():
+    """Fan et al.'s rule (test_func.py): one step for the batch, the lowest
+    cross-entropy of the outputs against their own argmax averaged over all
+    scored tokens.  Sample 0 has 3 scored tokens, sample 1 one: the token mean
+    picks step 1 where the mean of per-sample means would pick step 2."""
+    V = 2
+    def logits_with(p_first):           # [B=2, L=3, V] with P(class 0) = p at every position
+        lg = torch.zeros(2, 3, V)
+        for b, p in enumerate(p_first):
+            lg[b, :, 0] = math.log(p) - math.log(1 - p)
+        return lg
+    step1 = logits_with([0.99, 0.6])     # sample 0 confident, sample 1 not
+    step2 = logits_with([0.8, 0.95])
+    all_logits = torch.stack([step1, step2])
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    st = stopping.step_stats(all_logits, torch.zeros(2, 3, dtype=torch.long), mask)
+    ce = lambda p: -math.log(p)
+    by_hand = [(3 * ce(0.99) + ce(0.6)) / 4, (3 * ce(0.8) + ce(0.95)) / 4]
+    assert torch.allclose(stopping.batch_confidence_ce(st), torch.tensor(by_hand), atol=1e-5)
+    assert by_hand[0] < by_hand[1] and (ce(0.99) + ce(0.6)) > (ce(0.8) + ce(0.95))
+    assert stopping.choose_steps("confidence", st, torch.tensor([1, 1])).tolist() == [1, 1]
+    assert stopping.choose_steps("confidence_sample", st, torch.tensor([1, 1])).tolist() == [1, 2]
+
+
+def test_token_and_sample_loss_reductions_against_a_hand_computation():
+    from trainer import objectives
+    from trainer.data import Batch
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]],
+                           [[0.0, 3.0], [5.0, 5.0], [0.0, 0.0]]])
+    targets = torch.tensor([[0, 1, 0], [1, 0, 0]])
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    z = torch.zeros(2, dtype=torch.long)
+    batch = Batch(torch.zeros(2, 3, dtype=torch.long), targets, mask, z, z, z)
+    ce = lambda lg, t: math.log(sum(math.exp(v) for v in lg)) - lg[t]
+    toks = [ce([2, 0], 0), ce([0, 1], 1), ce([1, 1], 0), ce([0, 3], 1)]
+    tok_loss, acc = objectives.loss_and_accuracy(logits, batch, "token")
+    smp_loss, _ = objectives.loss_and_accuracy(logits, batch, "sample")
+    assert tok_loss.item() == pytest.approx(sum(toks) / 4, abs=1e-6)
+    assert smp_loss.item() == pytest.approx((sum(toks[:3]) / 3 + toks[3]) / 2, abs=1e-6)
+    assert acc.item() == 1.0          # every scored argmax is right (the tie at [1, 1] resolves to 0)
+
+
+def test_gpt2_init_statistics_match_fan_et_al():
+    """Fan et al.'s model: GPT-2 blocks (N(0, 0.02), residual writers
+    N(0, 0.02/sqrt(2L)), zero biases, LayerNorm 1/0) between a one-hot read-in
+    Linear and a read-out Linear at PyTorch's default uniform(+-1/sqrt(fan_in))."""
+    from trainer.model import gpt2_init_
+    torch.manual_seed(0)
+    cfg = LoopedConfig(vocab_size=6, out_vocab_size=5, d_model=256, n_head=8, n_body=2, embed_bias=True,
+                       decode_norm=False, activation="gelu_tanh")
+    m = gpt2_init_(LoopedTransformer(cfg))
+    b_in, b_out = 1 / math.sqrt(6), 1 / math.sqrt(256)
+    for t in (m.embed.weight, m.embed_bias):
+        assert t.abs().max() <= b_in and t.abs().max() > 0.9 * b_in
+        assert t.std().item() == pytest.approx(b_in / math.sqrt(3), rel=0.15)   # uniform's std
+    assert m.unembed.weight.abs().max() <= b_out and m.unembed.weight.abs().max() > 0.95 * b_out
+    assert m.unembed.bias.abs().max() <= b_out and bool(m.unembed.bias.ne(0).all())
+    for blk in m.body:
+        for lin in (blk.attn.q, blk.attn.k, blk.attn.v, blk.mlp.up):
+            assert lin.weight.std().item() == pytest.approx(0.02, rel=0.05) and not lin.bias.any()
+        for lin in (blk.attn.o, blk.mlp.down):      # 2 layers -> 0.02 / sqrt(4)
+            assert lin.weight.std().item() == pytest.approx(0.01, rel=0.05) and not lin.bias.any()
+        assert bool((blk.ln1.weight == 1).all()) and not blk.ln1.bias.any()
+    assert isinstance(m.final_norm, torch.nn.Identity)
+    emb = gpt2_init_(LoopedTransformer(LoopedConfig(vocab_size=52, d_model=256, n_head=8)), "embedding")
+    assert emb.embed.weight.std().item() == pytest.approx(1.0, rel=0.05)   # nn.Embedding default (unique set)
+
+
+def test_weight_decay_param_groups():
+    from trainer.train import param_groups
+    m = LoopedTransformer(LoopedConfig(vocab_size=4, d_model=16, n_head=2))
+    params = list(m.parameters())
+    (g,) = param_groups(m, 0.01, "all")           # Fan et al.: every parameter decays
+    assert g["weight_decay"] == 0.01 and len(g["params"]) == len(params)
+    dec, rest = param_groups(m, 0.01, "matrices")
+    assert dec["weight_decay"] == 0.01 and rest["weight_decay"] == 0.0
+    assert {id(p) for p in dec["params"]} == {id(m.embed.weight), id(m.unembed.weight)} | {
+        id(lin.weight) for blk in m.body for lin in (blk.attn.q, blk.attn.k, blk.attn.v, blk.attn.o,
+                                                     blk.mlp.up, blk.mlp.down)}
+    assert len(dec["params"]) + len(rest["params"]) == len(params)
+    assert all(p.dim() == 1 for p in rest["params"])
+    # AdamW's decoupled decay really applies per group: zero gradient, one step
+    opt = torch.optim.AdamW(param_groups(m, 0.5, "matrices"), lr=0.1)
+    before = {id(p): p.detach().clone() for p in params}
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    assert torch.allclose(m.embed.weight, before[id(m.embed.weight)] * (1 - 0.1 * 0.5))
+    assert torch.equal(m.body[0].ln1.weight, before[id(m.body[0].ln1.weight)])
+
+
+def test_ema_update_by_hand():
+    from trainer import ema
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    frozen = torch.nn.Parameter(torch.tensor([5.0]))        # never updated: no optimizer state
+    opt = torch.optim.SGD([w, frozen], lr=1.0)
+    w.grad = torch.tensor([1.0, 1.0])
+    opt.step()                                              # w = [0, 1]; SGD keeps no state...
+    opt.state[w]["seen"] = True                             # ...so mark it as an updated parameter
+    ema.update(opt, 0.9)                                    # first call copies
+    assert torch.equal(opt.state[w]["ema"], torch.tensor([0.0, 1.0])) and "ema" not in opt.state[frozen]
+    with torch.no_grad():
+        w.copy_(torch.tensor([10.0, 11.0]))
+    ema.update(opt, 0.9)
+    assert torch.allclose(opt.state[w]["ema"], torch.tensor([0.9 * 0 + 0.1 * 10, 0.9 * 1 + 0.1 * 11]))
+    m = torch.nn.Linear(1, 1)
+    opt2 = torch.optim.AdamW(m.parameters(), lr=0.1)
+    m(torch.ones(1, 1)).sum().backward()
+    opt2.step()
+    ema.update(opt2, 0.5)
+    sd = ema.averaged_state_dict(m, opt2)
+    assert torch.equal(sd["weight"], m.weight.detach()) and ema.has_average(opt2)
+
+
+def test_fan_decay_start_and_cosine_to_zero():
+    from trainer.presets import fan_decay_start
+    hp = make_hparams("cpu", get_task("parity"))
+    assert hp.decay_start == fan_decay_start(10, 100) == 1100 and hp.warmup == 0
+    assert lr_at(0, hp) == lr_at(1100, hp) == hp.lr
+    assert lr_at(1101, hp) < hp.lr and lr_at(hp.steps, hp) == pytest.approx(0.0, abs=1e-12)
+    c = make_hparams("cpu", get_task("parity"), "compiled")
+    assert c.weight_decay == 0.0 and c.ema == 0.0       # a compiled start's exact weights never decay

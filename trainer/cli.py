@@ -132,10 +132,14 @@ def run_train(args) -> int:
     summary = train(cfg)
     if not _main_rank():
         return 0
-    stopped = f" (stopped early: {summary['stopped']})" if summary.get("stopped") else ""
+    w = summary.get("final_loss_steps")
+    loss = (f"training loss {summary['final_loss']:.4g} (mean of steps {w[0]}-{w[1]})"
+            if summary.get("final_loss") is not None else "no training steps")
     print(f"trained {cfg.task}/{cfg.model} ({cfg.init} init) to step {summary['step']} in "
-          f"{summary['seconds']:.1f}s: loss {summary['final_loss']}, in-distribution exact match "
-          f"{summary['final_eval_acc']}; run in {cfg.out}{stopped}")
+          f"{summary['seconds']:.1f}s: {loss}, in-distribution exact match {summary['final_eval_acc']:.3f} "
+          f"(oracle stop, measured at step {summary['final_eval_step']}); run in {cfg.out}")
+    if summary.get("stopped"):
+        print(f"stopped early: {summary['stopped']}")
     return 0
 
 

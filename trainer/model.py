@@ -35,10 +35,12 @@ class LoopedConfig:
     n_body: int = 1                      # blocks in the looped body
     n_postlude: int = 0                  # blocks applied to each step's state
     norm: str = "layernorm"              # "layernorm" | "none" (compiled weights stay exact)
-    activation: str = "gelu"             # "gelu" | "relu"
+    activation: str = "gelu"             # "gelu" | "gelu_tanh" (GPT-2's gelu_new) | "relu"
     input_injection: bool = True         # re-add e before every iteration
     body_final_norm: bool = True         # LayerNorm at the end of each iteration (GPT-2 ln_f)
     bias: bool = True
+    embed_bias: bool = False             # read-in is a Linear on one-hot tokens (Fan et al.'s code): + bias
+    decode_norm: bool = True             # LayerNorm before the unembedding (Fan et al.: none after ln_f)
     attn_scale: Optional[float] = None   # default 1/sqrt(d_head)
     bos: bool = False                    # prepend a BOS token (id vocab_size) inside forward
     position_features: list = field(default_factory=list)  # [(feature, residual dim)], see below
@@ -101,7 +103,8 @@ class MLP(nn.Module):
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
         self.up = nn.Linear(cfg.d_model, cfg.d_mlp, bias=cfg.bias)
-        self.act = nn.GELU() if cfg.activation == "gelu" else nn.ReLU()
+        self.act = {"gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"),
+                    "relu": nn.ReLU()}[cfg.activation]
         self.down = nn.Linear(cfg.d_mlp, cfg.d_model, bias=cfg.bias)
 
     def forward(self, x):
@@ -130,7 +133,9 @@ class LoopedTransformer(nn.Module):
         self.body = nn.ModuleList(Block(cfg) for _ in range(cfg.n_body))
         self.body_norm = _norm(cfg) if cfg.body_final_norm else nn.Identity()
         self.postlude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_postlude))
-        self.final_norm = _norm(cfg)
+        self.final_norm = _norm(cfg) if cfg.decode_norm else nn.Identity()
+        if cfg.embed_bias:
+            self.embed_bias = nn.Parameter(torch.zeros(cfg.d_model))
         self.unembed = nn.Linear(cfg.d_model, cfg.out_vocab_size, bias=cfg.bias)
         self.apply(self._init_weights)
 
@@ -143,6 +148,9 @@ class LoopedTransformer(nn.Module):
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=0.02)
 
+    def blocks(self):
+        return [*self.prelude, *self.body, *self.postlude]
+
     # -- the three stages -------------------------------------------------
     def encode(self, tokens: torch.Tensor) -> torch.Tensor:
         """Token ids [B, n] -> injected embedding e [B, n(+1 with BOS), d]."""
@@ -151,6 +159,8 @@ class LoopedTransformer(nn.Module):
             bos = torch.full_like(tokens[:, :1], cfg.vocab_size)
             tokens = torch.cat([bos, tokens], dim=1)
         e = self.embed(tokens)
+        if cfg.embed_bias:
+            e = e + self.embed_bias
         if cfg.position_features:
             start = -1 if cfg.bos else 0
             pos = torch.arange(start, start + tokens.shape[1], device=e.device, dtype=e.dtype)
@@ -241,3 +251,40 @@ class LoopedTransformer(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def gpt2_init_(model: LoopedTransformer, read_in: str = "linear") -> LoopedTransformer:
+    """Fan et al.'s initialisation (their `GeneralTransformerModel`): the
+    blocks as Hugging Face GPT-2 initialises them (Linear weights N(0, 0.02),
+    biases 0, LayerNorm 1/0, the residual-writing projections -- attention
+    output and MLP down -- N(0, 0.02/sqrt(2 * layers))), between a read-in and
+    a read-out at PyTorch's default Linear initialisation (uniform
+    +-1/sqrt(fan_in), bias too).  read_in="linear": their one-hot Linear, so
+    the embedding rows and the shared bias are uniform +-1/sqrt(vocab);
+    "embedding": their nn.Embedding read-in (unique set), N(0, 1)."""
+    cfg = model.cfg
+    resid_std = 0.02 / math.sqrt(2 * max(1, len(model.blocks())))
+    with torch.no_grad():
+        for blk in model.blocks():
+            for m in blk.modules():
+                if isinstance(m, nn.Linear):
+                    nn.init.normal_(m.weight, std=0.02)
+                    if m.bias is not None:
+                        nn.init.zeros_(m.bias)
+                elif isinstance(m, nn.LayerNorm):
+                    nn.init.ones_(m.weight)
+                    if m.bias is not None:
+                        nn.init.zeros_(m.bias)
+            nn.init.normal_(blk.attn.o.weight, std=resid_std)
+            nn.init.normal_(blk.mlp.down.weight, std=resid_std)
+        if read_in == "linear":
+            bound = 1.0 / math.sqrt(cfg.vocab_size)
+            nn.init.uniform_(model.embed.weight, -bound, bound)
+            if cfg.embed_bias:
+                nn.init.uniform_(model.embed_bias, -bound, bound)
+        elif read_in == "embedding":
+            nn.init.normal_(model.embed.weight, std=1.0)
+        else:
+            raise ValueError(f"unknown read-in {read_in!r}")
+        model.unembed.reset_parameters()          # PyTorch default: uniform +-1/sqrt(d_model)
+    return model

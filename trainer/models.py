@@ -25,7 +25,7 @@ from typing import Callable, Optional
 import torch.nn as nn
 
 from trainer.registry import Registry
-from trainer.model import LoopedConfig, LoopedTransformer
+from trainer.model import LoopedConfig, LoopedTransformer, gpt2_init_
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,23 @@ class ModelSpec:
 
 def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
     layers = hp.n_layer * (hp.baseline_depth if spec.deep else 1)
+    # arch "fan": Fan et al.'s code -- GPT-2's tanh GELU, a read-in Linear with
+    # bias on one-hot tokens, the read-out straight after the block's ln_f.
+    fan = hp.arch == "fan"
     return LoopedConfig(
         vocab_size=len(data.input_tokens), out_vocab_size=len(data.output_tokens),
         d_model=hp.d_model, n_head=hp.n_head, d_mlp=hp.d_mlp, n_body=layers,
         input_injection=spec.injection,
+        activation="gelu_tanh" if fan else "gelu",
+        embed_bias=fan and hp.read_in == "linear", decode_norm=not fan,
         extra={**data.meta(), "model": spec.name})
 
 
 def build_looped(spec: ModelSpec, hp, data) -> nn.Module:
-    return LoopedTransformer(looped_config(spec, hp, data))
+    model = LoopedTransformer(looped_config(spec, hp, data))
+    if hp.init_scheme == "gpt2":
+        gpt2_init_(model, hp.read_in)
+    return model
 
 
 MODELS = Registry("model")

@@ -22,18 +22,30 @@ def iterations(spec, hp, batch) -> torch.Tensor:
     return batch.steps if fixed is None else torch.full_like(batch.steps, fixed)
 
 
-def train_step_outputs(spec, hp, model, batch):
+def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None):
     """-> (loss, exact-match fraction) on a training batch."""
-    return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch)
+    return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch,
+                             getattr(hp, "loss_reduction", "sample"), tokens_per_shard)
 
 
-def loss_and_accuracy(logits, batch):
-    """FAP loss and exact match of the logits [B, L, V] each sample stopped at."""
-    # Eq. 1: expectation over samples of each sample's (token-averaged) loss, so
-    # equal data-parallel shards average to exactly the full-batch gradient.
+def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard=None):
+    """FAP loss and exact match of the logits [B, L, V] each sample stopped at.
+
+    reduction "token" (Fan et al.'s code, train.py:89): cross-entropy averaged
+    over every scored token of the batch, so long answers weigh more;
+    "sample": each sample's token-averaged loss, averaged over samples.
+    Under DDP, "token" divides by the mean scored-token count of a shard
+    (`tokens_per_shard`), so the averaged shard gradients equal the
+    full-batch gradient exactly; alone it is this batch's count."""
     tok = F.cross_entropy(logits.float().transpose(1, 2), batch.targets, reduction="none")
     m = batch.mask.float()
-    loss = ((tok * m).sum(1) / m.sum(1).clamp(min=1)).mean()
+    if reduction == "token":
+        denom = float(m.sum()) if tokens_per_shard is None else tokens_per_shard
+        loss = (tok * m).sum() / max(denom, 1.0)
+    elif reduction == "sample":
+        loss = ((tok * m).sum(1) / m.sum(1).clamp(min=1)).mean()
+    else:
+        raise ValueError(f"unknown loss reduction {reduction!r}")
     with torch.no_grad():
         pred = logits.argmax(-1)
         acc = ((pred == batch.targets) | ~batch.mask).all(-1).float().mean()

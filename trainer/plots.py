@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def accuracy_vs_length(results: list, labels: list, train_max_n: int, path: Path, title: str = ""):
@@ -20,6 +21,7 @@ def accuracy_vs_length(results: list, labels: list, train_max_n: int, path: Path
         es = [r["stderr"] for r in res["rows"]]
         ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=lab)
     ax.set_xlabel("length n")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
     ax.set_ylabel("exact match")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title(title)
@@ -33,9 +35,10 @@ def accuracy_vs_length(results: list, labels: list, train_max_n: int, path: Path
 def step_curve(row: dict, path: Path, title: str = ""):
     cv = row["curve"]
     ts = list(range(1, len(cv["acc"]) + 1))
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6, 4.8))
     ax.plot(ts, cv["acc"], color="C0", label="exact match")
     ax.set_xlabel("loop step t")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("exact match", color="C0")
     ax.set_ylim(-0.03, 1.03)
     ax2 = ax.twinx()
@@ -47,10 +50,41 @@ def step_curve(row: dict, path: Path, title: str = ""):
     ax.axvline(row["oracle_step"], color="C3", ls=":", label=f"T(n) = {row['oracle_step']:.0f}")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="center right")
+    # legend below the axes, so it never covers the curves
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3,
+              frameon=False)
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
+
+
+def train_curves(rows: list, path: Path, title: str = "") -> str:
+    """Training loss (log scale) and accuracy against the optimizer step:
+    the logged batch means and the periodic in-distribution evaluations."""
+    train = [r for r in rows if "loss" in r]
+    evals = [r for r in rows if "eval_acc" in r]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(6, 5.5), sharex=True)
+    if train:
+        ax1.plot([r["step"] for r in train], [r["loss"] for r in train], color="C1", label="training loss")
+        ax2.plot([r["step"] for r in train], [r["acc"] for r in train], color="C0", alpha=0.7,
+                 label="training batch exact match")
+        if all(r["loss"] > 0 for r in train):
+            ax1.set_yscale("log")
+    if evals:
+        ax2.plot([r["step"] for r in evals], [r["eval_acc"] for r in evals], "o-", ms=3, color="C2",
+                 label="in-distribution exact match (oracle stop)")
+    ax1.set_ylabel("cross-entropy")
+    ax1.legend(fontsize=8)
+    ax1.set_title(title)
+    ax2.set_ylabel("exact match")
+    ax2.set_ylim(-0.03, 1.03)
+    ax2.set_xlabel("optimizer step")
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
 

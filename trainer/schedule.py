@@ -19,11 +19,12 @@ def sample_lengths(rng: np.random.Generator, step: int, hp, min_n: int, size: in
 
 
 def lr_at(step: int, hp) -> float:
-    """Linear warm-up, constant while the curriculum grows, cosine to 0 after
-    it ends (the paper decays once the maximum length is reached)."""
+    """Linear warm-up, constant while the curriculum grows, cosine to 0 from
+    `hp.decay_from()` (the curriculum's end, or Fan et al.'s step
+    (max n + 1) * interval in the paper and cpu presets) to the last step."""
     if hp.warmup and step < hp.warmup:
         return hp.lr * (step + 1) / hp.warmup
-    start = max(hp.warmup, min(hp.curriculum_end(), hp.steps - 1))
+    start = max(hp.warmup, min(hp.decay_from(), hp.steps - 1))
     if step < start:
         return hp.lr
     frac = (step - start) / max(1, hp.steps - start)

@@ -1,10 +1,12 @@
 """When to stop looping at test time (Fan et al. §4.3).
 
 * oracle: run each sample's T(n) iterations.
-* confidence (Eq. 2): run up to T_max iterations and pick, per sample, the
-  step whose decoded output has the lowest cross-entropy against its own
-  argmax; `confidence_batch` picks one step for the whole batch (lowest summed
-  cross-entropy).  Both need all T_max iterations.
+* confidence (Eq. 2, as Fan et al.'s code runs it, test_func.py:19-40): run
+  up to T_max iterations and pick ONE step for the whole test batch (one
+  length): the step whose decoded outputs have the lowest cross-entropy
+  against their own argmax, averaged over every scored token of the batch.
+* confidence_sample: the same criterion per sample (each input its own
+  step).  Both need all T_max iterations.
 * threshold (footnote 9): stop a sample at the first step whose confidence
   cross-entropy is below a threshold; finished samples leave the batch, so
   the compute is really saved.
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-RULES = ("oracle", "confidence", "confidence_batch", "threshold")
+RULES = ("oracle", "confidence", "confidence_sample", "threshold")
 
 
 @dataclass
@@ -25,6 +27,7 @@ class StepStats:
     true_ce: torch.Tensor   # [T, B] mean CE against the true targets
     correct: torch.Tensor   # [T, B] exact match at each step
     pred: torch.Tensor      # [T, B, L] argmax ids
+    scored: torch.Tensor    # [B] scored positions per sample (weights of the batch rule's token mean)
 
 
 def _masked_mean(x, mask):
@@ -43,7 +46,8 @@ def step_stats(all_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
     tgt = targets.unsqueeze(0).expand_as(pred)
     true = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
     correct = ((pred == tgt) | ~mask).all(-1)
-    return StepStats(confidence_ce(logp, mask), _masked_mean(true, mask), correct, pred)
+    return StepStats(confidence_ce(logp, mask), _masked_mean(true, mask), correct, pred,
+                     mask.sum(-1).to(logp.dtype))
 
 
 def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor) -> torch.Tensor:
@@ -52,16 +56,22 @@ def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor) -> tor
     if rule == "oracle":
         return oracle_steps.clamp(1, T)
     if rule == "confidence":
-        return stats.conf_ce.argmin(0) + 1
-    if rule == "confidence_batch":
-        t = int(stats.conf_ce.sum(1).argmin()) + 1
+        t = int(batch_confidence_ce(stats).argmin()) + 1
         return torch.full_like(oracle_steps, t)
+    if rule == "confidence_sample":
+        return stats.conf_ce.argmin(0) + 1
     raise ValueError(f"rule {rule!r} is not chosen from all steps")
 
 
+def batch_confidence_ce(stats: StepStats) -> torch.Tensor:
+    """[T]: each step's confidence CE averaged over all scored tokens of the batch."""
+    w = stats.scored
+    return (stats.conf_ce * w).sum(1) / w.sum().clamp(min=1)
+
+
 def confidence_finds(stats: StepStats, oracle_steps: torch.Tensor) -> torch.Tensor:
-    """[B] bool: Eq. 2 picks each sample's own T(n)."""
-    return choose_steps("confidence", stats, oracle_steps) == oracle_steps
+    """[B] bool: Eq. 2 applied to each sample alone picks its own T(n)."""
+    return choose_steps("confidence_sample", stats, oracle_steps) == oracle_steps
 
 
 def pick(stats: StepStats, chosen: torch.Tensor):

@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError
-from trainer import checkpoint, distributed, objectives, stopping, validate
+from trainer import checkpoint, distributed, ema, objectives, stopping, validate
 from trainer.compiled import finetune_stop_reason, has_clock
 from trainer.data import TaskData
 from trainer.initialise import initial_model
@@ -67,6 +67,20 @@ def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, d
         batch = data.batch(rng, [int(n)] * k, train=False).to(device)
         correct += int(objectives.evaluate_batch(spec, hp, model, batch, "oracle", 0)["correct"].sum())
     return correct / n_samples
+
+
+def param_groups(model, weight_decay: float, which: str = "all") -> list:
+    """AdamW parameter groups.  "all": every parameter decays (Fan et al.'s
+    `AdamW(model.parameters(), lr)`, default decay 0.01); "matrices": only
+    weight matrices and embeddings decay, biases and LayerNorm gains do not."""
+    params = [p for p in model.parameters()]
+    if which == "all":
+        return [{"params": params, "weight_decay": weight_decay}]
+    if which != "matrices":
+        raise ValueError(f"unknown wd_params {which!r}")
+    decay = [p for p in params if p.dim() >= 2]
+    rest = [p for p in params if p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
 def _read_metrics(path: Path, upto: int) -> list:
@@ -122,7 +136,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     else:
         model, init_info = initial_model(cfg, spec, hp, data, device)
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+    opt = torch.optim.AdamW(param_groups(model, hp.weight_decay, hp.wd_params), lr=hp.lr)
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)
     net = torch.nn.parallel.DistributedDataParallel(model) if d.on else model
@@ -176,7 +190,9 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         sl = d.slice(hp.batch_size)
         batch = data.make_batch(inputs[sl], lengths[sl]).to(device)
         model.train()
-        loss, acc = objectives.train_step_outputs(spec, hp, net, batch)
+        # token-mean loss under DDP: divide by the mean shard token count (exact full-batch gradient)
+        per_shard = d.mean(float(batch.mask.sum())) if d.on else None
+        loss, acc = objectives.train_step_outputs(spec, hp, net, batch, per_shard)
         if not math.isfinite(d.mean(float(loss.detach()))):     # every rank sees the same verdict
             raise RaspError(f"training diverged at step {step + 1}: the loss is not finite "
                             f"(lr {lr:.3g}; try a smaller --lr, or --guard on).  The last checkpoint in "
@@ -196,6 +212,8 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         else:
             opt.step()
         step += 1
+        if hp.ema and step > hp.decay_from():      # Fan et al.: average from the start of the decay
+            ema.update(opt, hp.ema)
         acc_sums["loss"] += float(loss.detach())
         acc_sums["acc"] += float(acc)
         acc_sums["k"] += 1
@@ -235,16 +253,58 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
     if checkpoint.latest(out) is None:      # --steps 0: keep the starting weights as a run
         save(step)
     bar.close()
-    rows = _read_metrics(metrics_path, step) if d.main else []
+    summary = None
+    if d.main:
+        summary = _final_summary(spec, hp, model, opt, data, device, metrics_path, step,
+                                 time.perf_counter() - t_start, init_info)
+        checkpoint.write_json_atomic(out / "summary.json", summary)
+        try:
+            from trainer.plots import train_curves
+            summary["curves"] = train_curves(_read_metrics(metrics_path, step), out / "train_curves.png",
+                                             f"{cfg.task} / {cfg.model} ({cfg.init} init)")
+        except Exception as e:                      # a plot must never lose a finished run
+            summary["curves"] = f"not written: {e}"
+        checkpoint.write_json_atomic(out / "summary.json", summary)
+    d.barrier()
+    return summary if summary is not None else {"step": step}
+
+
+def _final_summary(spec, hp, model, opt, data, device, metrics_path: Path, step: int, seconds: float,
+                   init_info: dict) -> dict:
+    """The run's metrics AT ITS FINAL STEP, each with the steps it was measured
+    over: in-distribution exact match (oracle stop) is measured at the final
+    step itself (and appended to metrics.jsonl) if the last periodic
+    evaluation was earlier -- also after a --resume or with --eval-every 0;
+    the training loss and accuracy are the means over the last logging window."""
+    rows = _read_metrics(metrics_path, step)
+    last_eval = next((r for r in reversed(rows) if "eval_acc" in r), None)
+    if last_eval is None or last_eval["step"] != step:
+        acc = in_distribution_accuracy(spec, hp, model, data, hp.seed, hp.eval_samples, device)
+        row = {"step": step, "eval_acc": acc}
+        _append(metrics_path, row)
+        rows.append(row)
+        last_eval = row
+    train_rows = [r for r in rows if "loss" in r]
+    last = train_rows[-1] if train_rows else None
+    prev = [r["step"] for r in train_rows[:-1]]
+    window = [(prev[-1] if prev else 0) + 1, last["step"]] if last else None
     evals = [r for r in rows if "eval_acc" in r]
     solved = [r["step"] for r in evals if r["eval_acc"] >= 1.0]
-    summary = {"step": step, "seconds": time.perf_counter() - t_start,
-               "final_loss": rows[-1].get("loss") if rows else None,
-               "final_eval_acc": evals[-1]["eval_acc"] if evals else None,
-               "first_step_at_100": solved[0] if solved else None, "init_info": init_info,
-               "stopped": next((r["stopped"] for r in rows if "stopped" in r), None)}
-    if d.main:
-        checkpoint.write_json_atomic(out / "summary.json", summary)
+    summary = {
+        "step": step, "seconds": seconds,
+        "final_eval_acc": last_eval["eval_acc"], "final_eval_step": last_eval["step"],
+        "final_eval": f"in-distribution exact match, oracle stop, {hp.eval_samples} inputs of "
+                      f"lengths {data.task.min_n}..{hp.max_train_n}, at step {last_eval['step']}",
+        "final_loss": last["loss"] if last else None,
+        "final_train_acc": last["acc"] if last else None,
+        "final_loss_steps": window,
+        "first_step_at_100": solved[0] if solved else None, "init_info": init_info,
+        "stopped": next((r["stopped"] for r in rows if "stopped" in r), None)}
+    if hp.ema and ema.has_average(opt):
+        avg = copy.deepcopy(model)
+        avg.load_state_dict(ema.averaged_state_dict(model, opt))
+        summary["final_eval_acc_ema"] = in_distribution_accuracy(spec, hp, avg, data, hp.seed,
+                                                                 hp.eval_samples, device)
     return summary
 
 

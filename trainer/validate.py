@@ -55,7 +55,10 @@ HP_FLAG_TYPES = {
     "grad_clip": float_in(0.0, math.inf, lo_open=True), "ckpt_every": positive, "log_every": positive,
     "eval_every": int_in(0, 10 ** 9), "eval_samples": int_in(1, 1 << 20), "seed": int_in(0, MAX_SEED),
     "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
-    "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9)}
+    "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9),
+    # the recipe's switches (their allowed values are checked by HParams.validate)
+    "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "init_scheme": str, "read_in": str,
+    "arch": str, "loss_reduction": str, "wd_params": str}
 COMPRESS = size
 MAX_WALL = float_in(0.0, math.inf, lo_open=True)
 EVAL_SAMPLES = int_in(1, 1 << 20)
