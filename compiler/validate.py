@@ -237,7 +237,9 @@ def check_config(cfg: dict, path, where: str = ""):
     _check(path, cfg["n_head"] * cfg["d_head"] <= MAX_DIM, p + "n_head * d_head", f"at most {MAX_DIM}",
            cfg["n_head"] * cfg["d_head"])
     _check(path, cfg["norm"] in ("layernorm", "none"), p + "norm", '"layernorm" or "none"', cfg["norm"])
-    _check(path, cfg["activation"] in ("gelu", "relu"), p + "activation", '"gelu" or "relu"', cfg["activation"])
+    from trainer.model import ACTIVATIONS
+    _check(path, cfg["activation"] in ACTIVATIONS, p + "activation", " or ".join(map(json.dumps, ACTIVATIONS)),
+           cfg["activation"])
     for key in ("input_injection", "body_final_norm", "bias", "bos"):
         _check(path, isinstance(cfg[key], bool), p + key, "true or false", cfg[key])
     a = cfg["attn_scale"]

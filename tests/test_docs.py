@@ -66,7 +66,7 @@ def normalise(text: str, workdir: Path) -> str:
     text = re.sub(r"\d+\.\d+(e-?\d+)?", "N.N", text)                # timings, losses, accuracies
     lines = (line.rsplit("\r", 1)[-1].rstrip() for line in text.strip("\n").split("\n"))
     # a progress bar (tqdm, on stderr) redraws itself: the tutorial does not show it
-    return "\n".join(line for line in lines if not PROGRESS_BAR.search(line))
+    return "\n".join(line for line in lines if line and not PROGRESS_BAR.search(line))
 
 
 def run_command(command: str, workdir: Path) -> str:
@@ -134,8 +134,9 @@ def update_tutorial(workdir: Path):
         new = ""
         for command, _ in commands(body):
             got = run_command(command, workdir).replace(str(workdir) + os.sep, "")
-            new += f"$ {command}\n" + ("\n".join(l.rstrip() for l in got.rstrip("\n").splitlines()) + "\n"
-                                       if got.strip() else "")
+            lines = [l.rsplit("\r", 1)[-1].rstrip() for l in got.rstrip("\n").split("\n")]
+            lines = [l for l in lines if l and not PROGRESS_BAR.search(l)]
+            new += f"$ {command}\n" + ("\n".join(lines) + "\n" if lines else "")
         pieces += [text[last:start], new]
         last = end
     TUTORIAL.write_text("".join(pieces) + text[last:], encoding="utf-8")

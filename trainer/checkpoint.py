@@ -124,6 +124,8 @@ def _fits(v, t: str) -> bool:
         return t.startswith("Optional")
     if "bool" in t:
         return isinstance(v, bool)
+    if "str" in t:
+        return isinstance(v, str)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
     return isinstance(v, int) and v >= 0 if "int" in t else math.isfinite(v)

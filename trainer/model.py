@@ -23,6 +23,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")      # LoopedConfig.activation (checked on load)
+
+
 @dataclass
 class LoopedConfig:
     vocab_size: int                      # input token ids are 0..vocab_size-1
@@ -35,7 +38,7 @@ class LoopedConfig:
     n_body: int = 1                      # blocks in the looped body
     n_postlude: int = 0                  # blocks applied to each step's state
     norm: str = "layernorm"              # "layernorm" | "none" (compiled weights stay exact)
-    activation: str = "gelu"             # "gelu" | "gelu_tanh" (GPT-2's gelu_new) | "relu"
+    activation: str = "gelu"             # one of ACTIVATIONS: "gelu_tanh" is GPT-2's gelu_new
     input_injection: bool = True         # re-add e before every iteration
     body_final_norm: bool = True         # LayerNorm at the end of each iteration (GPT-2 ln_f)
     bias: bool = True
