@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 import rasp
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
 from rasp.interpreter import host_values
 from trainer.model import LoopedConfig, LoopedTransformer
 
@@ -261,14 +261,19 @@ class CompiledModel:
     def save(self, directory):
         """config.json, model.safetensors, program.rasp and manifest.json (their
         SHA-256), each written atomically."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        state = {k: v.contiguous() for k, v in self.model.state_dict().items()}
-        _atomic(d / "config.json", lambda p: Path(p).write_text(self.model.cfg.to_json()))
-        _atomic(d / "model.safetensors", lambda p: save_file(state, p))
-        _atomic(d / "program.rasp", lambda p: Path(p).write_text(self.source, encoding="utf-8"))
+        from safetensors import SafetensorError
         from .validate import COMPILED_FILES, write_manifest
-        write_manifest(d, COMPILED_FILES, "rasp-compiled/1")     # checked by load_compiled
+        d = Path(directory)
+        state = {k: v.contiguous() for k, v in self.model.state_dict().items()}
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            _atomic(d / "config.json", lambda p: Path(p).write_text(self.model.cfg.to_json()))
+            _atomic(d / "model.safetensors", lambda p: save_file(state, p))
+            _atomic(d / "program.rasp", lambda p: Path(p).write_text(self.source, encoding="utf-8"))
+            write_manifest(d, COMPILED_FILES, "rasp-compiled/1")     # checked by load_compiled
+        except (OSError, SafetensorError) as e:    # a full disk, no permission: each file is whole or absent
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise RaspFileError(d, f"could not write the compiled model: {reason}") from None
 
 
 def _atomic(path: Path, write):

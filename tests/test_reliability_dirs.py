@@ -395,3 +395,13 @@ def test_eval_length_limit(run, capsys):
     assert status == 2 and "above the limit" in err
     status, out, _ = in_process(capsys, "eval", run, "--lengths", "60", "--max-len", "60", *EVAL[2:])
     assert status == 0 and "   60 " in out
+
+
+def test_full_disk_while_compiling_is_a_clean_error(tmp_path):
+    """`rasp compile -o` onto a full disk: a clean error, and no half-written file
+    under its final name (each file is written atomically)."""
+    out = tmp_path / "model"
+    r = cli("compile", ROOT / "programs" / "addition.rasp", "--max-len", "16", "-o", out, preexec_fn=_small_files)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"{out}: error: could not write the compiled model"), r.stderr
+    assert not (out / "model.safetensors").exists() and not (out / "manifest.json").exists()
