@@ -276,15 +276,20 @@ output z * 3 + x
 }
 
 
-@pytest.mark.parametrize("name", sorted(SEQUENTIAL))
-def test_sequential_loops_compile_exactly(name):
-    prog = loads(SEQUENTIAL[name])
+def assert_loops_compile_exactly(source: str, seed: int, n_inputs: int):
+    """Compiled at --max-len 4, equal to the interpreter on random inputs up to
+    length 16 (4x) that the program runs without a runtime error."""
+    prog = loads(source)
     cm = compile_program(prog, 4)
     vocab = list(prog.ir.vocab)
-    rng = random.Random(11)
-    batch = [[rng.choice(vocab) for _ in range(rng.randint(1, 16))] for _ in range(150)]
-    batch = [x for x in batch if _runs(prog, x)]
-    assert_same(prog, cm, batch, scored=False)
+    rng = random.Random(seed)
+    batch = [[rng.choice(vocab) for _ in range(rng.randint(1, 16))] for _ in range(n_inputs)]
+    assert_same(prog, cm, [x for x in batch if _runs(prog, x)], scored=False)
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENTIAL))
+def test_sequential_loops_compile_exactly(name):
+    assert_loops_compile_exactly(SEQUENTIAL[name], 11, 150)
 
 
 def _runs(prog, x):
@@ -343,12 +348,7 @@ output e
 
 @pytest.mark.parametrize("name", sorted(NESTED))
 def test_nested_loops_compile_exactly(name):
-    prog = loads(NESTED[name])
-    cm = compile_program(prog, 4)
-    vocab = list(prog.ir.vocab)
-    rng = random.Random(13)
-    batch = [[rng.choice(vocab) for _ in range(rng.randint(1, 16))] for _ in range(120)]
-    assert_same(prog, cm, [x for x in batch if _runs(prog, x)], scored=False)
+    assert_loops_compile_exactly(NESTED[name], 13, 120)
 
 
 def test_inner_loop_with_input_dependent_count_is_a_located_refusal():
