@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import rasp  # noqa: E402
 from compiler import compile_program  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
+from rasp.errors import RaspError, RaspRequireError  # noqa: E402
 
 try:
     import references as R  # noqa: E402  (task samplers)
@@ -149,6 +149,17 @@ def library_source(name) -> str:
     return f"input seq: {vocab}\noutput {expr}\n"
 
 
+def accepted(prog, batch: list) -> list:
+    """The inputs of `batch` that meet the program's `require` contract (a
+    prefix of a task input often does not: it is outside the program's range)."""
+    try:
+        prog.check_requires(batch)
+    except RaspRequireError as e:
+        rejected = set(e.input_indices)
+        return [x for i, x in enumerate(batch) if i not in rejected]
+    return batch
+
+
 def coverage_row(name, prog, path, max_len, search_to, n_check, seed) -> str:
     """One markdown row: compiled (sizes, largest exact length) or refused (why)."""
     try:
@@ -167,7 +178,7 @@ def coverage_row(name, prog, path, max_len, search_to, n_check, seed) -> str:
     try:
         while length <= search_to:
             batch = inputs(prog, path, rng, length, n_check)
-            batch += [x[:rng.randint(1, length)] for x in batch]      # shorter prefixes too
+            batch = accepted(prog, batch + [x[:rng.randint(1, length)] for x in batch])   # prefixes too
             if not exact(prog, cm, batch):
                 wrong = f" **wrong at {length}**"
                 break
