@@ -204,8 +204,10 @@ def coverage(max_len, search_to, n_check, seed, command) -> str:
     sections = [("Programs (programs/)", [(Path(p).stem, rasp.load(str(p)), str(p))
                                             for p in sorted((ROOT / "programs").glob("*.rasp"))]),
                 ("Library functions used alone (the library of docs/language.md)",
-                 [(f"`{LIBRARY[n][1]}`", rasp.loads(library_source(n), f"<{n}>"), n) for n in LIBRARY]),
-                ("Shapes named in issue 8", [(n, rasp.loads(src, f"<{n}>"), n) for n, src in ISSUE_SHAPES.items()])]
+                 [(f"`{LIBRARY[n][1]}`", rasp.loads(library_source(n), f"<{n}>"), f"<{n}>")
+                  for n in LIBRARY]),          # "<name>": random vocabulary inputs, never programs/' samplers
+                ("Shapes named in issue 8", [(n, rasp.loads(src, f"<{n}>"), f"<{n}>")
+                                             for n, src in ISSUE_SHAPES.items()])]
     for title, entries in sections:
         rows += [f"## {title}", "", head]
         for name, prog, path in entries:
