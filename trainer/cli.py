@@ -23,7 +23,7 @@ from trainer.models import MODELS
 from trainer.presets import PRESETS, HParams, make_hparams
 from trainer.stopping import RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
-from trainer import checkpoint, validate
+from trainer import validate
 
 # CLI flag -> HParams field (None = not given, keep the preset's value)
 _HP_FLAGS = validate.HP_FLAG_TYPES     # each with its range (trainer/validate.py)
@@ -91,6 +91,7 @@ def _device(name: str) -> str:
 
 
 def config_from_args(args):
+    from trainer import checkpoint          # here, not at the top: it loads the compiler's file checks
     from trainer.train import RunConfig
     out = Path(args.out)
     overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
@@ -164,6 +165,7 @@ def add_eval_args(p: argparse.ArgumentParser):
 
 
 def run_eval(args) -> int:
+    from trainer import checkpoint
     from trainer.evaluate import evaluate_run, format_table
     run_dir = Path(args.run)
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
