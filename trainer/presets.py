@@ -9,6 +9,12 @@ from rasp.errors import RaspError
 from trainer.tasks import Task
 
 
+# the recipe's switches and their values (the first is Fan et al.'s)
+CHOICES = {"wd_params": ("all", "matrices"), "init_scheme": ("gpt2", "normal"),
+           "read_in": ("linear", "embedding"), "arch": ("fan", "legacy"),
+           "loss_reduction": ("token", "sample")}
+
+
 @dataclass
 class HParams:
     d_model: int = 256
@@ -63,10 +69,7 @@ class HParams:
         return self.curriculum_end() if self.decay_start is None else self.decay_start
 
     def validate(self):
-        choices = {"wd_params": ("all", "matrices"), "init_scheme": ("gpt2", "normal"),
-                   "read_in": ("linear", "embedding"), "arch": ("fan", "legacy"),
-                   "loss_reduction": ("token", "sample")}
-        for name, allowed in choices.items():
+        for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise RaspError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: "
                                 f"one of {', '.join(allowed)}")

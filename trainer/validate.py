@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from rasp.errors import RaspError
+from trainer.presets import CHOICES
 
 MAX_SIZE = 1 << 16        # widths, heads, layers: far above anything trainable here
 MAX_N = 2000              # training problem sizes (the paper's largest is 20)
@@ -43,6 +44,15 @@ def float_in(lo: float, hi: float, lo_open: bool = False):
     return parse
 
 
+def one_of(allowed: tuple):
+    """An argparse type: the text, if it is one of `allowed`."""
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(allowed)}")
+        return text
+    return parse
+
+
 positive = int_in(1, 10 ** 9)
 size = int_in(1, MAX_SIZE)
 
@@ -56,9 +66,8 @@ HP_FLAG_TYPES = {
     "eval_every": int_in(0, 10 ** 9), "eval_samples": int_in(1, 1 << 20), "seed": int_in(0, MAX_SEED),
     "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
     "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9),
-    # the recipe's switches (their allowed values are checked by HParams.validate)
-    "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "init_scheme": str, "read_in": str,
-    "arch": str, "loss_reduction": str, "wd_params": str}
+    "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9),
+    **{name: one_of(allowed) for name, allowed in CHOICES.items()}}
 COMPRESS = size
 MAX_WALL = float_in(0.0, math.inf, lo_open=True)
 EVAL_SAMPLES = int_in(1, 1 << 20)
@@ -121,13 +130,11 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
     """(parameters, bytes) for training a LoopedConfig: float32 weights,
     gradients, two AdamW moments and the guard's copy, plus the activations
     kept for backpropagation through every block application."""
-    inner = cfg.n_head * cfg.d_head
-    d, m = cfg.d_model, cfg.d_mlp
-    norm = 2 * d if cfg.norm == "layernorm" else 0
-    block = 4 * d * inner + 3 * inner + 2 * d * m + m + 2 * d + 2 * norm
-    layers = cfg.n_prelude + cfg.n_body + cfg.n_postlude
-    params = (layers * block + (cfg.vocab_size + cfg.bos) * d + (d + 1) * cfg.out_vocab_size
-              + norm * (1 + cfg.body_final_norm))
+    import torch
+    from trainer.model import LoopedTransformer
+    with torch.device("meta"):              # the exact count, without allocating the weights
+        params = LoopedTransformer(cfg).num_params()
+    inner, d, m = cfg.n_head * cfg.d_head, cfg.d_model, cfg.d_mlp
     per_token = 6 * d + 4 * inner + 2 * m + 2 * cfg.n_head * n_tokens
     acts = batch * n_tokens * applications * per_token + applications * batch * n_tokens * cfg.out_vocab_size
     return params, 4 * (6 * params + acts)
