@@ -279,7 +279,13 @@ def test_compiled_finetune_bench_setting_stays_exact_to_3x(tmp_path):
     assert metrics(out)[-1]["loss"] < metrics(out)[1]["loss"]
 
 
-@pytest.mark.parametrize("task", ["parity", "copy", "addition"])
+# compiled addition at the trainer's compile length (102 tokens) is 663M parameters since
+# numeric equality over indices above 362 goes through one-hot codes (compiler/attn.py,
+# numeric_eq_exact): minutes per test, so CI runs these for parity and copy only
+ADDITION_SLOW = pytest.param("addition", marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("task", ["parity", "copy", ADDITION_SLOW])
 def test_confidence_stopping_picks_the_oracle_step_on_a_compiled_model(task):
     """The compiled start's halting clock: Eq. 2 (per sample and per batch)
     picks exactly T(n), beyond the training lengths too, and the threshold
@@ -331,7 +337,7 @@ def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "no CUDA device" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("task", ["parity", "addition"])
+@pytest.mark.parametrize("task", ["parity", ADDITION_SLOW])
 def test_merge_compression_is_exact_below_the_compiled_width(task):
     """--compress (merge): dims that are never live together share a coordinate;
     the narrower start is still exact at every length and its clock still
