@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from rasp.inputs import parse_params, read_inputs
-from rasp.errors import RaspError, RaspInputError
+from rasp.errors import RaspError
 
 
 def add_arguments(p):

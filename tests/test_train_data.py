@@ -3,7 +3,6 @@ stopping rules, checkpoint plumbing, compiled-weight surgery.  Seconds."""
 from __future__ import annotations
 
 import math
-import random
 import sys
 from pathlib import Path
 
