@@ -25,7 +25,7 @@ import numpy as np
 from rasp.errors import RaspError
 from trainer.registry import Registry
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = REPO / "programs"
 
 

@@ -1,0 +1,11 @@
+"""Task registry, one module per benchmark family.
+
+    fan.py      Fan et al.'s six length-generalization tasks (labels from programs/)
+    base.py     the contract of the comparison tasks (flip-flop, word problems,
+                ListOps, Logic, copying/denoising, counting): `SeqTask`, `Example`
+
+`TASKS` holds both kinds; `rasp train --task NAME` picks the training loop
+by the kind of entry it finds (`isinstance(task, SeqTask)`).
+"""
+from trainer.tasks.fan import (TASKS, PaperHParams, Task, get_task, parse_lengths,  # noqa: F401
+                               register, PROGRAMS, REPO)
