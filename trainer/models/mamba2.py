@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
+from trainer.models.fixed_point import InjectedCore, VariationalDropout
 
 
 def segsum(x: torch.Tensor) -> torch.Tensor:
@@ -187,7 +188,7 @@ class Mamba2Block(nn.Module):
     def forward(self, z, injected=None):
         return z + self.dropout(self.mixer(self.norm(z), injected))
 
-    def step(self, z, injected, cache):
+    def step(self, z, injected, position: int, cache):
         out, cache = self.mixer.step(self.norm(z), injected, cache)
         return z + self.dropout(out), cache
 
@@ -239,3 +240,26 @@ register_encoder(EncoderSpec(
     defaults=MAMBA2_DEFAULTS,
     presets={"cpu": {"words": MAMBA2_CPU, "counting": MAMBA2_CPU},
              "paper": {"words": MAMBA2_PAPER, "counting": MAMBA2_PAPER}}))
+
+
+class ImplicitMamba2Core(InjectedCore):
+    """The f of implicit Mamba2 (MODELS.md §1.7.2): embedding (std 0.01), one
+    injection `Linear(RMSNorm_inj(x))` of width d_in_proj shared by all layers,
+    N pre-norm Mamba2 blocks with variational dropout, final RMSNorm."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        ex = extra_with_defaults(cfg, {**MAMBA2_DEFAULTS, "emb_std": 0.01})
+        self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        nn.init.normal_(self.embedding.weight, std=ex["emb_std"])
+        self.emb_dropout = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Mamba2Block(cfg.d_model, mixer_kwargs(ex), VariationalDropout(cfg.dropout))
+                                    for _ in range(cfg.n_layer))
+        for block in self.blocks:
+            init_out_proj(block.mixer.out_proj, cfg.n_layer)
+        self.norm_inj = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.injection = nn.Linear(cfg.d_model, self.blocks[0].mixer.d_in_proj, bias=False)
+        self.norm_f = nn.RMSNorm(cfg.d_model, eps=1e-5)
+
+    def empty_caches(self, batch: int, device=None):
+        return [block.mixer.empty_cache(batch, device) for block in self.blocks]
