@@ -81,9 +81,8 @@ def solve(f, z0: torch.Tensor, max_iter: int, tol: float):
     when it never did; `residual` is the relative residual of z*."""
     with torch.no_grad():
         z, _, info = fixed_point_iter(f, z0, max_iter=max_iter, tol=tol, stop_mode="rel")
-    trace = info["rel_trace"]                   # (B, 1 + steps); column 0 = the 1e8 start
-    below = trace < tol
-    first = torch.where(below.any(dim=1), below.float().argmax(dim=1).float(), info["nstep"].float())
+    below = info["rel_trace"][:, 1:] < tol      # (B, steps); torchdeq's column 0 is a 1e8 placeholder
+    first = torch.where(below.any(dim=1), below.float().argmax(dim=1).float() + 1, info["nstep"].float())
     return z, first, info["rel_lowest"]
 
 
