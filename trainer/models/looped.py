@@ -127,4 +127,4 @@ class LoopedEncoder(nn.Module):
 
 register_encoder(EncoderSpec("looped", LoopedEncoder, "looped",
                              "Fan et al.'s block, weight-tied, `loops` iterations with input injection (causal)",
-                             {"loops": 4, "injection": True}, {}))
+                             {"loops": 4, "injection": True, "pooling": "end"}, {}))

@@ -51,5 +51,5 @@ PAPER = {
 
 for _cell, _what in (("rnn", "Elman RNN (tanh)"), ("lstm", "LSTM"), ("gru", "GRU")):
     register_encoder(EncoderSpec(_cell, (lambda c: (lambda cfg: RecurrentEncoder(cfg, c)))(_cell), "rnn",
-                                 f"torch.nn {_what} over a learned embedding", {},
+                                 f"torch.nn {_what} over a learned embedding", {"pooling": "end"},
                                  {"cpu": CPU.get(_cell, {}), "paper": PAPER[_cell]}))

@@ -54,12 +54,12 @@ CPU = {   # BENCHMARKS.md §4.2: 2 layers, d 64, 4 heads, AdamW 1e-3, wd 0.1, ba
 PAPER = {  # MODELS.md §1.5 (P1's Transformer rows), §1.9 (P3's)
     "flipflop": {"d_model": 512, "n_layer": 6, "n_head": 8, "d_ff": 2048, "dropout": 0.1, "lr": 3e-4,
                  "betas": [0.9, 0.999], "weight_decay": 0.1, "batch_size": 16, "steps": 10_000,
-                 "schedule": "onecycle", "warmup": 50, "attn_dropout": 0.1},
+                 "schedule": "linear", "warmup": 50, "attn_dropout": 0.1},
     "listops": {"d_model": 512, "n_layer": 4, "n_head": 8, "d_ff": 1024, "dropout": 0.1, "attn_dropout": 0.1,
                 "betas": [0.9, 0.98], "weight_decay": 0.1, "batch_size": 32},
     "logic": {"d_model": 512, "n_layer": 4, "n_head": 8, "d_ff": 1024, "dropout": 0.2, "attn_dropout": 0.5,
               "lr": 7e-4, "betas": [0.9, 0.98], "weight_decay": 0.1, "batch_size": 256,
-              "schedule": "warmup_constant", "warmup": 4000},
+              "schedule": "constant", "warmup": 4000},
     "words": {"d_model": 512, "n_head": 8, "d_ff": 2048},
 }
 
