@@ -241,3 +241,25 @@ def test_variational_dropout_mask_shape():
     y = d(x)
     assert torch.equal(y[:, 0], y[:, 6])                     # one mask for all positions
     assert torch.equal(d(torch.ones(3, 4)), y[:, 0])         # and for the one-token form
+
+
+@pytest.mark.parametrize("key,value", [("eval_mode", "fast"), ("test_max_iter", 0), ("tau", 1.5), ("f_tol", -1)])
+def test_bad_settings_are_user_errors(key, value):
+    from rasp.errors import RaspError
+    with pytest.raises(RaspError, match=key):
+        build("implicit_mamba2", **{key: value})
+
+
+@pytest.mark.parametrize("name", IMPLICIT + ["mamba2", "llama"])
+def test_cpu_preset_reaches_the_encoder(name):
+    from types import SimpleNamespace
+    from trainer.seqpresets import make_seq_hparams
+    spec = ENCODERS.lookup(name)
+    hp = make_seq_hparams("cpu", SimpleNamespace(family="", name="words_z60"), spec, {}, {"test_max_iter": 7})
+    assert (hp.d_model, hp.n_layer, hp.batch_size, hp.betas, hp.grad_clip) == (64, 1, 128, [0.9, 0.95], 0.25)
+    if name.endswith("mamba2"):
+        assert (hp.extra["d_state"], hp.extra["headdim"], hp.extra["expand"]) == (16, 16, 2)
+    if name.startswith("implicit"):
+        assert (hp.extra["warmup_steps"], hp.extra["f_max_iter"], hp.extra["grad"]) == (150, 16, 4)
+        model = spec.build(EncoderConfig(vocab_size=61, **hp.encoder_fields(), extra=dict(hp.extra)))
+        assert model.extra["test_max_iter"] == 7

@@ -38,6 +38,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from rasp.errors import RaspError
+
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.models.fixed_point import (add_weight_norm, ift_gradient, phantom_gradient,
                                         reset_variational_dropout, reset_weight_norm, solve, unroll)
@@ -56,14 +58,34 @@ IMPLICIT_DEFAULTS = dict(
 EVAL_MODES = ("simultaneous", "sequential")
 
 
+def check_deq_settings(ex: dict) -> dict:
+    """User-settable (`--set`) fixed-point settings: a RaspError naming the key."""
+    def bad(key, what):
+        raise RaspError(f"{key} = {ex[key]!r}: {what}")
+    for key in ("warmup_steps",):
+        if isinstance(ex[key], bool) or not isinstance(ex[key], int) or ex[key] < 0:
+            bad(key, "an integer >= 0")
+    for key in ("warmup_iter", "bounded_max_iter", "bounded_grad", "f_max_iter", "grad", "b_max_iter",
+                "test_max_iter"):
+        if isinstance(ex[key], bool) or not isinstance(ex[key], int) or ex[key] < 1:
+            bad(key, "an integer >= 1")
+    for key in ("f_tol", "b_tol", "bounded_until") + (("test_tol",) if ex["test_tol"] is not None else ()):
+        if isinstance(ex[key], bool) or not isinstance(ex[key], (int, float)) or not ex[key] >= 0:
+            bad(key, "a number >= 0")
+    for key in ("tau", "seq_tau"):
+        if isinstance(ex[key], bool) or not isinstance(ex[key], (int, float)) or not 0 < ex[key] <= 1:
+            bad(key, "a damping factor in (0, 1]")
+    if ex["eval_mode"] not in EVAL_MODES:
+        bad("eval_mode", f"one of {', '.join(EVAL_MODES)}")
+    return ex
+
+
 class ImplicitEncoder(nn.Module):
     def __init__(self, core: nn.Module, d_model: int, extra: dict):
         super().__init__()
         self.core = core
         self.d_model = d_model
-        self.extra = {**IMPLICIT_DEFAULTS, **extra}
-        if self.extra["eval_mode"] not in EVAL_MODES:
-            raise ValueError(f"eval_mode must be one of {EVAL_MODES}, not {self.extra['eval_mode']!r}")
+        self.extra = check_deq_settings({**IMPLICIT_DEFAULTS, **extra})
         if self.extra["weight_norm"]:
             add_weight_norm(core)
         self._step = None
@@ -156,8 +178,9 @@ class ImplicitEncoder(nn.Module):
 
 
 def with_deq(preset: dict, deq: dict) -> dict:
-    """A model preset with the fixed-point settings merged into its `extra`."""
-    return {**preset, "extra": {**preset.get("extra", {}), **deq}}
+    """A model preset plus the fixed-point settings (flat: keys that are not
+    hyper-parameter fields become EncoderConfig.extra, trainer/seqpresets.py)."""
+    return {**preset, **deq}
 
 
 # BENCHMARKS.md §4.2: 150 warm-up steps unrolled 4x (τ 0.8), then <= 16 undamped

@@ -1,7 +1,8 @@
 """Llama-3 block (MODELS.md §1.8) and the explicit `llama` encoder.
 
 Pre-norm `torch.nn.RMSNorm`, multi-head attention without biases and without
-GQA, rotary position embedding (θ = 500 000, rotate-half form), SDPA, SwiGLU
+GQA, rotary position embedding (θ = 500 000; blocks.Rotary's consecutive-pair
+layout, a fixed permutation of HF's rotate-half one), SDPA, SwiGLU
 MLP `w2(SiLU(w1 h) ⊙ w3 h)`.  The attention takes an optional injected input
 `[v_q | v_k | v_v]` added to the Q, K, V projections before RoPE (P2 §3.2
 "Attn(z W_QKV + x W_inp)"), which the implicit Llama uses; the explicit
@@ -16,33 +17,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rasp.errors import RaspError
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
+from trainer.models.blocks import Rotary
 from trainer.models.fixed_point import InjectedCore, VariationalDropout
 from trainer.models.mamba2 import extra_with_defaults, init_out_proj
-
-
-def rope_angles(positions: torch.Tensor, head_dim: int, theta: float):
-    """cos, sin of shape (len(positions), head_dim) for the rotate-half layout."""
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device,
-                                            dtype=torch.float32) / head_dim)
-    ang = positions.float()[:, None] * inv_freq[None, :]
-    ang = torch.cat([ang, ang], dim=-1)
-    return ang.cos(), ang.sin()
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (..., L, head_dim)."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
 
 
 class LlamaAttention(nn.Module):
     def __init__(self, d_model: int, n_head: int, rope_theta: float):
         super().__init__()
         if d_model % n_head or (d_model // n_head) % 2:
-            raise ValueError(f"d_model {d_model} must split into {n_head} heads of even size")
-        self.n_head, self.head_dim, self.theta = n_head, d_model // n_head, rope_theta
+            raise RaspError(f"d_model {d_model} must split into {n_head} heads of even size")
+        self.n_head, self.head_dim = n_head, d_model // n_head
+        self.rope = Rotary(self.head_dim, base=rope_theta)
         self.wq = nn.Linear(d_model, d_model, bias=False)
         self.wk = nn.Linear(d_model, d_model, bias=False)
         self.wv = nn.Linear(d_model, d_model, bias=False)
@@ -61,8 +49,7 @@ class LlamaAttention(nn.Module):
         over the real tokens)."""
         b, l, d = h.shape
         q, k, v = self._qkv(h, injected)
-        cos, sin = rope_angles(torch.arange(l, device=h.device), self.head_dim, self.theta)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = self.rope(q, k, torch.arange(l, device=h.device, dtype=torch.float32).expand(b, l))
         if key_mask is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -74,8 +61,7 @@ class LlamaAttention(nn.Module):
         (b, H, t, hd) or None.  Returns (out, cache with this token appended);
         the given cache is not modified."""
         q, k, v = self._qkv(h[:, None], injected if injected is None else injected[:, None])
-        cos, sin = rope_angles(torch.tensor([position], device=h.device), self.head_dim, self.theta)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = self.rope(q, k, torch.full((h.shape[0], 1), float(position), device=h.device))
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
         out = F.scaled_dot_product_attention(q, k, v)
@@ -145,10 +131,10 @@ class LlamaEncoder(nn.Module):
 LLAMA_DEFAULTS = dict(rope_theta=500000.0, emb_std=0.02)
 # CPU size matched to the Mamba2 cpu preset (d 64, one layer); optimiser as §4.2's Mamba2 row.
 LLAMA_CPU = dict(d_model=64, n_layer=1, n_head=4, d_ff=256,
-                 lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0, grad_clip=0.25, batch_size=128)
+                 lr=1e-3, betas=[0.9, 0.95], weight_decay=0.0, grad_clip=0.25, batch_size=128)
 # MODELS.md §1.8: the 130M config (12 layers, d 768, 12 heads, d_inner 3072, wd 0.1).
 LLAMA_PAPER = dict(d_model=768, n_layer=12, n_head=12, d_ff=3072,
-                   lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=0.25, batch_size=512)
+                   lr=1e-3, betas=[0.9, 0.95], weight_decay=0.1, grad_clip=0.25, batch_size=512)
 
 register_encoder(EncoderSpec(
     name="llama", build=LlamaEncoder, family="llama",
@@ -166,7 +152,7 @@ class ImplicitLlamaCore(InjectedCore):
     def __init__(self, cfg):
         super().__init__()
         if not cfg.causal:
-            raise ValueError("implicit_llama is causal only (its sequential mode needs it)")
+            raise RaspError("implicit_llama is causal only (its sequential mode needs it)")
         ex = extra_with_defaults(cfg, {**LLAMA_DEFAULTS, "emb_std": 0.01})
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.normal_(self.embedding.weight, std=ex["emb_std"])

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rasp.errors import RaspError
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.models.fixed_point import InjectedCore, VariationalDropout
 
@@ -106,7 +107,7 @@ class Mamba2Mixer(nn.Module):
         self.d_model, self.d_state, self.headdim, self.d_conv = d_model, d_state, headdim, d_conv
         self.d_inner = expand * d_model
         if self.d_inner % headdim:
-            raise ValueError(f"expand*d_model = {self.d_inner} is not a multiple of headdim {headdim}")
+            raise RaspError(f"expand*d_model = {self.d_inner} is not a multiple of headdim {headdim}")
         self.nheads = self.d_inner // headdim
         self.chunk_size = chunk_size
         self.conv_dim = self.d_inner + 2 * d_state
@@ -228,11 +229,11 @@ class Mamba2Encoder(nn.Module):
 
 MAMBA2_DEFAULTS = dict(d_state=128, expand=2, headdim=64, d_conv=4, chunk_size=256, emb_std=0.02)
 # BENCHMARKS.md §4.2: 1 layer, d 64, expand 2, headdim 16 (8 heads), d_state 16.
-MAMBA2_CPU = dict(d_model=64, n_layer=1, extra=dict(d_state=16, expand=2, headdim=16),
-                  lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0, grad_clip=0.25, batch_size=128)
+MAMBA2_CPU = dict(d_model=64, n_layer=1, d_state=16, expand=2, headdim=16,
+                  lr=1e-3, betas=[0.9, 0.95], weight_decay=0.0, grad_clip=0.25, batch_size=128)
 # MODELS.md §1.7.5: the state-tracking model of MSI's config.
-MAMBA2_PAPER = dict(d_model=256, n_layer=1, extra=dict(d_state=128, expand=4, headdim=64),
-                    lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0, grad_clip=0.25, batch_size=512)
+MAMBA2_PAPER = dict(d_model=256, n_layer=1, d_state=128, expand=4, headdim=64,
+                    lr=1e-3, betas=[0.9, 0.95], weight_decay=0.0, grad_clip=0.25, batch_size=512)
 
 register_encoder(EncoderSpec(
     name="mamba2", build=Mamba2Encoder, family="mamba2",
