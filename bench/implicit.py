@@ -87,15 +87,18 @@ def worker(args) -> None:
     steps = args.steps or STEPS[args.worker]
     hp = make_seq_hparams("cpu", task, spec, {"steps": steps, "seed": args.seed}, {"eval_every": 0})
     out = Path(args.out) / args.worker
+    spent = out / "bench_seconds.json"          # wall time over every segment of a resumed run
+    before = 0.0
+    if args.resume and spent.exists():
+        before = json.loads(spent.read_text())["seconds"]
+    elif args.resume and (out / "summary.json").exists():
+        before = json.loads((out / "summary.json").read_text()).get("seconds", 0.0)
     t0 = time.perf_counter()
     summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
                                      max_wall=args.max_wall, resume=args.resume))
     train_s = time.perf_counter() - t0
     tests = [s for s in task.splits if s.startswith("test")] or [s for s in task.splits if s != "train"]
     res = evaluate_seq_run(out, splits=tests, n=args.n, plots=False, progress=False)
-    # wall time over every segment of a resumed run
-    spent = out / "bench_seconds.json"
-    before = json.loads(spent.read_text())["seconds"] if args.resume and spent.exists() else 0.0
     train_s = before + summary.get("seconds", train_s)
     spent.write_text(json.dumps({"seconds": train_s}))
     print(json.dumps({"model": args.worker, "task": task_name, "train_s": train_s,
