@@ -26,9 +26,9 @@ def toys():
         TASKS.pop(t.name, None)
 
 
-def _batch(targets, tokens=None):
+def _batch(targets):
     t = torch.tensor(targets)
-    tok = torch.ones_like(t) if tokens is None else torch.tensor(tokens)
+    tok = torch.ones(t.shape[0], t.shape[-1] if t.dim() > 1 else 1, dtype=torch.long)
     return SeqBatch(tok, tok != 0, t, torch.full((t.shape[0],), t.shape[-1] if t.dim() > 1 else 1),
                     torch.full((t.shape[0],), -1))
 
@@ -37,25 +37,24 @@ def test_metrics_score_exactly_the_scored_positions():
     b = _batch([[1, -1, 0, -1, 1], [0, 1, -1, -1, -1], [-1, -1, -1, -1, -1]])
     pred = torch.tensor([[1, 0, 1, 0, 1],       # one scored error (position 2); unscored 1, 3 wrong on purpose
                          [0, 1, 1, 1, 1],       # all scored right, unscored garbage
-                         [0, 0, 0, 0, 0]])      # nothing scored: not counted anywhere
-    num, den = scoring.get_metric("token_acc")(pred, b)
-    assert num.tolist() == [2, 2, 0] and den.tolist() == [3, 2, 0]
-    num, den = scoring.get_metric("seq_acc")(pred, b)
-    assert num.tolist() == [0, 1, 0] and den.tolist() == [1, 1, 0]
-    num, den = scoring.get_metric("last_acc")(pred, b)       # last scored: positions 4 and 1
-    assert num.tolist() == [1, 1, 0] and den.tolist() == [1, 1, 0]
-    # the loss sees the same positions: changing unscored logits changes nothing
+                         [0, 0, 0, 0, 0]])      # nothing scored: no value
+    assert scoring.example_values("token_acc", pred, b) == [2 / 3, 1.0, None]
+    assert scoring.example_values("seq_acc", pred, b) == [0.0, 1.0, None]
+    assert scoring.example_values("last_read_acc", pred, b) == [1.0, 1.0, None]   # positions 4 and 1
+    cls = _batch([2, 0, 1])
+    assert scoring.example_values("acc", torch.tensor([2, 1, 1]), cls) == [1.0, 0.0, 1.0]
+    # the loss sees the same positions: unscored logits get no gradient
     logits = torch.randn(3, 5, 2, requires_grad=True)
     scoring.loss_fn(logits, b).backward()
     assert torch.equal(logits.grad[0, 1], torch.zeros(2)) and torch.equal(logits.grad[2], torch.zeros(5, 2))
     assert logits.grad[0, 2].abs().sum() > 0
 
 
-def test_ratio_and_standard_error():
-    r = scoring.ratio([1, 0, 1, 1], [1, 1, 1, 1])
+def test_summary_and_standard_error():
+    r = scoring.summary([1.0, 0.0, None, 1.0, 1.0])
     assert r["mean"] == 0.75 and r["n"] == 4
-    assert abs(r["se"] - (0.75 * 0.25 * 4 / 3) ** 0.5 / 2) < 1e-12       # sqrt(p(1-p)/(n-1))
-    assert scoring.ratio([2, 0], [0, 0])["mean"] is None
+    assert abs(r["se"] - (0.25 / 4) ** 0.5) < 1e-12       # sample variance 0.25, se = sd / sqrt(n)
+    assert scoring.summary([None, None])["mean"] is None
 
 
 def test_collate_pads_and_masks():
