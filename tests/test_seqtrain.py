@@ -162,3 +162,42 @@ def test_train_from_file_and_bad_inputs(tmp_path, capsys):
     assert _train(tmp_path / "r4", "toy_sum", "nosuchmodel") == 2
     assert _train(tmp_path / "r5", "toy_sum", "gru", "--set", "pooling=max") == 2
     assert "pooling" in capsys.readouterr().err
+
+
+class _Probe(torch.nn.Module):
+    """A GRU encoder that also reports an aux loss, per-sample `iterations`
+    (= its length) and per-position `residual`, and records set_progress."""
+    calls: list = []
+
+    def __init__(self, cfg):
+        super().__init__()
+        from trainer.models.rnn import RecurrentEncoder
+        self.inner = RecurrentEncoder(cfg, "gru")
+
+    def set_progress(self, step, total):
+        _Probe.calls.append((step, total))
+
+    def forward(self, tokens, mask):
+        out = self.inner(tokens, mask)
+        out.aux_loss = torch.tensor(5.0)
+        out.stats = {"iterations": mask.sum(1).float(), "residual": mask.float() * 0.5}
+        return out
+
+
+def test_trainer_calls_set_progress_adds_aux_loss_and_reports_stats(tmp_path):
+    from trainer.models.base import ENCODERS, EncoderSpec
+    ENCODERS.register(EncoderSpec("probe_enc", _Probe, "tests"))
+    _Probe.calls.clear()
+    try:
+        out = tmp_path / "p"
+        assert _train(out, "toy_sum", "probe_enc", "--steps", "3", "--set", "eval_every=0", "--set",
+                      "log_every=1") == 0
+        assert _Probe.calls == [(0, 3), (1, 3), (2, 3)]
+        rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        assert all(r["loss"] > 5.0 for r in rows if "loss" in r)
+        assert main(["eval", str(out), "--splits", "long", "-n", "30", "--no-progress"]) == 0
+        st = json.loads((out / "eval.json").read_text())["splits"]["long"]["stats"]
+        assert all(float(L) == v for L, v in st["iterations"]["by_length"].items())
+        assert st["residual"]["mean"] == 0.5 and st["iterations"]["max"] <= 12
+    finally:
+        ENCODERS.pop("probe_enc", None)
