@@ -394,9 +394,54 @@ def timing_signal(positions: torch.Tensor, d: int) -> torch.Tensor:
     return F.pad(sig, (0, d - 2 * half))
 
 
+@dataclass
+class ACTState:
+    """Per position: H = cumulative halting probability, R = remainder,
+    N = ponder steps, halted = has taken its remainder."""
+    H: torch.Tensor
+    R: torch.Tensor
+    N: torch.Tensor
+    halted: torch.Tensor
+
+    @classmethod
+    def start(cls, like: torch.Tensor) -> "ACTState":
+        zeros = like.new_zeros(like.shape[:2])
+        return cls(H=zeros, R=zeros, N=zeros, halted=torch.zeros_like(zeros, dtype=torch.bool))
+
+    def running(self, eps: float) -> torch.Tensor:
+        return ~self.halted & (self.H < 1 - eps)
+
+
+def act_step(st: ACTState, p: torch.Tensor, eps: float):
+    """One step of T2T's `universal_transformer_act` bookkeeping; returns the
+    new state and the update weight w (0 once halted)."""
+    running = (~st.halted).to(p.dtype)
+    over = st.H + p * running > 1 - eps
+    new_halted = over.to(p.dtype) * running
+    still = (~over).to(p.dtype) * running
+    H = st.H + p * still
+    R = st.R + new_halted * (1 - H)
+    H = H + new_halted * R
+    N = st.N + still + new_halted
+    w = p * still + new_halted * R
+    return ACTState(H=H, R=R, N=N, halted=st.halted | new_halted.bool()), w
+
+
+def act_accumulate(acc: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """act_type "basic": acc = w·s + (1 - w)·acc (the parenthesised form of
+    T2T PR #1011, not the buggy `acc*1 - w`)."""
+    w = w[..., None]
+    return w * s + (1 - w) * acc
+
+
 class UTACT(nn.Module):
-    """Per-token ACT with the parenthesised update acc = w·s + (1 - w)·acc
-    (T2T PR #1011), threshold 1 - ε, ponder loss τ·mean_t(N_t + R_t)."""
+    """Per-token ACT with the parenthesised update, threshold 1 - ε, at most
+    `cfg.n_layer` steps (T2T's act_max_steps), ponder loss τ·mean_t(N_t + R_t).
+    Every position is transformed at every step; halted ones get weight 0.
+    step_preprocess adds T2T's sinusoidal position and step signals to the
+    state, so the embeddings are scaled by sqrt(d) as in T2T (P1's N(0, 0.02)
+    embeddings alone would be drowned by unit-amplitude signals); the block's
+    attention keeps its xPos/RoPE/NoPE option as in every model here."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -410,33 +455,21 @@ class UTACT(nn.Module):
 
     def forward(self, tokens, mask):
         s, m = self.front(tokens, mask)
-        B, S, d = s.shape
+        d = s.shape[-1]
+        s = s * math.sqrt(d)        # T2T scales embeddings by sqrt(d) before adding timing signals
         positions = m.long().cumsum(1) - 1
         pos_signal = timing_signal(positions, d)
-        H = s.new_zeros(B, S)
-        R, N = torch.zeros_like(H), torch.zeros_like(H)
-        halted = torch.zeros_like(m)
-        acc = torch.zeros_like(s)
+        st, acc = ACTState.start(s), torch.zeros_like(s)
         for n in range(self.cfg.n_layer):
-            if not bool((~halted & (H < 1 - self.eps) & m).any()):
+            if not bool((st.running(self.eps) & m).any()):
                 break
             s_t = s + pos_signal + timing_signal(torch.tensor(n, device=s.device), d)   # step_preprocess
-            p = torch.sigmoid(self.halt(s_t)).squeeze(-1)
-            running = (~halted).to(s.dtype)
-            over = H + p * running > 1 - self.eps
-            new_halted = over.to(s.dtype) * running
-            still = (~over).to(s.dtype) * running
-            H = H + p * still
-            R = R + new_halted * (1 - H)
-            H = H + new_halted * R
-            N = N + still + new_halted
-            w = (p * still + new_halted * R)[..., None]
-            halted = halted | new_halted.bool()
+            st, w = act_step(st, torch.sigmoid(self.halt(s_t)).squeeze(-1), self.eps)
             s = self.block(s_t, s_t, m, positions, self.cfg.causal)
-            acc = w * s + (1 - w) * acc
-        ponder = masked_mean(N + R, m)
+            acc = act_accumulate(acc, s, w)
+        ponder = masked_mean(st.N + st.R, m)
         return EncoderOutput(hidden=acc, mask=m, aux_loss=self.tau * ponder.mean(),
-                             stats={"depth": depth_stat(N, m, self.cfg.causal)})
+                             stats={"depth": depth_stat(st.N, m, self.cfg.causal)})
 
 
 # --------------------------------------------------------------------------
@@ -468,7 +501,7 @@ class LatentBottleneck(nn.Module):
         else:
             self.blocks = nn.ModuleList(RecurrentBlock(cfg, memory=True) for _ in range(cfg.n_layer))
         self.updates = nn.ModuleList(MemoryUpdateBlock(cfg) for _ in range(ex.get("update_layers", 1)))
-        self.final_ln = nn.LayerNorm(cfg.d_model)
+        self.final_ln = None if cfg.causal else nn.LayerNorm(cfg.d_model)   # on the pooled memory
 
     def fast_stream(self, C, pseudo, positions, memory):
         """TLB: the L chunk layers.  Returns (C_L, None, depth)."""
