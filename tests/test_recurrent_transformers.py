@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from trainer.models.base import ENCODERS, EncoderConfig
 from trainer.models import recurrent_transformers as rt
+from trainer.models.blocks import positions
 
 torch.set_num_threads(1)
 MODELS = ["ut_act", "ut", "gut", "gut_token", "gut_nogate", "gut_notrans", "tlb", "tlb_fixed", "gutlb"]
@@ -169,10 +170,9 @@ def test_tlb_single_chunk_equals_fast_stream_without_memory_read():
         x, _ = m.front(tok, mask)
         pseudo = mask.clone()
         pseudo[:, 0] = True
-        pos = pseudo.long().cumsum(1) - 1
         h = x
         for blk in m.blocks:
-            h = blk(h, h, pseudo, pos, True, memory=None)               # no cross-attention at all
+            h = blk(h, pseudo, positions(pseudo), True, memory=None)    # no cross-attention at all
     assert torch.allclose(out, h, atol=1e-6)
     # with several chunks the memory does matter
     with torch.no_grad():
@@ -205,7 +205,7 @@ def test_gut_ablations_differ_only_in_the_removed_component(causal):
     nogate.load_state_dict({k: gut.state_dict()[k] for k in keys})
     with torch.no_grad():
         assert not torch.allclose(nogate(tok, mask).hidden, base.hidden, atol=1e-4)
-        gut.block.gate[3].bias.fill_(60.0)                                # σ(60) = 1
+        gut.block.gate.down.bias.fill_(60.0)                                # σ(60) = 1
         assert torch.allclose(nogate(tok, mask).hidden, gut(tok, mask).hidden, atol=1e-5)
     gut = build("gut", causal)
     # -transition: W1 is d x d; GUT with the H_l half of W1 zeroed is the ablation
@@ -259,8 +259,9 @@ def test_presets_cover_the_task_families():
             assert (cpu["d_model"], cpu["n_head"], cpu["d_ff"]) == (64, 4, 128)
             assert spec.presets["paper"][fam]["d_model"] == 512
     assert ENCODERS["gut"].presets["paper"]["flipflop"]["n_layer"] == 20
-    assert ENCODERS["ut"].presets["paper"]["logic"]["extra"]["beta"] == 0.0
-    assert ENCODERS["tlb"].presets["paper"]["listops"]["extra"]["chunk"] == 20
+    assert ENCODERS["ut"].presets["paper"]["logic"]["beta"] == 0.0
+    assert ENCODERS["tlb"].presets["paper"]["listops"]["chunk"] == 20
+    assert ENCODERS["gut"].defaults["pooling"] == "end" and ENCODERS["ut"].defaults["pooling"] == "mean"
 
 
 # ---------------------------------------------------------------- toy training
@@ -334,4 +335,4 @@ def test_toy_training_lowers_the_loss(name):
 
 
 def m_pool(name):
-    return ENCODERS[name].defaults["pool"]
+    return ENCODERS[name].defaults["pooling"]

@@ -15,9 +15,10 @@ All of them are encoders (trainer/models/base.py).  `cfg.n_layer` is the depth
 cap of the looped models (UT/GUT: layers; GUTLB: layers per chunk; ut_act:
 `act_max_steps`) and the number of distinct chunk layers L of TLB.
 `cfg.extra`: `pos` (xpos | rope | nope), `attn_dropout`, `threshold` (0.999),
-`beta` (penalty weight, P1's β = `penalty_gamma`), `pool` (what the head reads),
-`chunk`, `memory`, `update_layers`, `fixed_chunks`, `act_epsilon`,
-`act_loss_weight`.
+`beta` (penalty weight, P1's β = `penalty_gamma`), `chunk`, `memory`,
+`update_layers`, `fixed_chunks`, `d_gff`, `act_epsilon`, `act_loss_weight`,
+`act_halting_bias_init`; the head's `pooling` (a run setting) defaults to
+P1's: mean for UT/TLB/GUTLB, END for the GUT family.
 
 Decisions where the sources disagree (MODELS.md §5), as the table suggests:
   #1  flip-flop chunk: the paper's 10 slots / chunk 10 by default; `chunk=100`
@@ -59,132 +60,42 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from trainer.models.base import EncoderConfig, EncoderOutput, EncoderSpec, register_encoder
+from trainer.models.blocks import FeedForward, MultiHeadAttention, PreLNBlock, add_start_end, positions
 
 THRESHOLD = 0.999          # P1's α_thresh
-POSITIONAL = ("xpos", "rope", "nope")
-
-
-# --------------------------------------------------------------------------
-# The shared pre-LN block (MODELS.md §1.0).  Local until trainer/models/blocks.py
-# (the `frame` helper) lands on main; then these classes give way to it.
-# --------------------------------------------------------------------------
-
-class LocalRotary(nn.Module):
-    """RoPE on consecutive pairs (x0,x1),(x2,x3)...; with `decay` it is xPos
-    (torchscale's, as JRC uses it): q scaled by s^(pos+m)/512, k by its inverse."""
-
-    def __init__(self, head_dim: int, decay: bool, scale_base: float = 512.0):
-        super().__init__()
-        if head_dim % 2:
-            raise ValueError(f"rotary position encodings need an even head size, got {head_dim}")
-        self.decay = decay
-        self.scale_base = scale_base
-        half = head_dim // 2
-        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(half).float() / half), persistent=False)
-        self.register_buffer("decay_base", (torch.arange(0, head_dim, 2).float() + 0.4 * head_dim) / (1.4 * head_dim),
-                             persistent=False)
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, downscale: bool) -> torch.Tensor:
-        # x (B, heads, L, hd); positions (B, L)
-        pos = positions.to(x.dtype)[:, None, :, None]                      # (B,1,L,1)
-        angle = pos * self.inv_freq
-        sin, cos = angle.sin(), angle.cos()
-        if self.decay:
-            m = (-x.shape[2]) // 2                                       # floor(-L/2)
-            scale = self.decay_base ** ((pos + m) / self.scale_base)
-            scale = 1.0 / scale if downscale else scale
-            sin, cos = sin * scale, cos * scale
-        sin = sin.repeat_interleave(2, dim=-1)
-        cos = cos.repeat_interleave(2, dim=-1)
-        rotated = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
-        return x * cos + rotated * sin
-
-
-class LocalAttention(nn.Module):
-    """P1's MHA: no biases, xavier gains 1/sqrt2 on q/k/v, SDPA with a boolean
-    key-padding (and causal) mask; positions only for self-attention."""
-
-    def __init__(self, d: int, heads: int, attn_dropout: float, pos: str):
-        super().__init__()
-        if d % heads:
-            raise ValueError(f"d_model {d} is not a multiple of n_head {heads}")
-        self.heads, self.head_dim, self.attn_dropout = heads, d // heads, attn_dropout
-        self.q = nn.Linear(d, d, bias=False)
-        self.k = nn.Linear(d, d, bias=False)
-        self.v = nn.Linear(d, d, bias=False)
-        self.out = nn.Linear(d, d, bias=False)
-        for lin in (self.q, self.k, self.v):
-            nn.init.xavier_uniform_(lin.weight, gain=1 / math.sqrt(2))
-        nn.init.xavier_uniform_(self.out.weight)
-        self.rotary = None if pos == "nope" else LocalRotary(self.head_dim, decay=pos == "xpos")
-
-    def _split(self, x):
-        B, L, _ = x.shape
-        return x.view(B, L, self.heads, self.head_dim).transpose(1, 2)
-
-    def forward(self, q_in, kv_in, kv_mask, causal=False, q_pos=None, kv_pos=None):
-        q, k, v = self._split(self.q(q_in)), self._split(self.k(kv_in)), self._split(self.v(kv_in))
-        if self.rotary is not None and q_pos is not None:
-            q = self.rotary(q, q_pos, downscale=False)
-            k = self.rotary(k, kv_pos, downscale=True)
-        Lq, Lk = q.shape[2], k.shape[2]
-        allowed = kv_mask[:, None, None, :].expand(-1, 1, Lq, Lk)
-        if causal:
-            allowed = allowed & torch.ones(Lq, Lk, dtype=torch.bool, device=q.device).tril()
-        # a query row with no visible key (padding) would give NaN: let it see key 0
-        allowed = allowed | (~allowed.any(-1, keepdim=True) & (torch.arange(Lk, device=q.device) == 0))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
-                                             dropout_p=self.attn_dropout if self.training else 0.0)
-        return self.out(out.transpose(1, 2).reshape(q_in.shape[0], Lq, -1))
-
-
-def local_ffn(d: int, d_hidden: int, dropout: float, out_act: nn.Module | None = None) -> nn.Sequential:
-    """Linear -> Dropout -> GELU -> Linear -> Dropout (+ optional sigmoid for
-    the gate); xavier weights, biases N(0, 1e-6) [JRC TransformerBlock.py]."""
-    layers = [nn.Linear(d, d_hidden), nn.Dropout(dropout), nn.GELU(), nn.Linear(d_hidden, d), nn.Dropout(dropout)]
-    if out_act is not None:
-        layers.append(out_act)
-    seq = nn.Sequential(*layers)
-    for i in (0, 3):
-        nn.init.xavier_uniform_(seq[i].weight)
-        nn.init.normal_(seq[i].bias, std=1e-6)
-    return seq
 
 
 class RecurrentBlock(nn.Module):
-    """Pre-LN block in its four P1 forms:
+    """The shared `PreLNBlock` in its four P1 forms:
 
         plain    A = Drop(MHA(LN1 H, LN1 KV)) + H;  out = FFN(LN2 A) + A      (TransformerBlock)
         gated    out = G*(FFN(U)+A) + (1-G)*H, U = LN2 A, G = σ(MLP_g(U))     (GatedTransformerBlock)
         memory   after self-attention: A = Drop(XAttn(LN11 A, LN12 M)) + A     (TLBBlock)
         both     memory read and gate                                          (GatedTLBBlock)
-    """
+
+    `stream`: K/V from UT's marginalised S (same positions as H)."""
 
     def __init__(self, cfg: EncoderConfig, gated: bool = False, memory: bool = False):
         super().__init__()
         d, ex = cfg.d_model, cfg.extra
         attn_drop = ex.get("attn_dropout", cfg.dropout)
-        self.ln1 = nn.LayerNorm(d)
-        self.attn = LocalAttention(d, cfg.n_head, attn_drop, ex.get("pos", "xpos"))
-        self.drop = nn.Dropout(cfg.dropout)
-        self.memory = memory
+        self.core = PreLNBlock(d, cfg.n_head, cfg.d_ff, cfg.dropout, attn_drop, ex.get("pos", "xpos"),
+                               ex.get("head_dim"))
         if memory:
             self.ln_mq, self.ln_mkv = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.cross = LocalAttention(d, cfg.n_head, attn_drop, "nope")
+            self.cross = MultiHeadAttention(d, cfg.n_head, ex.get("head_dim"), attn_drop, "nope")
             self.drop_m = nn.Dropout(cfg.dropout)
-        self.ln2 = nn.LayerNorm(d)
-        self.ffn = local_ffn(d, cfg.d_ff, cfg.dropout)
-        self.gate = local_ffn(d, ex.get("d_gff", cfg.d_ff), cfg.dropout, nn.Sigmoid()) if gated else None
+        # JRC's FFN_gate = the FFN's layout (d -> d_gff -> d, same init) + sigmoid
+        self.gate = FeedForward(d, ex.get("d_gff", cfg.d_ff), cfg.dropout) if gated else None
 
-    def forward(self, h, kv, mask, positions, causal, memory=None):
-        a = self.drop(self.attn(self.ln1(h), self.ln1(kv), mask, causal, positions, positions)) + h
-        if self.memory and memory is not None:
-            slots = torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
-            a = self.drop_m(self.cross(self.ln_mq(a), self.ln_mkv(memory), slots)) + a
-        u = self.ln2(a)
-        out = self.ffn(u) + a
+    def forward(self, h, mask, pos, causal, stream=None, memory=None):
+        a = self.core.attend(h, mask, causal, pos=pos, stream=stream)
+        if memory is not None:                    # all slots visible, no positions, never causal
+            a = a + self.drop_m(self.cross(self.ln_mq(a), self.ln_mkv(memory)))
+        u = self.core.ln2(a)
+        out = a + self.core.ffn(u)
         if self.gate is not None:
-            g = self.gate(u)
+            g = torch.sigmoid(self.gate(u))
             out = g * out + (1 - g) * h
         return out
 
@@ -196,9 +107,10 @@ class MemoryUpdateBlock(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.ln_q, self.ln_kv, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
-        self.cross = LocalAttention(d, cfg.n_head, cfg.extra.get("attn_dropout", cfg.dropout), "nope")
+        self.cross = MultiHeadAttention(d, cfg.n_head, cfg.extra.get("head_dim"),
+                                        cfg.extra.get("attn_dropout", cfg.dropout), "nope")
         self.drop = nn.Dropout(cfg.dropout)
-        self.ffn = local_ffn(d, d, cfg.dropout)
+        self.ffn = FeedForward(d, d, cfg.dropout)
 
     def forward(self, memory, chunk, chunk_mask):
         b = self.drop(self.cross(self.ln_q(memory), self.ln_kv(chunk), chunk_mask)) + memory
@@ -207,7 +119,7 @@ class MemoryUpdateBlock(nn.Module):
 
 class TokenFrontEnd(nn.Module):
     """Embedding (N(0, 0.02), row 0 = padding) + dropout; for non-causal use
-    the learned START vector in front and END at the first padding slot."""
+    P1's learned START/END vectors (`add_start_end`)."""
 
     def __init__(self, cfg: EncoderConfig, start_end: bool):
         super().__init__()
@@ -218,20 +130,12 @@ class TokenFrontEnd(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.start_end = start_end
         if start_end:
-            self.START = nn.Parameter(torch.randn(cfg.d_model))
-            self.END = nn.Parameter(torch.randn(cfg.d_model))
+            self.start = nn.Parameter(torch.randn(cfg.d_model))
+            self.end = nn.Parameter(torch.randn(cfg.d_model))
 
     def forward(self, tokens, mask):
         x = self.drop(self.embed(tokens))
-        if not self.start_end:
-            return x, mask
-        B, L, d = x.shape
-        x = torch.cat([self.START.expand(B, 1, d), x, x.new_zeros(B, 1, d)], dim=1)
-        lengths = mask.sum(1)
-        end_at = F.one_hot(lengths + 1, L + 2).bool()[..., None]            # (B, L+2, 1)
-        x = torch.where(end_at, self.END.expand(B, L + 2, d), x)
-        new_mask = torch.arange(L + 2, device=mask.device)[None] < (lengths + 2)[:, None]
-        return x, new_mask
+        return add_start_end(x, mask, self.start, self.end) if self.start_end else (x, mask)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -366,11 +270,11 @@ class UniversalTransformer(nn.Module):
 
     def forward(self, tokens, mask):
         x, m = self.front(tokens, mask)
-        positions = m.long().cumsum(1) - 1
+        pos = positions(m)
         per_position = self.causal or not self.global_halt
 
         def step(H, S):
-            return self.block(H, H if self.global_halt else S, m, positions, self.causal)
+            return self.block(H, m, pos, self.causal, stream=None if self.global_halt else S)
 
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, m), x, m, self.cfg.n_layer, per_position,
                          self.threshold)
@@ -384,12 +288,12 @@ class UniversalTransformer(nn.Module):
 # UT with Graves/Dehghani ACT (§1.1.a)
 # --------------------------------------------------------------------------
 
-def timing_signal(positions: torch.Tensor, d: int) -> torch.Tensor:
-    """T2T's sinusoid (sin half, cos half; timescales 1..1e4) at `positions` (...,)."""
+def timing_signal(at: torch.Tensor, d: int) -> torch.Tensor:
+    """T2T's sinusoid (sin half, cos half; timescales 1..1e4) at positions `at` (...,)."""
     half = d // 2
-    inv = torch.exp(-math.log(1e4) * torch.arange(half, dtype=torch.float32, device=positions.device)
+    inv = torch.exp(-math.log(1e4) * torch.arange(half, dtype=torch.float32, device=at.device)
                     / max(half - 1, 1))
-    angle = positions.float()[..., None] * inv
+    angle = at.float()[..., None] * inv
     sig = torch.cat([angle.sin(), angle.cos()], dim=-1)
     return F.pad(sig, (0, d - 2 * half))
 
@@ -457,15 +361,15 @@ class UTACT(nn.Module):
         s, m = self.front(tokens, mask)
         d = s.shape[-1]
         s = s * math.sqrt(d)        # T2T scales embeddings by sqrt(d) before adding timing signals
-        positions = m.long().cumsum(1) - 1
-        pos_signal = timing_signal(positions, d)
+        pos = positions(m)
+        pos_signal = timing_signal(pos, d)
         st, acc = ACTState.start(s), torch.zeros_like(s)
         for n in range(self.cfg.n_layer):
             if not bool((st.running(self.eps) & m).any()):
                 break
             s_t = s + pos_signal + timing_signal(torch.tensor(n, device=s.device), d)   # step_preprocess
             st, w = act_step(st, torch.sigmoid(self.halt(s_t)).squeeze(-1), self.eps)
-            s = self.block(s_t, s_t, m, positions, self.cfg.causal)
+            s = self.block(s_t, m, pos, self.cfg.causal)
             acc = act_accumulate(acc, s, w)
         ponder = masked_mean(st.N + st.R, m)
         return EncoderOutput(hidden=acc, mask=m, aux_loss=self.tau * ponder.mean(),
@@ -503,16 +407,16 @@ class LatentBottleneck(nn.Module):
         self.updates = nn.ModuleList(MemoryUpdateBlock(cfg) for _ in range(ex.get("update_layers", 1)))
         self.final_ln = None if cfg.causal else nn.LayerNorm(cfg.d_model)   # on the pooled memory
 
-    def fast_stream(self, C, pseudo, positions, memory):
+    def fast_stream(self, C, pseudo, pos, memory):
         """TLB: the L chunk layers.  Returns (C_L, None, depth)."""
         for blk in self.blocks:
-            C = blk(C, C, pseudo, positions, self.causal, memory)
+            C = blk(C, pseudo, pos, self.causal, memory=memory)
         return C, None, C.new_full((C.shape[0], 1), float(len(self.blocks)))
 
-    def halting_stream(self, C, pseudo, positions, memory, real):
+    def halting_stream(self, C, pseudo, pos, memory, real):
         """GUTLB: GUT halting over one chunk (lengths = real tokens of the chunk)."""
         def step(H, S):
-            return self.block(H, H, pseudo, positions, self.causal, memory)
+            return self.block(H, pseudo, pos, self.causal, memory=memory)
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, pseudo), C, real, self.cfg.n_layer,
                          self.causal, self.threshold)
         pen = st.final_penalty()
@@ -528,11 +432,11 @@ class LatentBottleneck(nn.Module):
         for C0, real in chunk_sequence(x, mask, self.chunk, self.fixed_chunks):
             pseudo = real.clone()
             pseudo[:, 0] = True                                   # first slot valid "for stability"
-            positions = pseudo.long().cumsum(1) - 1               # positions restart in every chunk
+            pos = positions(pseudo)                               # positions restart in every chunk
             if self.halting:
-                C, pen, depth = self.halting_stream(C0, pseudo, positions, memory, real)
+                C, pen, depth = self.halting_stream(C0, pseudo, pos, memory, real)
             else:
-                C, pen, depth = self.fast_stream(C0, pseudo, positions, memory)
+                C, pen, depth = self.fast_stream(C0, pseudo, pos, memory)
             new_memory = memory
             for upd in self.updates:
                 new_memory = upd(new_memory, C, pseudo)
@@ -558,104 +462,95 @@ class LatentBottleneck(nn.Module):
 # Registry and presets
 # --------------------------------------------------------------------------
 
-def _paper(d, heads, d_ff, n_layer, dropout, extra, optim):
-    return {"d_model": d, "n_head": heads, "d_ff": d_ff, "n_layer": n_layer, "dropout": dropout,
-            "extra": extra, **optim}
+# Presets are flat (trainer/seqpresets.py): SeqHParams fields (sizes, pooling,
+# optimiser) or EncoderConfig.extra keys.  The cpu preset only sizes the
+# model; the optimiser, batch and steps come from seqpresets.FAMILY["cpu"], the
+# same for every model of a comparison.
+
+def _paper_sizes(d_ff: int, dropout: float, attn_dropout: float) -> dict:
+    return {"d_model": 512, "n_head": 8, "d_ff": d_ff, "dropout": dropout, "attn_dropout": attn_dropout}
 
 
-# P1 optimisers (MODELS.md §1.5): JRC configs listopsc2 / proplogic / flipflop
-_LISTOPS_OPT = {"lr": 0.05, "schedule": "rootwarmup", "warmup": 1000, "betas": (0.9, 0.98),
-                "weight_decay": 0.1, "batch_size": 32, "grad_clip": 1.0, "epochs": 100, "patience": 10}
-_LISTOPS_TLB_OPT = {**_LISTOPS_OPT, "lr": 0.0125, "warmup": 8000}
-_LOGIC_OPT = {"lr": 7e-4, "schedule": "warmup_constant", "warmup": 4000, "betas": (0.9, 0.98),
-              "weight_decay": 0.1, "batch_size": 256, "grad_clip": 1.0, "epochs": 150, "patience": 20}
-_FLIPFLOP_OPT = {"lr": 3e-4, "schedule": "onecycle_linear", "warmup": 50, "betas": (0.9, 0.999),
-                 "weight_decay": 0.1, "batch_size": 16, "grad_clip": 1.0, "steps": 10000}
-# cpu preset (BENCHMARKS.md §4.2): d 64, 4 heads, d_ff 128, max 6-8 layers, chunk 10, 10 slots, L=2/U=1
-_CPU_OPT = {"lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": 0.1, "batch_size": 32, "grad_clip": 1.0}
-_CPU_STEPS = {"flipflop": 1000, "listops": 1500, "logic": 1500, "words": 1500}
+_PAPER_OPT = {   # MODELS.md §1.5 (JRC configs listopsc2 / proplogic / flipflop)
+    "listops": {"lr": 0.05, "schedule": "root", "warmup": 1000, "betas": [0.9, 0.98], "weight_decay": 0.1,
+                "batch_size": 32, **_paper_sizes(1024, 0.1, 0.1)},
+    "logic": {"lr": 7e-4, "schedule": "constant", "warmup": 4000, "betas": [0.9, 0.98], "weight_decay": 0.1,
+              "batch_size": 256, **_paper_sizes(1024, 0.2, 0.5)},
+    "flipflop": {"lr": 3e-4, "schedule": "linear", "warmup": 50, "betas": [0.9, 0.999], "weight_decay": 0.1,
+                 "batch_size": 16, "steps": 10_000, **_paper_sizes(2048, 0.1, 0.1)},
+}
+_CPU_SIZES = {"d_model": 64, "n_head": 4, "d_ff": 128, "dropout": 0.0}   # BENCHMARKS.md §4.2
+_CPU_FAMILIES = ("flipflop", "listops", "logic", "words")
 
 
-def _cpu(n_layer, extra):
-    return {fam: {"d_model": 64, "n_head": 4, "d_ff": 128, "n_layer": n_layer, "dropout": 0.0,
-                  "extra": dict(extra, **({"beta": 0.0} if fam == "logic" and "beta" in extra else {})),
-                  **_CPU_OPT, "steps": _CPU_STEPS[fam]}
-            for fam in _CPU_STEPS}
+def _presets(paper: dict, cpu: dict, no_penalty_on_logic: bool) -> dict:
+    """paper[family] / cpu (all families) -> EncoderSpec.presets; β = 0 on
+    Logical Inference (P1 App. B) for the models that have a penalty."""
+    out = {"paper": {fam: {**_PAPER_OPT[fam], **kw} for fam, kw in paper.items()},
+           "cpu": {fam: {**_CPU_SIZES, **cpu} for fam in _CPU_FAMILIES}}
+    if no_penalty_on_logic:
+        for preset in out.values():
+            preset["logic"]["beta"] = 0.0
+    return out
 
 
-def _halting_presets(layers_listops, layers_logic, layers_flipflop, extra, cpu_layers=8, flipflop_ff=2048):
-    """UT/GUT-style presets: the same 512-d block as P1's Transformer, β 0.1 (0 on Logic)."""
-    return {
-        "paper": {
-            "listops": _paper(512, 8, 1024, layers_listops, 0.1, dict(extra, attn_dropout=0.1), _LISTOPS_OPT),
-            "logic": _paper(512, 8, 1024, layers_logic, 0.2, dict(extra, attn_dropout=0.5, beta=0.0), _LOGIC_OPT),
-            "flipflop": _paper(512, 8, flipflop_ff, layers_flipflop, 0.1, dict(extra, attn_dropout=0.1),
-                               _FLIPFLOP_OPT),
-        },
-        "cpu": _cpu(cpu_layers, extra),
-    }
+def _ut_presets(flipflop_layers: int, **extra) -> dict:
+    """UT / GUT: 10 layers on ListOps, 15 on Logic; flip-flop 10 (UT) or 20 (GUT)."""
+    return _presets({"listops": {"n_layer": 10, **extra}, "logic": {"n_layer": 15, **extra},
+                     "flipflop": {"n_layer": flipflop_layers, **extra}}, {"n_layer": 8, **extra}, True)
 
 
-def _tlb_presets(extra, listops_layers=2, logic_layers=2, flipflop_layers=3, cpu_layers=2, halting=False):
-    mem_listops = dict(extra, chunk=20, memory=20, update_layers=1, attn_dropout=0.1)
-    mem_logic = dict(extra, chunk=10, memory=10, update_layers=1, attn_dropout=0.5)
-    mem_ff = dict(extra, chunk=10, memory=10, update_layers=2, attn_dropout=0.1)   # §5 #1: paper's chunk 10
-    if halting:
-        mem_logic["beta"] = 0.0
-    return {
-        "paper": {
-            "listops": _paper(512, 8, 1024, listops_layers, 0.1, mem_listops, _LISTOPS_TLB_OPT),
-            "logic": _paper(512, 8, 1024, logic_layers, 0.2, mem_logic, _LOGIC_OPT),
-            "flipflop": _paper(512, 8, 2048, flipflop_layers, 0.1, mem_ff, _FLIPFLOP_OPT),
-        },
-        "cpu": _cpu(cpu_layers, dict(extra, chunk=10, memory=10, update_layers=1)),
-    }
+def _tlb_presets(layers: tuple, halting: bool, **extra) -> dict:
+    """TLB (L = 2/2/3) and GUTLB (5/5/10 layers per chunk); §5 #4: ListOps chunk
+    20 / 20 slots; §5 #1: flip-flop chunk 10 (paper; JRC's 100 via --set chunk=100)."""
+    listops, logic, flipflop = layers
+    paper = {"listops": {"n_layer": listops, "chunk": 20, "memory": 20, "update_layers": 1,
+                         "lr": 0.0125, "warmup": 8000, **extra},
+             "logic": {"n_layer": logic, "chunk": 10, "memory": 10, "update_layers": 1, **extra},
+             "flipflop": {"n_layer": flipflop, "chunk": 10, "memory": 10, "update_layers": 2, **extra}}
+    cpu = {"n_layer": 6 if halting else 2, "chunk": 10, "memory": 10, "update_layers": 1, **extra}
+    return _presets(paper, cpu, halting)
 
 
 _HALT = {"pos": "xpos", "threshold": THRESHOLD, "beta": 0.1}
+_TLB = {"pos": "xpos", "chunk": 10, "memory": 10, "update_layers": 1, "pooling": "mean"}
 
 
 def _gut(cfg, **kw):
     return UniversalTransformer(cfg, **{**dict(gated=True, global_halt=True, transition=True), **kw})
 
 
+def _spec(name, build, description, defaults, presets):
+    return EncoderSpec(name, build, "recurrent_transformers", description, defaults, presets)
+
+
+_ACT = {"pos": "xpos", "act_epsilon": 0.01, "act_loss_weight": 0.01, "act_halting_bias_init": 1.0,
+        "pooling": "mean"}
 _SPECS = [
-    EncoderSpec("ut_act", UTACT, "recurrent_transformers",
-                "Universal Transformer with Graves/Dehghani ACT (per token, threshold 1-ε, ponder τ)",
-                defaults={"pos": "xpos", "act_epsilon": 0.01, "act_loss_weight": 0.01,
-                          "act_halting_bias_init": 1.0, "pool": "mean"},
-                presets=_halting_presets(10, 15, 10, {"pos": "xpos", "act_epsilon": 0.01,
-                                                      "act_loss_weight": 0.01, "pool": "mean"})),
-    EncoderSpec("ut", lambda cfg: UniversalTransformer(cfg, gated=False, global_halt=False, transition=False),
-                "recurrent_transformers", "P1's UT: token halting (SUT/PonderNet style), mean pooling",
-                defaults={**_HALT, "pool": "mean"},
-                presets=_halting_presets(10, 15, 10, {**_HALT, "pool": "mean"})),
-    EncoderSpec("gut", _gut, "recurrent_transformers",
-                "Gated UT: gated FFN, global transition-aware mean halting, END pooling",
-                defaults={**_HALT, "pool": "end"}, presets=_halting_presets(10, 15, 20, {**_HALT, "pool": "end"})),
-    EncoderSpec("gut_token", lambda cfg: _gut(cfg, global_halt=False), "recurrent_transformers",
-                "GUT - global halt (token halting on [h_{l-1}; h_l])",
-                defaults={**_HALT, "pool": "end"}, presets=_halting_presets(10, 15, 20, {**_HALT, "pool": "end"})),
-    EncoderSpec("gut_nogate", lambda cfg: _gut(cfg, gated=False), "recurrent_transformers",
-                "GUT - gate (plain pre-LN block)",
-                defaults={**_HALT, "pool": "end"}, presets=_halting_presets(10, 15, 20, {**_HALT, "pool": "end"})),
-    EncoderSpec("gut_notrans", lambda cfg: _gut(cfg, transition=False), "recurrent_transformers",
-                "GUT - transition (halt(mean(H_{l-1})))",
-                defaults={**_HALT, "pool": "end"}, presets=_halting_presets(10, 15, 20, {**_HALT, "pool": "end"})),
-    EncoderSpec("tlb", lambda cfg: LatentBottleneck(cfg, halting=False), "recurrent_transformers",
-                "Temporal Latent Bottleneck (P1's version): chunk layers + memory slots",
-                defaults={"pos": "xpos", "chunk": 10, "memory": 10, "update_layers": 1, "pool": "mean"},
-                presets=_tlb_presets({"pos": "xpos", "pool": "mean"})),
-    EncoderSpec("tlb_fixed", lambda cfg: LatentBottleneck(cfg, halting=False), "recurrent_transformers",
-                "TLB with fixed recurrence: k = 5 chunks whatever the length",
-                defaults={"pos": "xpos", "chunk": 10, "memory": 10, "update_layers": 1, "fixed_chunks": 5,
-                          "pool": "mean"},
-                presets=_tlb_presets({"pos": "xpos", "pool": "mean", "fixed_chunks": 5})),
-    EncoderSpec("gutlb", lambda cfg: LatentBottleneck(cfg, halting=True), "recurrent_transformers",
-                "Gated Universal TLB: one gated TLB block looped per chunk with GUT halting",
-                defaults={**_HALT, "chunk": 10, "memory": 10, "update_layers": 1, "pool": "mean"},
-                presets=_tlb_presets({**_HALT, "pool": "mean"}, 5, 5, 10, cpu_layers=6, halting=True)),
+    _spec("ut_act", UTACT, "Universal Transformer with Graves/Dehghani ACT (per token, threshold 1-ε, ponder τ)",
+          _ACT, _presets({"listops": {"n_layer": 10}, "logic": {"n_layer": 15}, "flipflop": {"n_layer": 10}},
+                         {"n_layer": 8}, False)),
+    _spec("ut", lambda cfg: UniversalTransformer(cfg, gated=False, global_halt=False, transition=False),
+          "P1's UT: token halting (SUT/PonderNet style), mean pooling", {**_HALT, "pooling": "mean"},
+          _ut_presets(10)),
+    _spec("gut", _gut, "Gated UT: gated FFN, global transition-aware mean halting, END pooling",
+          {**_HALT, "pooling": "end"}, _ut_presets(20)),
+    _spec("gut_token", lambda cfg: _gut(cfg, global_halt=False), "GUT - global halt (token halting on [h_{l-1}; h_l])",
+          {**_HALT, "pooling": "end"}, _ut_presets(20)),
+    _spec("gut_nogate", lambda cfg: _gut(cfg, gated=False), "GUT - gate (plain pre-LN block)",
+          {**_HALT, "pooling": "end"}, _ut_presets(20)),
+    _spec("gut_notrans", lambda cfg: _gut(cfg, transition=False), "GUT - transition (halt(mean(H_{l-1})))",
+          {**_HALT, "pooling": "end"}, _ut_presets(20)),
+    _spec("tlb", lambda cfg: LatentBottleneck(cfg, halting=False),
+          "Temporal Latent Bottleneck (P1's version): chunk layers + memory slots", _TLB,
+          _tlb_presets((2, 2, 3), False)),
+    _spec("tlb_fixed", lambda cfg: LatentBottleneck(cfg, halting=False),
+          "TLB with fixed recurrence: k = 5 chunks whatever the length", {**_TLB, "fixed_chunks": 5},
+          _tlb_presets((2, 2, 3), False, fixed_chunks=5)),
+    _spec("gutlb", lambda cfg: LatentBottleneck(cfg, halting=True),
+          "Gated Universal TLB: one gated TLB block looped per chunk with GUT halting",
+          {**_TLB, **_HALT}, _tlb_presets((5, 5, 10), True)),
 ]
 
-for _spec in _SPECS:
-    register_encoder(_spec)
+for _s in _SPECS:
+    register_encoder(_s)
