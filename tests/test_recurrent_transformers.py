@@ -1,7 +1,10 @@
 """UT / GUT / TLB / GUTLB encoders (trainer/models/recurrent_transformers.py):
 halting arithmetic against hand-computed values, causality, TLB's fast
 stream, the GUT ablations, gradients, and a few seconds of toy training."""
+import json
 import random
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,9 +12,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from trainer.models.base import ENCODERS, EncoderConfig
-from trainer.models import recurrent_transformers as rt
-from trainer.models.blocks import positions
+sys.path.insert(0, str(Path(__file__).parent))
+from seq_toys import TOYS, register_toys  # noqa: E402
+
+from rasp.cli import main  # noqa: E402
+from trainer.models.base import ENCODERS, EncoderConfig  # noqa: E402
+from trainer.models import recurrent_transformers as rt  # noqa: E402
+from trainer.models.blocks import positions  # noqa: E402
 
 torch.set_num_threads(1)
 MODELS = ["ut_act", "ut", "gut", "gut_token", "gut_nogate", "gut_notrans", "tlb", "tlb_fixed", "gutlb"]
@@ -186,11 +193,6 @@ def test_tlb_fixed_uses_five_chunks_whatever_the_length():
     assert [c.shape[1] for c, _ in rt.chunk_sequence(x, mask, 10, None)] == [8, 8, 7]
 
 
-def _gut_pair(ablation, causal):
-    gut, other = build("gut", causal), build(ablation, causal, seed=1)
-    return gut, other
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_gut_ablations_differ_only_in_the_removed_component(causal):
     tok, mask = batch()
@@ -336,3 +338,29 @@ def test_toy_training_lowers_the_loss(name):
 
 def m_pool(name):
     return ENCODERS[name].defaults["pooling"]
+
+
+# ---------------------------------------------------------------- through rasp train / rasp eval
+
+@pytest.fixture
+def toys():
+    from trainer.tasks import TASKS
+    register_toys()
+    yield
+    for t in TOYS:
+        TASKS.pop(t.name, None)
+
+
+@pytest.mark.parametrize("name,task", [("gut", "toy_pair"), ("gutlb", "toy_parity")])
+def test_rasp_train_and_eval_report_depth_and_halting_settings(tmp_path, toys, name, task):
+    out = tmp_path / name
+    assert main(["train", "--task", task, "--model", name, "--out", str(out), "--no-progress", "--steps", "6",
+                 "--d-model", "16", "--set", "eval_every=0", "--set", "n_layer=3", "--set", "chunk=4"]) == 0
+    hp = json.loads((out / "run.json").read_text())["hparams"]
+    assert hp["extra"]["threshold"] == 0.999 and hp["extra"]["beta"] == 0.1
+    assert hp["pooling"] == ("end" if name == "gut" else "mean") and hp["n_layer"] == 3
+    assert main(["eval", str(out), "-n", "16", "--no-progress", "--splits", "valid,long"]) == 0
+    res = json.loads((out / "eval.json").read_text())
+    for split in ("valid", "long"):
+        depth = res["splits"][split]["stats"]["depth"]
+        assert 0 < depth["mean"] <= depth["max"] <= 3
