@@ -8,3 +8,4 @@
 """
 from trainer.models.looped import (MODELS, ModelSpec, build_looped, get_model_spec,  # noqa: F401
                                    looped_config, register)
+from trainer.models import linear_recurrence  # noqa: F401,E402  (registers s4d, mamba, nru, ids4)
