@@ -421,65 +421,61 @@ NRU_DEFAULTS = {"memory_size": 64, "d_emb": None, "lp_norm": 5.0, "norm": "post"
 IDS4_DEFAULTS = {"d_state": 16, "act": "identity", "norm": "post"}
 
 
-def _presets(words: dict, memory: dict, counting: dict, cpu: dict) -> dict:
-    """presets[preset][task family].  Optimisers: words = P3 App. B (AdamW 1e-4,
-    wd 0.01, batch 256); copying/denoising = App. D (Adam 1e-3, clip 1, batch
-    2048); counting = §4.3/App. H + [CNT] (AdamW, BCE on the next input)."""
-    opt_words = {"lr": 1e-4, "weight_decay": 0.01, "betas": (0.9, 0.999), "batch_size": 256}
-    opt_memory = {"lr": 1e-3, "weight_decay": 0.0, "grad_clip": 1.0, "batch_size": 2048,
-                  "steps": 150_000}
-    opt_counting = {"lr": 1e-2, "weight_decay": 0.01, "batch_size": 32}
-    paper = {"words": {**opt_words, **words}, "copying": {**opt_memory, **memory},
-             "counting": {**opt_counting, **counting}}
-    paper["denoising"] = paper["memory"] = paper["copying"]
-    small = {"words": {"lr": 3e-3, "weight_decay": 0.01, "batch_size": 128, **cpu},
-             "copying": {"lr": 1e-3, "grad_clip": 1.0, "batch_size": 128, **cpu},
-             "counting": {**opt_counting, "d_model": 8, "n_layer": 1,
-                          **{k: v for k, v in counting.items() if k not in ("d_model", "n_layer")}}}
-    small["denoising"] = small["memory"] = small["copying"]
-    return {"paper": paper, "cpu": small}
-
+# presets[preset][task family] = model sizes only (flat: EncoderConfig fields
+# and extra keys); the optimiser of each family is the trainer's
+# (trainer/seqpresets.py FAMILY: P3 App. B for words, App. D for copying).
+# "paper" = P3's sizes: state tracking Table 6 (≈ 3M parameters per layer;
+# P3 picks the fewest layers that learn k, 2 here), copying Table 7 (parameter
+# matched, 1 layer; Mamba 2 layers, the depth at which it learns), counting
+# Table 8 / App. H (1 layer, hidden 8 or 64: `--set d_model=8`).  "cpu" =
+# BENCHMARKS.md §4.2 sizes (hidden 64–128; counting hidden 8).
 
 ENCODER_SPECS = [
     EncoderSpec(
         "s4d", build_s4d, "linear_recurrence",
         "minimal S4D (diagonal complex A, ZOH, FFT convolution, GLU), post-norm residual",
         defaults=S4D_DEFAULTS,
-        # P3: S4D d_model 1174 (state tracking, Table 6), 2400 (copying, Table 7,
-        # 1 layer), counting hidden 8/64 (Table 8: 1 layer, N = 64 gives 1225 /
-        # 16961 parameters exactly with a scalar input and read-out)
-        presets=_presets(words={"d_model": 1174, "n_layer": 2},
-                         memory={"d_model": 2400, "n_layer": 1},
-                         counting={"d_model": 64, "n_layer": 1},
-                         cpu={"d_model": 128, "n_layer": 2})),
+        # counting: 1 layer of width 8 / 64 with N = 64 is P3 Table 8's 1 225 /
+        # 16 961 parameters with a scalar input (tests check the count)
+        presets={"paper": {"words": {"d_model": 1174, "n_layer": 2},
+                           "copying": {"d_model": 2400, "n_layer": 1},
+                           "counting": {"d_model": 64, "n_layer": 1}},
+                 "cpu": {"words": {"d_model": 128, "n_layer": 2},
+                         "copying": {"d_model": 128, "n_layer": 1},
+                         "counting": {"d_model": 8, "n_layer": 1}}}),
     EncoderSpec(
         "mamba", build_mamba, "linear_recurrence",
         "Mamba-1 selective SSM (plain PyTorch scan; ZOH A, Euler B), pre-norm residual",
         defaults=MAMBA_DEFAULTS,
-        # counting: d_state 64 reproduces P3 Table 8's 51 393 parameters at hidden
-        # 64 (1 layer) exactly; P3 also runs 2 layers there
-        presets=_presets(words={"d_model": 512, "n_layer": 2},
-                         memory={"d_model": 256, "n_layer": 2},
-                         counting={"d_model": 64, "n_layer": 1, "extra": {"d_state": 64}},
-                         cpu={"d_model": 64, "n_layer": 2})),
+        # counting: d_state 64 reproduces P3 Table 8's 51 393 parameters at
+        # hidden 64 (1 layer, scalar input and read-out) exactly
+        presets={"paper": {"words": {"d_model": 512, "n_layer": 2},
+                           "copying": {"d_model": 256, "n_layer": 2},
+                           "counting": {"d_model": 64, "n_layer": 1, "d_state": 64}},
+                 "cpu": {"words": {"d_model": 64, "n_layer": 2},
+                         "copying": {"d_model": 64, "n_layer": 2},
+                         "counting": {"d_model": 8, "n_layer": 1, "d_state": 64}}}),
     EncoderSpec(
         "nru", build_nru, "linear_recurrence",
         "Non-saturating recurrent unit, P3 Eq. 5 (one write/erase head, ReLU)",
         defaults=NRU_DEFAULTS,
-        presets=_presets(words={"d_model": 1024, "n_layer": 1,
-                                "extra": {"memory_size": 256, "d_emb": 256}},
-                         memory={"d_model": 128, "n_layer": 1, "extra": {"memory_size": 64}},
-                         counting={"d_model": 64, "n_layer": 1, "extra": {"memory_size": 64}},
-                         cpu={"d_model": 128, "n_layer": 1, "extra": {"memory_size": 64}})),
+        presets={"paper": {"words": {"d_model": 1024, "n_layer": 1, "memory_size": 256, "d_emb": 256},
+                           "copying": {"d_model": 128, "n_layer": 1, "memory_size": 64},
+                           "counting": {"d_model": 64, "n_layer": 1, "memory_size": 64}},
+                 "cpu": {"words": {"d_model": 128, "n_layer": 1, "memory_size": 64},
+                         "copying": {"d_model": 128, "n_layer": 1, "memory_size": 64},
+                         "counting": {"d_model": 8, "n_layer": 1, "memory_size": 16}}}),
     EncoderSpec(
         "ids4", build_ids4, "linear_recurrence",
         "input-dependent S4: cumulative products of input-dependent N×N matrices "
         "(numerically fragile beyond ~20 tokens, as P3 reports)",
         defaults=IDS4_DEFAULTS,
-        presets=_presets(words={"d_model": 256, "n_layer": 2, "extra": {"d_state": 128}},
-                         memory={"d_model": 128, "n_layer": 1, "extra": {"d_state": 128}},
-                         counting={"d_model": 64, "n_layer": 1, "extra": {"d_state": 16}},
-                         cpu={"d_model": 64, "n_layer": 1, "extra": {"d_state": 16}})),
+        presets={"paper": {"words": {"d_model": 256, "n_layer": 2, "d_state": 128},
+                           "copying": {"d_model": 128, "n_layer": 1, "d_state": 128},
+                           "counting": {"d_model": 64, "n_layer": 1, "d_state": 16}},
+                 "cpu": {"words": {"d_model": 64, "n_layer": 1, "d_state": 16},
+                         "copying": {"d_model": 64, "n_layer": 1, "d_state": 16},
+                         "counting": {"d_model": 8, "n_layer": 1, "d_state": 8}}}),
 ]
 
 for _spec in ENCODER_SPECS:
