@@ -214,6 +214,7 @@ def test_each_model_learns_a_copy_like_task(name):
 def test_param_groups_honour_the_ssm_settings():
     s4d = small_encoder("s4d")
     groups = s4d.optim_groups(lr=1e-2, weight_decay=0.1)
+    assert {g["lr_scale"] for g in groups} == {1.0, 0.1}
     seen = [id(p) for g in groups for p in g["params"]]
     assert sorted(seen) == sorted(id(p) for p in s4d.parameters())
     ssm = {id(p) for layer in s4d.stack.mixers for p in (layer.log_dt, layer.log_A_real, layer.A_imag)}

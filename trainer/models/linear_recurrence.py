@@ -24,10 +24,11 @@ position.
 
 Optimiser hint.  S4D's SSM parameters (log Δ, A) train with lr ≤ 1e-3 and no
 weight decay, Mamba's A_log and D with no weight decay, as in the official
-code (S4 `setup_optimizer`, Mamba `_no_weight_decay`).  Such parameters carry
-an `_optim` dict; `param_groups(module, lr, weight_decay)` (also the method
-`encoder.optim_groups(lr, weight_decay)`) turns any module — the encoder or
-the encoder + head — into AdamW parameter groups honouring them.
+code (S4 `setup_optimizer`, Mamba `_no_weight_decay`).  Such parameters are
+tagged with `trainer.models.base.tag_optim`; `base.param_groups(module, lr,
+weight_decay)` (also the method `encoder.optim_groups(lr, weight_decay)`)
+turns any module — the encoder or encoder + head — into AdamW groups
+honouring them, and trainer/seqtrain.py builds its optimiser from it.
 
 `cfg.extra` keys (defaults in each EncoderSpec): d_state, dt_min, dt_max,
 ssm_lr (s4d); d_state, expand, d_conv, dt_rank, scan = "sequential" |
@@ -42,42 +43,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from trainer.models.base import EncoderConfig, EncoderOutput, EncoderSpec, register_encoder
-
-# ---------------------------------------------------------------------------
-# optimiser groups
-
-
-def tag_optim(param: nn.Parameter, **settings) -> nn.Parameter:
-    """Mark a parameter with its own optimiser settings (lr, weight_decay)."""
-    param._optim = dict(settings)
-    return param
-
-
-def param_groups(module: nn.Module, lr: float, weight_decay: float) -> list:
-    """AdamW parameter groups: untagged parameters get (lr, weight_decay);
-    each distinct `_optim` setting gets its own group (S4 `setup_optimizer`).
-    A tagged lr is an upper bound: the group uses min(tagged, lr)."""
-    plain, tagged = [], {}
-    for p in module.parameters():
-        if not p.requires_grad:
-            continue
-        settings = getattr(p, "_optim", None)
-        if not settings:
-            plain.append(p)
-            continue
-        key = tuple(sorted(settings.items()))
-        tagged.setdefault(key, []).append(p)
-    groups = [{"params": plain, "lr": lr, "weight_decay": weight_decay}] if plain else []
-    for key, params in tagged.items():
-        settings = dict(key)
-        group = {"params": params, "lr": lr, "weight_decay": weight_decay}
-        group.update(settings)
-        if "lr" in settings:
-            group["lr"] = min(settings["lr"], lr)
-        groups.append(group)
-    return groups
-
+from trainer.models.base import (EncoderConfig, EncoderOutput, EncoderSpec, param_groups,
+                                 register_encoder, tag_optim)
 
 # ---------------------------------------------------------------------------
 # the shared skeleton
