@@ -30,7 +30,7 @@ from tqdm import tqdm
 from rasp.errors import RaspError
 from trainer import checkpoint, scoring
 from trainer.models import ENCODERS, get_encoder_spec
-from trainer.models.base import EncoderConfig
+from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
 from trainer.seqdata import collate, read_jsonl
 from trainer.seqpresets import SeqHParams, lr_at
@@ -181,8 +181,9 @@ def _train(cfg: SeqRunConfig) -> dict:
     model = build_model(task, cfg.model, hp).to(device)
     stream = TrainStream(task, hp, data)
     step, sums = 0, {"loss": 0.0, "acc": 0.0, "k": 0}
-    opt = torch.optim.AdamW(model.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
-                            weight_decay=hp.weight_decay)
+    # groups: parameters tagged by their model (S4D's SSM lr cap, Mamba's no-decay A and D)
+    opt = torch.optim.AdamW(param_groups(model, hp.lr, hp.weight_decay), lr=hp.lr,
+                            betas=tuple(hp.betas), eps=hp.eps, weight_decay=hp.weight_decay)
     if ckpt is not None:
         state = checkpoint.load_state(ckpt)
         checkpoint.load_weights(ckpt, model, device)
@@ -217,7 +218,7 @@ def _train(cfg: SeqRunConfig) -> dict:
     while step < hp.steps:
         lr = lr_at(step, hp)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         model.set_progress(step, hp.steps)
         batch = collate(task, stream.examples(step)).to(device)
         model.train()
