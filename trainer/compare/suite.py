@@ -257,7 +257,7 @@ class _Parser:
         seen = set()
         for name, line in items:
             if name in seen:
-                raise self.loc.error(f"duplicate {what} name {name!r}", line)
+                raise self.loc.error(f"duplicate {what} name {name!r}", self.loc.line_of("name", after=line))
             seen.add(name)
 
     # -- sections ------------------------------------------------------------
