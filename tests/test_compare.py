@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -321,6 +322,44 @@ def test_published_numbers_match_the_papers(suite_name, table, row, col, value):
     r = next(r for r in t.rows if r.label == row)
     i = next(i for i, c in enumerate(t.columns) if c.label == col)
     assert r.published[i] == value
+
+
+PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"   # beside the checkout; users lack it
+
+
+def _marks(line: str) -> str:
+    return "".join(c for c in line if c in "✓✗")
+
+
+def test_published_tables_match_the_paper_texts():
+    """Every P1 number (with its sd) is one table line of the paper, and
+    every P3 ✓/✗ row is one line of marks in the paper's text."""
+    p1, p3 = PAPERS / "recurrent-transformers-dynamic-halt-UT-GUT-TLB.md", PAPERS / "memory-and-generalization-linear-recurrence.txt"
+    if not (p1.exists() and p3.exists()):
+        pytest.skip("the papers are not beside this checkout")
+    number = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+    p1_lines = [[float(x) for x in number.findall(l.split("|", 2)[-1])] for l in p1.read_text().splitlines()
+                if l.startswith("|")]
+    checked = 0
+    for name, tid in (("flipflop", "table3"), ("listops", "table1"), ("logic", "table2")):
+        for r in next(t for t in load_suite(name).tables if t.id == tid).rows:
+            seq = []
+            for i, v in enumerate(r.published):
+                if v is not None:
+                    seq.append(float(v))
+                    if r.published_sd and r.published_sd[i] not in (None, "—"):
+                        seq.append(float(r.published_sd[i]))
+            if seq:
+                assert seq in p1_lines, (name, r.label)
+                checked += 1
+    p3_lines = {_marks(l) for l in p3.read_text().splitlines()}
+    for name, tid in (("words", "p3_table1"), ("words", "p3_table2"), ("memory", "p3_table3"),
+                      ("counting", "p3_table4"), ("counting", "p3_table5")):
+        for r in next(t for t in load_suite(name).tables if t.id == tid).rows:
+            if any(r.published):
+                assert "".join(r.published) in p3_lines, (name, tid, r.label)
+                checked += 1
+    assert checked == 27 + 3 + 8 + 4 + 3 + 2
 
 
 # ---- suite validation -----------------------------------------------------------------

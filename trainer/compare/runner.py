@@ -191,11 +191,13 @@ def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
     todo = [r for r in runs if state(r, out / r.run_id) != "done"]
     say(f"{len(runs) - len(todo)} of {len(runs)} runs already finished; {len(todo)} to run, {jobs} at a time")
     records = []
+
+    def work(r: RunSpec) -> dict:
+        say(f"start {r.run_id} ({state(r, out / r.run_id)})")
+        return execute(r, out / r.run_id, commands, True)
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {}
-        for r in todo:
-            say(f"start {r.run_id} ({state(r, out / r.run_id)})")
-            futures[pool.submit(execute, r, out / r.run_id, commands, True)] = r
+        futures = {pool.submit(work, r): r for r in todo}
         for i, fut in enumerate(as_completed(futures), 1):
             rec = fut.result()
             records.append(rec)
