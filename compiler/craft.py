@@ -416,6 +416,8 @@ class Crafter:
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
+        if isinstance(node, ir.Lookup):       # None outside the table: a run-time error, never tabulated
+            return node.table.get
         op = PY_OPS[node.op]
         zero_check = node.op in ("floordiv", "mod")
 
