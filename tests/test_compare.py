@@ -225,6 +225,21 @@ def test_runner_exit_zero_without_outputs_is_a_failure(suite, tmp_path):
     assert rec["status"] == "failed" and (tmp_path / r.run_id / "failed.json").exists()
 
 
+def test_interrupted_child_is_not_a_failure(suite, tmp_path):
+    killed = runner.TrainerCommands((sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
+    r = G.expand(suite, "cpu")[0]
+    rec = runner.execute(r, tmp_path / r.run_id, killed)
+    assert rec["status"] == "interrupted" and not (tmp_path / r.run_id / "failed.json").exists()
+
+
+def test_train_launcher_only_changes_training(suite, tmp_path):
+    cmds = runner.TrainerCommands(train_launcher=("torchrun", "--nproc_per_node", "2", "-m", "trainer"))
+    r = G.expand(suite, "cpu")[0]
+    (train, t), (_, e) = runner.planned_commands(r, tmp_path / r.run_id, cmds)
+    assert t[:5] == ["torchrun", "--nproc_per_node", "2", "-m", "trainer"] and t[5] == "train"
+    assert e[:3] == [sys.executable, "-m", "trainer"]
+
+
 # ---- report -------------------------------------------------------------------------
 
 def test_report_from_fixture_runs(suite, tmp_path):

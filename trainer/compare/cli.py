@@ -9,6 +9,7 @@ report from the runs already in DIR without training.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser):
                    help="local processes, or Slurm jobs through submitit")
     p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
                    help="a submitit parameter for --executor slurm (e.g. slurm_partition=gpu, timeout_min=600)")
+    p.add_argument("--launcher", default=None, metavar="CMD",
+                   help="run training with CMD instead of `python -m trainer`, e.g. "
+                        "\"torchrun --standalone --nproc_per_node 4 -m trainer\" (one large run on several processes)")
     p.add_argument("--dry-run", action="store_true", help="print each run's state and command lines; run nothing")
     p.add_argument("--report", default=None, metavar="DIR", help="rebuild DIR/report.md and report.json only")
     p.add_argument("--no-plots", action="store_true")
@@ -76,9 +80,10 @@ def run(args) -> int:
     models, tasks = _names(args.models), _names(args.tasks)
     runs = G.expand(suite, args.preset, args.seeds, models, tasks)
     out = Path(args.out or "runs/compare")
+    commands = runner.TrainerCommands(train_launcher=tuple(shlex.split(args.launcher)) if args.launcher else ())
     if args.dry_run:
         for r in runs:
-            cmds = runner.planned_commands(r, out / r.run_id)
+            cmds = runner.planned_commands(r, out / r.run_id, commands)
             print(f"{r.run_id}: {runner.state(r, out / r.run_id)}")
             for _, c in cmds:
                 print("    " + " ".join(c))
@@ -89,9 +94,9 @@ def run(args) -> int:
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
     t0 = time.time()
     if args.executor == "slurm":
-        records = runner.run_slurm(runs, out, _slurm_params(args.slurm), progress=say)
+        records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands, progress=say)
     else:
-        records = runner.run_local(runs, out, args.jobs, progress=say)
+        records = runner.run_local(runs, out, args.jobs, commands, progress=say)
     failed = [r for r in records if r.get("status") == "failed"]
     doc = R.write_report(out, plots=not args.no_plots)
     print(f"{len(records)} runs worked on in {time.time() - t0:.0f} s, {len(failed)} failed; "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,8 @@ from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# a child stopped by SIGINT/SIGTERM (negative: killed by the signal; 128+n: exited on it)
+INTERRUPTED = {-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM}
 
 
 def render_options(options: dict) -> list:
@@ -49,14 +52,19 @@ def render_options(options: dict) -> list:
 @dataclass(frozen=True)
 class TrainerCommands:
     """Builds the command lines of a run.  `prefix` replaces
-    `python -m trainer` (tests point it at a fake trainer script)."""
+    `python -m trainer` (tests point it at a fake trainer script);
+    `train_launcher` replaces it for training only (e.g. `torchrun
+    --standalone --nproc_per_node 4 -m trainer`: one large run on several
+    processes)."""
     prefix: tuple = ()
+    train_launcher: tuple = ()
 
     def _prefix(self) -> list:
         return list(self.prefix) if self.prefix else [sys.executable, "-m", "trainer"]
 
     def train(self, spec: RunSpec, run_dir: Path, resume: bool = False) -> list:
-        cmd = self._prefix() + ["train", "--task", spec.task, "--model", spec.model, "--preset", spec.preset,
+        start = list(self.train_launcher) if self.train_launcher else self._prefix()
+        cmd = start + ["train", "--task", spec.task, "--model", spec.model, "--preset", spec.preset,
                                 "--seed", str(spec.seed)] + render_options(spec.train) + ["--out", str(run_dir)]
         return cmd + (["--resume"] if resume else [])
 
@@ -127,7 +135,8 @@ def _tail(path: Path, n: int = TAIL_LINES) -> str:
 
 def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_one: bool = True) -> dict:
     """Run what is left of one run; returns its record (also in
-    RUN_DIR/compare_run.json; on failure RUN_DIR/failed.json)."""
+    RUN_DIR/compare_run.json; on failure RUN_DIR/failed.json; a child
+    stopped by Ctrl-C or SIGTERM leaves no failure: the run resumes next time)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     failed = run_dir / "failed.json"
@@ -148,6 +157,9 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
                 fh.write(f"cannot start: {e}\n".encode())
                 rc = 127
         record["steps"].append({"step": name, "command": cmd, "exit_code": rc, "seconds": round(time.time() - t, 2)})
+        if rc in INTERRUPTED:               # Ctrl-C / termination: resumable, not a failure
+            record.update(status="interrupted", exit_code=rc, seconds=round(time.time() - t0, 2))
+            return record
         if rc != 0:
             record.update(status="failed", exit_code=rc, failed_step=name, stderr_tail=_tail(log), log=log.name,
                           seconds=round(time.time() - t0, 2))
@@ -171,9 +183,9 @@ def _write_json(path: Path, obj):
     os.replace(tmp, path)
 
 
-def execute_payload(spec_dict: dict, run_dir: str, prefix: tuple = ()) -> dict:
+def execute_payload(spec_dict: dict, run_dir: str, prefix: tuple = (), train_launcher: tuple = ()) -> dict:
     """The picklable entry point a cluster job runs (submitit)."""
-    return execute(RunSpec.from_dict(spec_dict), Path(run_dir), TrainerCommands(tuple(prefix)))
+    return execute(RunSpec.from_dict(spec_dict), Path(run_dir), TrainerCommands(tuple(prefix), tuple(train_launcher)))
 
 
 # ---- executors -------------------------------------------------------------------
@@ -196,13 +208,17 @@ def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
         say(f"start {r.run_id} ({state(r, out / r.run_id)})")
         return execute(r, out / r.run_id, commands, True)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = {pool.submit(work, r): r for r in todo}
         for i, fut in enumerate(as_completed(futures), 1):
             rec = fut.result()
             records.append(rec)
             extra = f": exit {rec['exit_code']} in {rec['failed_step']}" if rec["status"] == "failed" else ""
             say(f"[{i}/{len(todo)}] {rec['status']} {rec['run_id']} ({rec['seconds']:.0f} s){extra}")
+    finally:
+        # on Ctrl-C the running children got the signal too; queued runs must not start
+        pool.shutdown(wait=True, cancel_futures=True)
     return records
 
 
@@ -221,8 +237,8 @@ def run_slurm(runs: list, out: Path, slurm: Optional[dict] = None, cluster: Opti
     params = {"timeout_min": 24 * 60, "cpus_per_task": 1}
     params.update(slurm or {})
     executor.update_parameters(**params)
-    jobs = [executor.submit(execute_payload, r.to_dict(), str(out / r.run_id), tuple(commands.prefix))
-            for r in todo]
+    jobs = [executor.submit(execute_payload, r.to_dict(), str(out / r.run_id), tuple(commands.prefix),
+                            tuple(commands.train_launcher)) for r in todo]
     for r, j in zip(todo, jobs):
         say(f"submitted {r.run_id} as job {j.job_id}")
     if not wait:
