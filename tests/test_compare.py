@@ -406,6 +406,12 @@ def test_cli_errors_exit_2(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_runs_the_trainer_lacks_are_refused_before_anything_starts(suite, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", suite.path, "--tasks", "boom", "--out", str(out)]) == 2
+    assert "task 'boom'" in capsys.readouterr().err and not out.exists()
+
+
 def test_dry_run_prints_the_commands(suite, tmp_path, capsys):
     out = tmp_path / "out"
     assert rasp_cli.main(["compare", suite.path, "--dry-run", "--models", "tf", "--tasks", "flip",

@@ -64,6 +64,31 @@ def _slurm_params(items: list) -> dict:
     return out
 
 
+def unavailable(runs: list) -> list:
+    """(run, reason) for the runs whose task or model this trainer does not
+    have (yet): they would only fail."""
+    from trainer.models import ENCODERS, MODELS
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+    out = []
+    for r in runs:
+        task = TASKS.get(r.task) if hasattr(TASKS, "get") else None
+        if task is None:
+            out.append((r, f"task {r.task!r}"))
+        elif r.model not in (ENCODERS if isinstance(task, SeqTask) else MODELS):
+            out.append((r, f"model {r.model!r}"))
+    return out
+
+
+def _check_available(runs: list, suite) -> None:
+    missing = unavailable(runs)
+    if not missing:
+        return
+    what = sorted({why for _, why in missing})
+    raise RaspError(f"suite {suite.name}: {len(missing)} of {len(runs)} runs need what this trainer does not have: "
+                    f"{', '.join(what)}; choose the others with --models/--tasks (--dry-run lists the runs)")
+
+
 def run(args) -> int:
     if args.report:
         if args.suite:
@@ -82,6 +107,8 @@ def run(args) -> int:
     out = Path(args.out or "runs/compare")
     commands = runner.TrainerCommands(train_launcher=tuple(shlex.split(args.launcher)) if args.launcher else ())
     if args.dry_run:
+        for r, why in unavailable(runs):
+            print(f"note: {r.run_id} needs {why}, which this trainer does not have")
         for r in runs:
             cmds = runner.planned_commands(r, out / r.run_id, commands)
             print(f"{r.run_id}: {runner.state(r, out / r.run_id)}")
@@ -89,6 +116,7 @@ def run(args) -> int:
                 print("    " + " ".join(c))
         print(f"{len(runs)} runs in {out} (dry run: nothing started)")
         return 0
+    _check_available(runs, suite)
     out.mkdir(parents=True, exist_ok=True)
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
