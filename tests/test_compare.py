@@ -261,7 +261,7 @@ def test_report_from_fixture_runs(suite, tmp_path):
     tf = R.find_report_cell(doc, "mini", "t1", "Transformer", "dense")
     assert tf["ours"]["values"] == [0.6] and "1/2 seeds" in tf["ours"]["text"] and "1 failed" in tf["ours"]["text"]
     tf_sparse = R.find_report_cell(doc, "mini", "t1", "Transformer", "sparse")
-    assert tf_sparse["ours"]["status"] == "failed" or "no split" in tf_sparse["ours"]["status"]
+    assert tf_sparse["ours"]["status"] == "failed" and tf_sparse["ours"]["text"] == "failed; no split 'sparse'"
     boom = R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")
     assert boom["ours"]["status"] == "failed" and "mean" not in boom["ours"]      # never a 0 %
     assert R.find_report_cell(doc, "mini", "t1", "SUT", "dense")["ours"]["status"] == "paper only"

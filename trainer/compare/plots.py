@@ -27,6 +27,12 @@ def _series(results: list, getter) -> dict:
     return out
 
 
+def _label(suite, key) -> str:
+    """Model label, with the eval's name when the suite has several evals."""
+    label = suite.model(key[1]).label
+    return f"{label} [{key[2]}]" if len(suite.evals) > 1 else label
+
+
 def _metric_for(task_entry: str, tables: list, results: list) -> str:
     for t in tables:
         for row in t["rows"]:
@@ -79,7 +85,7 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
                 continue
             pdir.mkdir(exist_ok=True)
             name = f"{suite.name}_{preset}_{t.name}_{split}_{metric}.png"
-            labels = {k: f"{suite.model(k[1]).label} [{k[2]}]" for k in ser}
+            labels = {k: _label(suite, k) for k in ser}
             title = f"{suite.name} / {t.name} / {split}: {metric} vs length ({preset})"
             _plot(ser, labels, pdir / name, title, metric, train_max)
             made.append({"title": title, "path": f"plots/{name}"})
@@ -91,7 +97,7 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
                     continue
                 pdir.mkdir(exist_ok=True)
                 name = f"{suite.name}_{preset}_{t.name}_{split}_{stat}.png"
-                labels = {k: f"{suite.model(k[1]).label} [{k[2]}]" for k in ser}
+                labels = {k: _label(suite, k) for k in ser}
                 title = f"{suite.name} / {t.name} / {split}: {stat} vs length ({preset})"
                 _plot(ser, labels, pdir / name, title, stat, train_max, unit_range=False)
                 made.append({"title": title, "path": f"plots/{name}"})

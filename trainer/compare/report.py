@@ -84,9 +84,10 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
     cell = {"runs": [r.spec.run_id for r in results], "seeds": len(results), "n": len(values),
             **{k: v for k, v in counts.items() if v}}
     if not values:
-        status = ("failed" if counts["failed"] else "incomplete" if counts["incomplete"]
-                  else "missing" if counts["missing"] else "; ".join(sorted(why_none)) or "missing")
-        cell.update(status=status, text=status)
+        # every seed's reason, most serious first; a single kind reads as one word ("failed")
+        parts = [k for k in ("failed", "incomplete", "missing") if counts[k]] + sorted(why_none)
+        status = parts[0] if parts else "missing"
+        cell.update(status=status, text="; ".join(parts) or "missing")
         return cell
     mean, se = _mean_se(values)
     d = table.digits
