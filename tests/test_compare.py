@@ -261,13 +261,13 @@ def test_report_from_fixture_runs(suite, tmp_path):
     tf = R.find_report_cell(doc, "mini", "t1", "Transformer", "dense")
     assert tf["ours"]["values"] == [0.6] and "1/2 seeds" in tf["ours"]["text"] and "1 failed" in tf["ours"]["text"]
     tf_sparse = R.find_report_cell(doc, "mini", "t1", "Transformer", "sparse")
-    assert tf_sparse["ours"]["status"] == "failed" and tf_sparse["ours"]["text"] == "failed; no split 'sparse'"
+    assert tf_sparse["ours"]["status"] == "failed" and tf_sparse["ours"]["text"] == "1 failed, no split 'sparse'"
     boom = R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")
     assert boom["ours"]["status"] == "failed" and "mean" not in boom["ours"]      # never a 0 %
     assert R.find_report_cell(doc, "mini", "t1", "SUT", "dense")["ours"]["status"] == "paper only"
     md = (out / "report.md").read_text()
     assert "| GRU | 80.0 ± 10.0 | 100 (sd 0) | 40.0 ± 10.0 | 91.5 (sd 1.5) |" in md
-    assert "| Boom GRU | failed | 50 | failed | 50 |" in md
+    assert "| Boom GRU | 1 failed, 1 missing | 50 | 1 failed, 1 missing | 50 |" in md
     assert "boom__gru__cpu__s0`: exit 3 in train" in md
     assert "Someone (2024), A Paper [P], Table 9 (mean of 3 runs)" in md
     assert (out / "plots" / "mini_cpu_flip_dense_accuracy.png").exists()     # accuracy vs length

@@ -85,9 +85,13 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
             **{k: v for k, v in counts.items() if v}}
     if not values:
         # every seed's reason, most serious first; a single kind reads as one word ("failed")
-        parts = [k for k in ("failed", "incomplete", "missing") if counts[k]] + sorted(why_none)
-        status = parts[0] if parts else "missing"
-        cell.update(status=status, text="; ".join(parts) or "missing")
+        kinds = [k for k in ("failed", "incomplete", "missing") if counts[k]]
+        status = kinds[0] if kinds else ("; ".join(sorted(why_none)) or "missing")
+        if kinds == [status] and not why_none:
+            text = status                             # every seed alike: one word
+        else:
+            text = ", ".join([f"{counts[k]} {k}" for k in kinds] + sorted(why_none))
+        cell.update(status=status, text=text)
         return cell
     mean, se = _mean_se(values)
     d = table.digits
