@@ -281,6 +281,16 @@ def test_report_from_fixture_runs(suite, tmp_path):
     assert R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")["ours"]["text"] == "missing"
 
 
+def test_selections_accumulate_in_the_manifest(suite, tmp_path):
+    R.record_selection(tmp_path, suite, "cpu", 1, ["tf"], ["flip"])
+    R.record_selection(tmp_path, suite, "cpu", 3, ["gru"], ["flip"])
+    sel = R.read_manifest(tmp_path)["suites"]["mini/cpu"]
+    assert (sel["models"], sel["tasks"], sel["seeds"]) == (["gru", "tf"], ["flip"], 3)
+    R.record_selection(tmp_path, suite, "cpu", None, None, ["boom"])
+    sel = R.read_manifest(tmp_path)["suites"]["mini/cpu"]
+    assert (sel["models"], sel["tasks"], sel["seeds"]) == (None, ["boom", "flip"], 3)
+
+
 def test_report_reads_fan_eval_files(tmp_path):
     suite = load_suite("fan")
     out = tmp_path / "out"

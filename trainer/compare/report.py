@@ -27,8 +27,15 @@ def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, t
     `rasp compare --report DIR` rebuilds the same report."""
     path = out / MANIFEST
     doc = read_manifest(out) if path.exists() else {"suites": {}}
-    doc["suites"][f"{suite.name}/{preset}"] = {"suite": suite.name, "file": suite.path, "preset": preset,
-                                               "seeds": seeds, "models": models, "tasks": tasks}
+    key = f"{suite.name}/{preset}"
+    old = doc["suites"].get(key)
+    if old:            # later invocations add to the selection (--models a, then --models b: both reported)
+        union = lambda a, b: None if a is None or b is None else sorted(set(a) | set(b))   # noqa: E731
+        models, tasks = union(old.get("models"), models), union(old.get("tasks"), tasks)
+        k_old = old.get("seeds") or suite.seeds
+        seeds = None if seeds is None and k_old == suite.seeds else max(seeds or suite.seeds, k_old)
+    doc["suites"][key] = {"suite": suite.name, "file": str(Path(suite.path).resolve()), "preset": preset,
+                          "seeds": seeds, "models": models, "tasks": tasks}
     _write_atomic(path, json.dumps(doc, indent=1))
 
 
