@@ -17,7 +17,7 @@ from rasp.errors import RaspError
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
-from trainer.compare.suite import available_suites, load_suite, parse_suite
+from trainer.compare.suite import available_suites, load_suite
 
 SUITE = textwrap.dedent("""
     [suite]
