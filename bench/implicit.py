@@ -135,6 +135,18 @@ def launch(args, models):
     return results
 
 
+def collect(out: Path, model: str):
+    """A finished model's entry from its run directory (None when it has no eval.json)."""
+    run = out / model
+    if not (run / "eval.json").exists():
+        return None
+    summary = json.loads((run / "summary.json").read_text())
+    spent = run / "bench_seconds.json"
+    seconds = json.loads(spent.read_text())["seconds"] if spent.exists() else summary["seconds"]
+    return {"model": model, "task": summary["task"], "train_s": seconds, "steps": summary["step"],
+            "n_params": summary["n_params"], "eval": str(run / "eval.json")}
+
+
 def table(results, load: str) -> str:
     rows = []
     for r in results:
@@ -174,6 +186,7 @@ def main(argv=None):
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench_implicit"))
     ap.add_argument("--md", default=str(ROOT / "bench" / "implicit.md"))
+    ap.add_argument("--report", action="store_true", help="only rewrite the table from the runs in --out")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -182,9 +195,11 @@ def main(argv=None):
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         ap.error(f"unknown model {unknown[0]!r} (choose from {', '.join(MODELS)})")
-    results = launch(args, models)
+    if not args.report:
+        launch(args, models)
+    results = [r for r in (collect(Path(args.out), m) for m in models) if r]
     load = os.getloadavg()
-    md = table(results, f"load average {load[0]:.1f} at the end")
+    md = table(results, f"load average {load[0]:.1f} when the table was written")
     Path(args.md).write_text(md)
     print(md)
 
