@@ -96,7 +96,7 @@ def worker(args) -> None:
         before = json.loads((out / "summary.json").read_text()).get("seconds", 0.0)
     t0 = time.perf_counter()
     summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
-                                     max_wall=args.max_wall, resume=args.resume))
+                                     max_wall=args.max_wall, resume=args.resume and out.exists()))
     train_s = time.perf_counter() - t0
     tests = [s for s in task.splits if s.startswith("test")] or [s for s in task.splits if s != "train"]
     res = evaluate_seq_run(out, splits=tests, n=args.n, plots=False, progress=False)
