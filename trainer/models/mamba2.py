@@ -198,6 +198,16 @@ class Mamba2Block(nn.Module):
         return z + self.dropout(out), cache
 
 
+# The causal per-position task families these models are compared on; the
+# same sizes serve each (the word-problem sizes of BENCHMARKS.md §4.2).
+CAUSAL_FAMILIES = ("words", "counting", "flipflop", "copying")
+
+
+def causal_presets(cpu: dict, paper: dict) -> dict:
+    """presets[preset][task family] with one size per preset for every causal family."""
+    return {"cpu": {fam: cpu for fam in CAUSAL_FAMILIES}, "paper": {fam: paper for fam in CAUSAL_FAMILIES}}
+
+
 def extra_with_defaults(cfg, defaults: dict) -> dict:
     """cfg.extra over the model's defaults (a config built by hand may omit keys)."""
     return {**defaults, **cfg.extra}
@@ -243,8 +253,7 @@ register_encoder(EncoderSpec(
     name="mamba2", build=Mamba2Encoder, family="mamba2",
     description="explicit Mamba2 (plain-PyTorch SSD), N pre-norm layers (MODELS.md §1.7.1)",
     defaults=MAMBA2_DEFAULTS,
-    presets={"cpu": {"words": MAMBA2_CPU, "counting": MAMBA2_CPU},
-             "paper": {"words": MAMBA2_PAPER, "counting": MAMBA2_PAPER}}))
+    presets=causal_presets(MAMBA2_CPU, MAMBA2_PAPER)))
 
 
 class ImplicitMamba2Core(InjectedCore):
