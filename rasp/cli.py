@@ -1,4 +1,4 @@
-"""`rasp` command line: run, check, graph, compile, help, train, eval, data.
+"""`rasp` command line: run, check, graph, compile, help, train, eval, data, compare.
 
 The subcommands live in their own modules, named in COMMANDS (as pip does);
 a module is imported only when its subcommand runs, so `rasp run x.rasp`,
@@ -47,6 +47,7 @@ COMMANDS = {
     "eval": Command("trainer.cli", "evaluate a training run", "add_eval_args", "run_eval"),
     "data": Command("trainer.seqcli", "write a comparison task's split as JSON lines, or print its statistics",
                     "add_data_args", "run_data"),
+    "compare": Command("trainer.compare.cli", "run a comparison suite and report it beside the published numbers"),
 }
 
 
