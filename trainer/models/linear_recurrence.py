@@ -447,7 +447,9 @@ ENCODER_SPECS = [
                            "counting": {"d_model": 64, "n_layer": 1, "memory_size": 64}},
                  "cpu": {"words": {"d_model": 128, "n_layer": 1, "memory_size": 64},
                          "copying": {"d_model": 128, "n_layer": 1, "memory_size": 64},
-                         "counting": {"d_model": 8, "n_layer": 1, "memory_size": 16}}}),
+                         # lr 1e-3 (P3's grid, App. A.4): at the family's 1e-2 the
+                         # memory loop diverged (NaN) within 200 steps on counting
+                         "counting": {"d_model": 8, "n_layer": 1, "memory_size": 16, "lr": 1e-3}}}),
     EncoderSpec(
         "ids4", build_ids4, "linear_recurrence",
         "input-dependent S4: cumulative products of input-dependent N×N matrices "
