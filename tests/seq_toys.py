@@ -46,7 +46,7 @@ def _splits(lo, hi, long_lo, long_hi, **extra):
 
 
 TOY_PARITY = SeqTask("toy_parity", "per_position", ("0", "1"), ("0", "1"), _splits(2, 6, 10, 12, every=2), _parity,
-                     metrics=("token_acc", "seq_acc", "last_acc"), family="toy", train_range=(2, 6))
+                     metrics=("token_acc", "seq_acc", "last_read_acc"), family="toy", train_range=(2, 6))
 TOY_SUM = SeqTask("toy_sum", "classify", ("0", "1", "2"), ("0", "1", "2"), _splits(2, 6, 10, 12), _sum3,
                   metrics=("acc",), family="toy", train_range=(2, 6))
 TOY_PAIR = SeqTask("toy_pair", "pair", ("0", "1"), ("differ", "same"), _splits(2, 5, 8, 9), _pair,

@@ -26,9 +26,9 @@ def toys():
         TASKS.pop(t.name, None)
 
 
-def _batch(targets, tokens=None):
+def _batch(targets):
     t = torch.tensor(targets)
-    tok = torch.ones_like(t) if tokens is None else torch.tensor(tokens)
+    tok = torch.ones(t.shape[0], t.shape[-1] if t.dim() > 1 else 1, dtype=torch.long)
     return SeqBatch(tok, tok != 0, t, torch.full((t.shape[0],), t.shape[-1] if t.dim() > 1 else 1),
                     torch.full((t.shape[0],), -1))
 
@@ -37,25 +37,24 @@ def test_metrics_score_exactly_the_scored_positions():
     b = _batch([[1, -1, 0, -1, 1], [0, 1, -1, -1, -1], [-1, -1, -1, -1, -1]])
     pred = torch.tensor([[1, 0, 1, 0, 1],       # one scored error (position 2); unscored 1, 3 wrong on purpose
                          [0, 1, 1, 1, 1],       # all scored right, unscored garbage
-                         [0, 0, 0, 0, 0]])      # nothing scored: not counted anywhere
-    num, den = scoring.get_metric("token_acc")(pred, b)
-    assert num.tolist() == [2, 2, 0] and den.tolist() == [3, 2, 0]
-    num, den = scoring.get_metric("seq_acc")(pred, b)
-    assert num.tolist() == [0, 1, 0] and den.tolist() == [1, 1, 0]
-    num, den = scoring.get_metric("last_acc")(pred, b)       # last scored: positions 4 and 1
-    assert num.tolist() == [1, 1, 0] and den.tolist() == [1, 1, 0]
-    # the loss sees the same positions: changing unscored logits changes nothing
+                         [0, 0, 0, 0, 0]])      # nothing scored: no value
+    assert scoring.example_values("token_acc", pred, b) == [2 / 3, 1.0, None]
+    assert scoring.example_values("seq_acc", pred, b) == [0.0, 1.0, None]
+    assert scoring.example_values("last_read_acc", pred, b) == [1.0, 1.0, None]   # positions 4 and 1
+    cls = _batch([2, 0, 1])
+    assert scoring.example_values("acc", torch.tensor([2, 1, 1]), cls) == [1.0, 0.0, 1.0]
+    # the loss sees the same positions: unscored logits get no gradient
     logits = torch.randn(3, 5, 2, requires_grad=True)
     scoring.loss_fn(logits, b).backward()
     assert torch.equal(logits.grad[0, 1], torch.zeros(2)) and torch.equal(logits.grad[2], torch.zeros(5, 2))
     assert logits.grad[0, 2].abs().sum() > 0
 
 
-def test_ratio_and_standard_error():
-    r = scoring.ratio([1, 0, 1, 1], [1, 1, 1, 1])
+def test_summary_and_standard_error():
+    r = scoring.summary([1.0, 0.0, None, 1.0, 1.0])
     assert r["mean"] == 0.75 and r["n"] == 4
-    assert abs(r["se"] - (0.75 * 0.25 * 4 / 3) ** 0.5 / 2) < 1e-12       # sqrt(p(1-p)/(n-1))
-    assert scoring.ratio([2, 0], [0, 0])["mean"] is None
+    assert abs(r["se"] - (0.25 / 4) ** 0.5) < 1e-12       # sample variance 0.25, se = sd / sqrt(n)
+    assert scoring.summary([None, None])["mean"] is None
 
 
 def test_collate_pads_and_masks():
@@ -163,3 +162,42 @@ def test_train_from_file_and_bad_inputs(tmp_path, capsys):
     assert _train(tmp_path / "r4", "toy_sum", "nosuchmodel") == 2
     assert _train(tmp_path / "r5", "toy_sum", "gru", "--set", "pooling=max") == 2
     assert "pooling" in capsys.readouterr().err
+
+
+class _Probe(torch.nn.Module):
+    """A GRU encoder that also reports an aux loss, per-sample `iterations`
+    (= its length) and per-position `residual`, and records set_progress."""
+    calls: list = []
+
+    def __init__(self, cfg):
+        super().__init__()
+        from trainer.models.rnn import RecurrentEncoder
+        self.inner = RecurrentEncoder(cfg, "gru")
+
+    def set_progress(self, step, total):
+        _Probe.calls.append((step, total))
+
+    def forward(self, tokens, mask):
+        out = self.inner(tokens, mask)
+        out.aux_loss = torch.tensor(5.0)
+        out.stats = {"iterations": mask.sum(1).float(), "residual": mask.float() * 0.5}
+        return out
+
+
+def test_trainer_calls_set_progress_adds_aux_loss_and_reports_stats(tmp_path):
+    from trainer.models.base import ENCODERS, EncoderSpec
+    ENCODERS.register(EncoderSpec("probe_enc", _Probe, "tests"))
+    _Probe.calls.clear()
+    try:
+        out = tmp_path / "p"
+        assert _train(out, "toy_sum", "probe_enc", "--steps", "3", "--set", "eval_every=0", "--set",
+                      "log_every=1") == 0
+        assert _Probe.calls == [(0, 3), (1, 3), (2, 3)]
+        rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        assert all(r["loss"] > 5.0 for r in rows if "loss" in r)
+        assert main(["eval", str(out), "--splits", "long", "-n", "30", "--no-progress"]) == 0
+        st = json.loads((out / "eval.json").read_text())["splits"]["long"]["stats"]
+        assert all(float(L) == v for L, v in st["iterations"]["by_length"].items())
+        assert st["residual"]["mean"] == 0.5 and st["iterations"]["max"] <= 12
+    finally:
+        ENCODERS.pop("probe_enc", None)

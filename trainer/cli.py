@@ -84,24 +84,29 @@ def add_train_args(p: argparse.ArgumentParser):
     return p
 
 
+def _run_kind_is_seq(run_dir) -> bool:
+    """Quietly: does run_dir hold a comparison run?  run.json says so, or,
+    when it is damaged, the newest checkpoint's config (no warnings here: the
+    path chosen reports any damage itself)."""
+    import json
+    run_dir = Path(run_dir)
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("kind") == "seq"
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        newest = max(p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
+        return json.loads((newest / "state.json").read_text())["config"].get("kind") == "seq"
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        return False
+
+
 def is_seq_train(args) -> bool:
     """Does this `rasp train` run a comparison task (trainer/seqtrain.py)?"""
     from trainer.tasks.base import SeqTask
-    if args.resume and (Path(args.out) / "run.json").exists():
-        from trainer import checkpoint
-        try:
-            return checkpoint.is_seq_run(checkpoint.read_json(Path(args.out) / "run.json"))
-        except RaspError:
-            pass
+    if args.resume and _run_kind_is_seq(args.out):
+        return True
     return bool(args.task) and isinstance(TASKS.get(args.task), SeqTask)
-
-
-def is_seq_run_dir(run_dir) -> bool:
-    from trainer import checkpoint
-    try:
-        return checkpoint.is_seq_run(checkpoint.read_run(run_dir))
-    except RaspError:
-        return False
 
 
 def _device(name: str) -> str:
@@ -203,7 +208,7 @@ def run_eval(args) -> int:
     run_dir = Path(args.run)
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
         raise RaspError(f"{run_dir} is not a training run (no run.json)")
-    if is_seq_run_dir(run_dir):
+    if _run_kind_is_seq(run_dir):
         from trainer.seqcli import run_seq_eval
         return run_seq_eval(args)
     if args.splits or args.set or args.n is not None:

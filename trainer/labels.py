@@ -2,6 +2,8 @@
 
 `ProgramLabeler` runs the task's program through the interpreter: its output
 is the target and the iteration count of its (single) top-level loop is T(n).
+Comparison tasks whose program has no loop (flip-flop) pass `need_loop=False`
+and get T = 0.
 `FunctionLabeler` wraps a plain Python function with the same interface; it
 exists for tests and for tasks that have no program yet.
 """
@@ -16,7 +18,7 @@ from rasp.errors import RaspError
 
 
 class ProgramLabeler:
-    def __init__(self, path):
+    def __init__(self, path, need_loop: bool = True):
         import rasp  # the front end; imported late so trainer/ loads without it
         path = Path(path)
         if not path.exists():
@@ -24,14 +26,16 @@ class ProgramLabeler:
         self.path = str(path)
         self.program = rasp.load(str(path))
         ir = self.program.ir
-        if not ir.loops:
+        if need_loop and not ir.loops:
             raise RaspError(f"{path}: the task program has no loop, so it gives no step count T(n)")
         self.symbols = dict(ir.symbols)
         self.vocab = sorted(int(v) for v in ir.vocab)
 
     def __call__(self, inputs: Sequence[Sequence[int]]):
         res = self.program.run_batch([list(map(int, x)) for x in inputs])
-        steps = np.asarray(res.steps)[:, 0].astype(np.int64)   # first loop in source order
+        steps = np.asarray(res.steps).reshape(len(inputs), -1)
+        # the first loop in source order; 0 for a loop-free program (flip-flop)
+        steps = steps[:, 0].astype(np.int64) if steps.shape[1] else np.zeros(len(inputs), np.int64)
         return [list(map(int, o)) for o in res.outputs], steps
 
 

@@ -1,84 +1,69 @@
 """Loss and metrics of the comparison tasks (BENCHMARKS.md §2).
 
-Every metric is a ratio of sums: `fn(pred, batch) -> (num, den)`, two (B,)
-float tensors, so that a split's value is sum(num) / sum(den) and the same
-code gives per-length and per-group values and a standard error (the ratio
-estimator's, over samples).  Built in:
+A metric gives each example a value in [0, 1], or None when the example has
+nothing it scores (`score(name, prediction, target)`, per example: the
+task families' definitions).  A split's value is the mean over the examples
+with a value, its standard error the sample standard deviation / sqrt(n),
+and the same values give the per-length and per-group tables.  Names:
 
-    acc         per_position: fraction of scored positions right (flip-flop
-                "accuracy" = all reads); classify / pair: accuracy
-    token_acc   the same as acc for per_position tasks (word problems)
-    seq_acc     per_position: a sequence counts when every scored position is right
-    last_acc    per_position: the last scored position of each sequence is right
-                (flip-flop last read, P1 Table 3)
-
-A task family with its own score (counting's offsets) registers it with
-`register_metric(name, fn)` and names it in `SeqTask.metrics`.
+    acc            per_position: fraction of scored positions (target >= 0) right
+                   (flip-flop: all reads); classify / pair: 1 if right
+    token_acc      the same, under the word-problem name
+    seq_acc        1 if every scored position is right (sequence exact match)
+    last_read_acc  the last scored position (flip-flop's final read, P1 Table 3)
 """
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from trainer.seqdata import SeqBatch
 
-METRICS: dict = {}
+
+def _scored(prediction, target):
+    return [int(p) == int(t) for p, t in zip(prediction, target) if int(t) >= 0]
 
 
-def register_metric(name: str, fn, description: str = ""):
-    METRICS[name] = fn
-    fn.description = description
-    return fn
+def _acc(prediction, target) -> Optional[float]:
+    if isinstance(target, (list, tuple)):
+        hits = _scored(prediction, target)
+        return sum(hits) / len(hits) if hits else None
+    return float(int(prediction) == int(target))
 
 
-def _scored(batch: SeqBatch) -> torch.Tensor:
-    return batch.targets >= 0
+def _seq_acc(prediction, target) -> Optional[float]:
+    hits = _scored(prediction, target)
+    return float(all(hits)) if hits else None
 
 
-def _per_position_acc(pred, batch):
-    if batch.targets.dim() == 1:
-        right = (pred == batch.targets).float()
-        return right, torch.ones_like(right)
-    s = _scored(batch)
-    return ((pred == batch.targets) & s).sum(1).float(), s.sum(1).float()
+def _last_read_acc(prediction, target) -> Optional[float]:
+    hits = _scored(prediction, target)
+    return float(hits[-1]) if hits else None
 
 
-def _seq_acc(pred, batch):
-    s = _scored(batch)
-    wrong = ((pred != batch.targets) & s).any(1)
-    has = s.any(1)
-    return (has & ~wrong).float(), has.float()
+METRICS = {"acc": _acc, "token_acc": _acc, "seq_acc": _seq_acc, "last_read_acc": _last_read_acc}
 
 
-def _last_acc(pred, batch):
-    s = _scored(batch)
-    idx = torch.arange(s.shape[1], device=s.device).expand_as(s)
-    last = torch.where(s, idx, torch.full_like(idx, -1)).max(1).values
-    has = last >= 0
-    rows = torch.arange(s.shape[0], device=s.device)
-    right = pred[rows, last.clamp_min(0)] == batch.targets[rows, last.clamp_min(0)]
-    return (right & has).float(), has.float()
-
-
-register_metric("acc", _per_position_acc, "accuracy (per-position: over every scored position)")
-register_metric("token_acc", _per_position_acc, "token accuracy over the scored positions")
-register_metric("seq_acc", _seq_acc, "sequence exact match over the scored positions")
-register_metric("last_acc", _last_acc, "accuracy at the last scored position")
-
-
-def get_metric(name: str):
+def score(name: str, prediction, target) -> Optional[float]:
     if name not in METRICS:
         raise KeyError(f"unknown metric {name!r} (known: {', '.join(METRICS)})")
-    return METRICS[name]
+    return METRICS[name](prediction, target)
+
+
+def example_values(name: str, pred: torch.Tensor, batch: SeqBatch) -> list:
+    """The metric's value (or None) for every example of the batch."""
+    pred, targets = pred.tolist(), batch.targets.tolist()
+    return [score(name, p, t) for p, t in zip(pred, targets)]
 
 
 def loss_fn(logits: torch.Tensor, batch: SeqBatch) -> torch.Tensor:
     """Cross-entropy: per_position averaged over the batch's scored positions."""
     if batch.targets.dim() == 1:
         return F.cross_entropy(logits, batch.targets)
-    s = _scored(batch)
+    s = batch.targets >= 0
     if not bool(s.any()):
         return logits.sum() * 0.0
     return F.cross_entropy(logits[s], batch.targets[s])
@@ -88,15 +73,14 @@ def predictions(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(-1)
 
 
-def ratio(num, den) -> dict:
-    """{"mean", "se", "n"} of sum(num)/sum(den) over samples with den > 0."""
-    pairs = [(a, b) for a, b in zip(num, den) if b > 0]
-    n = len(pairs)
+def summary(values) -> dict:
+    """{"mean", "se", "n"} over the examples with a value."""
+    xs = [float(v) for v in values if v is not None]
+    n = len(xs)
     if n == 0:
         return {"mean": None, "se": None, "n": 0}
-    total = sum(b for _, b in pairs)
-    r = sum(a for a, _ in pairs) / total
+    mean = sum(xs) / n
     if n < 2:
-        return {"mean": r, "se": None, "n": n}
-    resid = sum((a - r * b) ** 2 for a, b in pairs)
-    return {"mean": r, "se": math.sqrt(resid * n / (n - 1)) / total, "n": n}
+        return {"mean": mean, "se": None, "n": n}
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+    return {"mean": mean, "se": math.sqrt(var / n), "n": n}

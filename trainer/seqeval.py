@@ -48,12 +48,12 @@ def load_run_model(run_dir: Path, sets: dict, device):
     return run, task, hp, model, checkpoint.load_state(ckpt)["step"]
 
 
-def summarise(task, raw: dict) -> dict:
-    """One split's entry of eval.json from score_examples' per-sample arrays."""
-    metrics = list(raw["num"])
+def summarise(raw: dict) -> dict:
+    """One split's entry of eval.json from score_examples' per-example arrays."""
+    values = raw["values"]
     entry = {"n": int(len(raw["lengths"])),
-             "metrics": {m: {k: v for k, v in scoring.ratio(raw["num"][m], raw["den"][m]).items() if k != "n"}
-                         for m in metrics}}
+             "metrics": {m: {k: v for k, v in scoring.summary(vals).items() if k != "n"}
+                         for m, vals in values.items()}}
 
     def by(keys, skip_negative=False):
         out = {}
@@ -61,18 +61,17 @@ def summarise(task, raw: dict) -> dict:
             if skip_negative and key < 0:
                 continue
             sel = keys == key
-            row = {m: scoring.ratio(raw["num"][m][sel], raw["den"][m][sel])["mean"] for m in metrics}
+            row = {m: scoring.summary(vals[sel])["mean"] for m, vals in values.items()}
             row["n"] = int(sel.sum())
             out[str(key)] = row
         return out
     entry["by_length"] = by(raw["lengths"])
     entry["by_group"] = by(raw["groups"], skip_negative=True)
     entry["stats"] = {}
-    for name, values in raw["stats"].items():
+    for name, v in raw["stats"].items():
         entry["stats"][name] = {
-            "mean": float(values.mean()), "max": float(values.max()),
-            "by_length": {str(L): float(values[raw["lengths"] == L].mean())
-                          for L in sorted(set(raw["lengths"].tolist()))}}
+            "mean": float(v.mean()), "max": float(v.max()),
+            "by_length": {str(L): float(v[raw["lengths"] == L].mean()) for L in sorted(set(raw["lengths"].tolist()))}}
     return entry
 
 
@@ -99,7 +98,7 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
         size = n if n is not None else min(task.splits[name].size or DEFAULT_N, DEFAULT_N)
         examples = generate_split(task, name, size, seed)
         raw = score_examples(task, model, examples, task.metrics, torch.device(device), batch_size)
-        results[name] = {**summarise(task, raw), "params": task.splits[name].params}
+        results[name] = {**summarise(raw), "params": task.splits[name].params}
     res = {"task": task.name, "model": run["model"], "run": str(run_dir), "step": step, "seed": seed,
            "headline": task.metrics[0], "train_range": list(task.train_range) if task.train_range else None,
            "splits": results}

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from rasp.errors import RaspError
 from trainer import checkpoint, scoring
 from trainer.models import ENCODERS, get_encoder_spec
-from trainer.models.base import EncoderConfig
+from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
 from trainer.seqdata import collate, read_jsonl
 from trainer.seqpresets import SeqHParams, lr_at
@@ -130,13 +130,13 @@ def validation_set(task: SeqTask, hp: SeqHParams) -> list:
 
 @torch.no_grad()
 def score_examples(task: SeqTask, model: SeqModel, examples: list, metrics, device, batch_size: int = 64):
-    """Per-sample (num, den) of each metric, lengths, groups and encoder stats,
-    batching examples of similar length together."""
+    """Per-example metric values (None = nothing to score), lengths, groups
+    and encoder stats, batching examples of similar length together."""
     from trainer.models.heads import sample_stat
+    from trainer.seqdata import example_length
     model.eval()
-    order = sorted(range(len(examples)), key=lambda i: _length(examples[i]))
-    nums = {m: np.zeros(len(examples)) for m in metrics}
-    dens = {m: np.zeros(len(examples)) for m in metrics}
+    order = sorted(range(len(examples)), key=lambda i: example_length(examples[i]))
+    values = {m: np.full(len(examples), None, dtype=object) for m in metrics}
     lengths, groups = np.zeros(len(examples), dtype=int), np.zeros(len(examples), dtype=int)
     stats: dict = {}
     for s in range(0, len(order), batch_size):
@@ -145,23 +145,18 @@ def score_examples(task: SeqTask, model: SeqModel, examples: list, metrics, devi
         logits, enc = model(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
         pred = scoring.predictions(logits)
         for m in metrics:
-            num, den = scoring.get_metric(m)(pred, batch)
-            nums[m][idx], dens[m][idx] = num.cpu().numpy(), den.cpu().numpy()
+            for i, v in zip(idx, scoring.example_values(m, pred, batch)):
+                values[m][i] = v
         lengths[idx], groups[idx] = batch.lengths.cpu().numpy(), batch.groups.cpu().numpy()
         for k, v in enc.stats.items():
             if torch.is_tensor(v):
                 stats.setdefault(k, np.zeros(len(examples)))[idx] = sample_stat(v, enc.mask).cpu().numpy()
-    return {"num": nums, "den": dens, "lengths": lengths, "groups": groups, "stats": stats}
-
-
-def _length(ex) -> int:
-    from trainer.seqdata import example_length
-    return example_length(ex)
+    return {"values": values, "lengths": lengths, "groups": groups, "stats": stats}
 
 
 def evaluate_metrics(task, model, examples, device) -> dict:
     r = score_examples(task, model, examples, task.metrics, device)
-    return {m: scoring.ratio(r["num"][m], r["den"][m])["mean"] for m in task.metrics}
+    return {m: scoring.summary(r["values"][m])["mean"] for m in task.metrics}
 
 
 def train_seq(cfg: SeqRunConfig) -> dict:
@@ -186,8 +181,9 @@ def _train(cfg: SeqRunConfig) -> dict:
     model = build_model(task, cfg.model, hp).to(device)
     stream = TrainStream(task, hp, data)
     step, sums = 0, {"loss": 0.0, "acc": 0.0, "k": 0}
-    opt = torch.optim.AdamW(model.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
-                            weight_decay=hp.weight_decay)
+    # groups: parameters tagged by their model (S4D's SSM lr cap, Mamba's no-decay A and D)
+    opt = torch.optim.AdamW(param_groups(model, hp.lr, hp.weight_decay), lr=hp.lr,
+                            betas=tuple(hp.betas), eps=hp.eps, weight_decay=hp.weight_decay)
     if ckpt is not None:
         state = checkpoint.load_state(ckpt)
         checkpoint.load_weights(ckpt, model, device)
@@ -222,7 +218,7 @@ def _train(cfg: SeqRunConfig) -> dict:
     while step < hp.steps:
         lr = lr_at(step, hp)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         model.set_progress(step, hp.steps)
         batch = collate(task, stream.examples(step)).to(device)
         model.train()
@@ -238,10 +234,9 @@ def _train(cfg: SeqRunConfig) -> dict:
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip if hp.grad_clip > 0 else math.inf)
         opt.step()
         step += 1
-        with torch.no_grad():
-            num, den = scoring.get_metric(headline)(scoring.predictions(logits.detach()), batch)
+        batch_acc = scoring.summary(scoring.example_values(headline, scoring.predictions(logits.detach()), batch))
         sums["loss"] += float(loss.detach())
-        sums["acc"] += float(num.sum() / den.sum().clamp_min(1))
+        sums["acc"] += batch_acc["mean"] or 0.0
         sums["k"] += 1
         if step % hp.log_every == 0 or step == hp.steps:
             now = time.perf_counter()

@@ -8,6 +8,10 @@
                     on the comparison tasks of trainer/tasks/ by trainer/seqtrain.py
     heads.py        per-position / pooled / sentence-pair heads, SeqModel
     blocks.py       P1's shared pre-LN block (xPos, RoPE, START/END)
+    mamba2.py       mamba2 (plain-PyTorch Mamba2 mixer: chunked SSD + recurrent step)
+    llama.py        llama (RMSNorm, RoPE θ=500000, SwiGLU)
+    implicit.py     implicit_mamba2, implicit_llama (a block stack iterated to a
+                    fixed point; solver and backward in fixed_point.py, on torchdeq)
     rnn.py, transformer.py, ...   one module per encoder family
 
 Every module of this package is imported here, so a new family registers

@@ -127,12 +127,14 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x, kv=None, key_mask=None, causal: bool = False, pos=None):
         """x (B, Lq, d); kv (B, Lk, d) or None (self-attention); key_mask (B, Lk)
-        bool; pos (B, L) token positions for rotary/xPos (self-attention only)."""
+        bool; pos (B, L) token positions for rotary/xPos: self-attention, or a
+        `kv` stream over the same positions as x when `pos` is given (UT's
+        marginalised S stream); cross-attention (kv, no pos) has none."""
         B, Lq, _ = x.shape
         src = x if kv is None else kv
         split = lambda t: t.view(B, t.shape[1], self.n_head, self.head_dim).transpose(1, 2)
         q, k, v = split(self.q(x)), split(self.k(src)), split(self.v(src))
-        if self.pos is not None and kv is None:
+        if self.pos is not None and (kv is None or pos is not None):
             if pos is None:
                 pos = positions(key_mask) if key_mask is not None else \
                     torch.arange(Lq, device=x.device).float().expand(B, Lq)
@@ -171,8 +173,13 @@ class PreLNBlock(nn.Module):
         self.ln2 = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, d_ff, dropout)
 
-    def attend(self, h, mask=None, causal: bool = False, kv=None, kv_mask=None, pos=None):
+    def attend(self, h, mask=None, causal: bool = False, kv=None, kv_mask=None, pos=None, stream=None):
+        """`stream`: keys/values from a second sequence over h's own positions
+        (masked by `mask`, causal and positioned like self-attention)."""
         q = self.ln1(h)
+        if stream is not None:
+            pos = positions(mask) if pos is None else pos
+            return h + self.drop(self.attn(q, self.ln1(stream), mask, causal, pos))
         if kv is None:
             return h + self.drop(self.attn(q, None, mask, causal, pos))
         return h + self.drop(self.attn(q, self.ln1(kv), kv_mask, False))

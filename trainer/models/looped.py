@@ -75,7 +75,7 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
 def build_looped(spec: ModelSpec, hp, data) -> nn.Module:
     model = LoopedTransformer(looped_config(spec, hp, data))
     if hp.init_scheme == "gpt2":
-        gpt2_init_(model, hp.read_in)
+        gpt2_init_(model, hp.read_in, getattr(hp, "read_in_dims", None))
     return model
 
 
