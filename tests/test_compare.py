@@ -195,6 +195,11 @@ def test_skip_finished_resume_interrupted(suite, tmp_path):
     assert runner.state(r, d) == "done" and runner.planned_commands(r, d) == []
     write(d / "eval.json", "{trunc")                               # a damaged eval file is redone
     assert runner.state(r, d) == "evaluate"
+    r.evals[0].options["splits"] = "dense,sparse"                  # an eval that names its splits
+    finished_run(d, {"dense": 1.0})
+    assert runner.state(r, d) == "evaluate"                        # sparse is not in eval.json yet
+    finished_run(d, {"dense": 1.0, "sparse": 0.5})
+    assert runner.state(r, d) == "done"
 
 
 def test_fan_summary_without_finished_key_counts_as_trained(suite, tmp_path):
