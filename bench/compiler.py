@@ -143,6 +143,15 @@ ISSUE_SHAPES = {
 }
 
 
+# lookup tables (issue 10): a one-operand table and a 60 x 60 group table, built from lists
+def lookup_shapes() -> dict:
+    if R is None:
+        return {}
+    return {"tok_map_table": "const SQ = [0, 1, 4, 9]\ninput seq: {0..3}\n"
+                             "output tok_map(seq, SQ) + tok_map(shift_right(seq, 1), SQ)\n",
+            "word_z60_table (60 x 60)": R.table_word_source(R.z60_table())}
+
+
 def library_source(name) -> str:
     vocab, expr = LIBRARY[name]
     return f"input seq: {vocab}\noutput {expr}\n"
@@ -206,7 +215,9 @@ def coverage(max_len, search_to, n_check, seed, command) -> str:
                  [(f"`{LIBRARY[n][1]}`", rasp.loads(library_source(n), f"<{n}>"), f"<{n}>")
                   for n in LIBRARY]),          # "<name>": random vocabulary inputs, never programs/' samplers
                 ("Shapes named in issue 8", [(n, rasp.loads(src, f"<{n}>"), f"<{n}>")
-                                             for n, src in ISSUE_SHAPES.items()])]
+                                             for n, src in ISSUE_SHAPES.items()]),
+                ("Lookup tables (issue 10; group-word programs are in programs/)",
+                 [(n, rasp.loads(src, f"<{n}>"), f"<{n}>") for n, src in lookup_shapes().items()])]
     for title, entries in sections:
         rows += [f"## {title}", "", head]
         for name, prog, path in entries:

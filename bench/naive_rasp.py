@@ -118,6 +118,9 @@ class NaiveRun:
             return np.arange(self.n)
         if isinstance(node, Full):
             return self.sop(self.value(node.inputs[0]))
+        if isinstance(node, Map) and node.op == "lookup":    # a const table: T[x] / T[x][y]
+            table = np.array(node.table.rows)
+            return table[tuple(np.asarray(self.value(i)) for i in node.inputs)]
         if isinstance(node, Map):
             return MAPS[node.op](*[self.value(i) for i in node.inputs])
         if isinstance(node, Select):

@@ -48,6 +48,17 @@ def score_rows(kind, k, q, pred, sel):
             qs = [lin_scale(ql, sel) for ql in q.vals.values()]
             ks = [lin_add(*[kl for kv, kl in k.vals.items() if test(kv, qv)]) for qv in q.vals]
         return qs, ks
+    if kind == "digits":
+        # k, q: lists of digit Nums (same base on both sides): k == q exactly
+        # when every digit agrees, and the score drops by >= EQ_GAP otherwise
+        b = EQ_GAP
+        qs, ks = [], []
+        for kd, qd in zip(k, q):
+            qs += [lin_scale(qd.numeric(), 2 * b), lin_scale(NOTBOS, -b)]
+            ks += [kd.numeric(), kd.square()]
+        qs.append(lin_add(*[(-b, qd.square()) for qd in q], (sel, NOTBOS)))
+        ks.append({ONE: 1.0})
+        return qs, ks
     # numeric equality: sel - EQ_GAP * (k - q)^2
     b = EQ_GAP
     qs = [lin_scale(q.numeric(), 2 * b), lin_scale(NOTBOS, -b), lin_add((-b, q.square()), (sel, NOTBOS))]

@@ -411,11 +411,14 @@ class Crafter:
         else:
             raise self.error(node, f"the compiler does not support {node.label()} here")
         r = self.reps[node]
-        if node in self.need_sq and isinstance(r, Num) and r.sq is None:
+        if node in self.need_sq and isinstance(r, Num) and r.sq is None and not self.FORCE_DIGITS \
+                and A.numeric_eq_exact([max(abs(r.lo), abs(r.hi))]):    # wider ones are compared by digits
             self.add_square(node, r)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
+        if isinstance(node, ir.Lookup):       # None outside the table: a run-time error, never tabulated
+            return node.table.get
         op = PY_OPS[node.op]
         zero_check = node.op in ("floordiv", "mod")
 
@@ -637,9 +640,11 @@ class Crafter:
             # the quadratic score cannot also rank keys in float32 at length L:
             # compare one-hot codes of both sides instead (a table each)
             return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
-        if sel.pred == "eq" and not A.numeric_eq_exact(max(abs(r.lo), abs(r.hi)) for r in (k, q)):
-            # the quadratic score's float32 rounding would reach the selection margin
-            return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
+        if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(max(abs(r.lo), abs(r.hi))
+                                                                              for r in (k, q))):
+            # the quadratic score's float32 rounding would reach the selection
+            # margin: compare two small digits of each side instead
+            return self.digit_select(sel, k, q)
         if sel.pred == "eq":
             for side, r in ((sel.key, k), (sel.query, q)):
                 if r.square() is None:        # e.g. a loop variable: square it here, by a table
@@ -661,6 +666,59 @@ class Crafter:
         return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
 
     ONEHOT_LIMIT = 4096      # widest numeric range turned into a one-hot code for a select
+    FORCE_DIGITS = False     # tests: compare every numeric equality by digits (digit_select)
+
+    def digit_select(self, sel, k, q):
+        """Numeric equality of wide numbers (|value| > 362, where the quadratic
+        score's float32 rounding would reach its margin): both sides written
+        in one base B ~ sqrt(range), v - lo = B*a + r, and the score
+        SEL - EQ_GAP ((a_k - a_q)^2 + (r_k - r_q)^2) compares the two small
+        digits.  Exact for every value in the range at L (beyond it the high
+        digit's table holds its last value); digits up to 362 (ranges up to
+        ~131,000 values), wider is a located refusal."""
+        lo = int(np.floor(min(k.lo, q.lo)))
+        span = int(np.ceil(max(k.hi, q.hi))) - lo
+        base = int(np.ceil(np.sqrt(span + 1)))
+        if not A.numeric_eq_exact([base, span // base + 1]):
+            raise self.error(sel, f"the numbers compared by this select range over {span + 1} values at "
+                             f"length {self.L}; exact equality needs at most {363 ** 2} "
+                             "(use a smaller --max-len)")
+        return "digits", self.digits(sel.key, k, lo, base), self.digits(sel.query, q, lo, base)
+
+    def digits(self, node, r, lo, base):
+        """[high, low] digit Nums (with squares) of v - lo in base `base`.
+        A one-hot value gives linear forms; a number one MLP of steps for the
+        high digit and its square (2 units per multiple of base), then a
+        square table of the low digit (base units).  Built in the stage that
+        computes the node (a prelude value's digits are not recomputed at
+        every loop iteration); cached."""
+        if isinstance(r, Cat):
+            hi_d = {v: (v - lo) // base for v in r.vals}
+            lo_d = {v: (v - lo) % base for v in r.vals}
+            return [Num(lin_add(*[(float(f[v]), l) for v, l in r.vals.items()]), min(f.values()), max(f.values()),
+                        lin_add(*[(float(f[v]) ** 2, l) for v, l in r.vals.items()]))
+                    for f in (hi_d, lo_d)]
+        stage = self.pg.stage.get(node, self.stage)
+        key = (node, stage, lo, base)
+        if key in self.onehots:
+            return self.onehots[key]
+        outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
+        try:
+            x = lin_add(r.numeric(), (-float(lo), NOTBOS))
+            top = (int(np.ceil(r.hi)) - lo) // base
+            da, da2 = self.alloc("digit hi"), self.alloc("digit hi^2")
+            units = []
+            for j in range(1, top + 1):       # a = number of multiples of base <= x
+                units += M.step_units(x, float(j * base), {da: 1.0, da2: float(j * j - (j - 1) ** 2)})
+            self.mlp(self.op_label("digits", node), units, {da, da2})
+            low = lin_add(x, (-float(base), {da: 1.0}))
+            sq, units = M.square_table(low, 0, base - 1, self.alloc)
+            self.mlp(self.op_label("digit lo^2", node), units, self.unit_writes(units))
+            out = [Num({da: 1.0}, 0, top, {da2: 1.0}), Num(low, 0, base - 1, sq)]
+        finally:
+            self.stage = outer
+        self.onehots[key] = out
+        return out
 
     def onehot(self, node, r):
         """A numeric s-op as a one-hot code over its range at the design length

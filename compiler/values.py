@@ -11,49 +11,9 @@ import numpy as np
 
 from rasp import ir
 from rasp.errors import RaspError
+from rasp.valuesets import MAX_EVAL, apply_op, eval_map, eval_node  # noqa: F401  (re-exported)
 
-MAX_EVAL = 4_000_000     # largest product of input value sets a map may be evaluated on
 MAX_SET = 100_000        # a larger set is "huge": a located error
-
-_NP = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply,
-    "floordiv": np.floor_divide, "mod": np.mod, "neg": np.negative,
-    "eq": lambda a, b: (a == b), "ne": lambda a, b: (a != b), "lt": lambda a, b: (a < b),
-    "le": lambda a, b: (a <= b), "gt": lambda a, b: (a > b), "ge": lambda a, b: (a >= b),
-    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-    "invert": np.invert, "and": lambda a, b: (a != 0) & (b != 0),
-    "or": lambda a, b: (a != 0) | (b != 0), "not": lambda a: (a == 0),
-    "min": np.minimum, "max": np.maximum, "abs": np.abs,
-    "where": lambda c, x, y: np.where(c != 0, x, y),
-}
-
-
-def apply_op(op: str, args: list) -> np.ndarray:
-    """Element-wise op on broadcastable int arrays, with the interpreter's int
-    semantics (floor division/modulo; comparisons give 0/1)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = _NP[op](*[np.asarray(a, dtype=np.int64) for a in args])
-    return np.asarray(out).astype(np.int64)
-
-
-def eval_map(op: str, sets: list) -> np.ndarray:
-    """All values of `op` over the product of the operand sets (division by
-    zero combinations are skipped: the interpreter rejects them at run time)."""
-    arrays = [np.array(sorted(s), dtype=np.int64) for s in sets]
-    total = int(np.prod([len(a) for a in arrays])) if arrays else 1
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    if total > MAX_EVAL:
-        if op in ("add", "sub") and len(arrays) == 2:       # interval arithmetic
-            a, b = arrays
-            lo, hi = (a[0] + b[0], a[-1] + b[-1]) if op == "add" else (a[0] - b[-1], a[-1] - b[0])
-            return np.arange(lo, hi + 1)
-        raise OverflowError(total)
-    grids = np.meshgrid(*arrays, indexing="ij")
-    out = apply_op(op, grids)
-    if op in ("floordiv", "mod"):
-        out = out[grids[1] != 0]
-    return np.unique(out)
 
 
 MAX_ITER = 4096          # value-set iterations for a loop whose count has no bound
@@ -239,7 +199,7 @@ class ValueSets:
         if isinstance(node, ir.Map):
             sets = [self.get(i) for i in node.inputs]
             try:
-                out = eval_map(node.op, sets)
+                out = eval_node(node, sets)
             except OverflowError as e:
                 raise self.error(node, f"the value set of {self.name(node)} is too large to enumerate "
                                  f"({e.args[0]} operand combinations)") from None

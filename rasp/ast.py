@@ -29,6 +29,12 @@ class Str(Node):
 
 
 @dataclass
+class ListLit(Node):
+    """`[e1, e2, ...]`: only as the value of a const (a lookup table)."""
+    items: list
+
+
+@dataclass
 class BinOp(Node):
     op: str                 # add sub mul floordiv mod truediv bitand bitor bitxor and or
     left: Node

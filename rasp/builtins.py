@@ -57,9 +57,16 @@ def _map_with(arity):
             node, value = _arg(low, bound, name)
             operands.append(low.as_value(value, node, f"{call.func.id}()'s argument '{name}'"))
         f_node, f = _arg(low, bound, "f")
+        if isinstance(f, ir.Table):
+            if len(f.shape) != arity:
+                shape = " x ".join(map(str, f.shape))
+                other = "tok_map(x, T) takes a list of ints" if arity == 1 else \
+                    "seq_map(x, y, T) takes a list of rows"
+                raise low.error(f"the lookup table '{f.name}' is {len(f.shape)}-D ({shape}); {other}", f_node)
+            return low.lookup(f, operands, [bound[name][0] for name in names], call)
         if not isinstance(f, LambdaValue):
-            raise low.error(f"{call.func.id}() needs a lambda as its function argument, not {describe(f)}",
-                            f_node)
+            raise low.error(f"{call.func.id}() needs a lambda or a lookup table as its function argument, "
+                            f"not {describe(f)}", f_node)
         if len(f.node.params) != arity:
             raise low.error(f"{call.func.id}() needs a lambda of {arity} parameter{'s' * (arity > 1)}, "
                             f"this one has {len(f.node.params)}", f_node)

@@ -68,6 +68,8 @@ def _leaf_text(program, node) -> str:
 
 
 def _op_text(node) -> str:
+    if isinstance(node, ir.Lookup):
+        return f"{node.table.name}[...]"
     if isinstance(node, ir.Map):
         return _OPS.get(node.op, node.op)
     if isinstance(node, ir.Select):

@@ -51,9 +51,11 @@ ENTRIES = [
           "full(x, 7)", X, "7 7 7 7 7"),
     Entry("indices", "core", "s-op -> s-op", "the positions `0, 1, ..., n-1`",
           "indices(x)", X, "0 1 2 3 4"),
-    Entry("tok_map", "core", "s-op, lambda a -> s-op", "`f(x[i])` at every position (`f` is a lambda)",
+    Entry("tok_map", "core", "s-op, lambda a | table -> s-op",
+          "`f(x[i])` at every position (`f` is a lambda, or a 1-D lookup table `T`: `T[x[i]]`)",
           "tok_map(x, lambda a: a * a + 1)", X, "10 2 17 2 26"),
-    Entry("seq_map", "core", "s-op, s-op, lambda a, b -> s-op", "`f(x[i], y[i])` at every position",
+    Entry("seq_map", "core", "s-op, s-op, lambda a, b | table -> s-op",
+          "`f(x[i], y[i])` at every position (or a 2-D lookup table `T`: `T[x[i]][y[i]]`)",
           "seq_map(x, indices(x), lambda a, b: a - b)", X, "3 0 2 -2 1"),
     Entry("select", "core", "s-op, s-op, predicate -> selector",
           "the causal matrix `A[i, j] = pred(k[j], q[i])` for `j <= i`, else 0 (row i: query, column j: key)",
@@ -137,8 +139,15 @@ ENTRIES = [
     Entry("min", "reduction", "reduction", "the smallest selected value", usage="aggr(A, v, reduction=min)"),
     # ---- statements
     Entry("const", "statement", "statement",
-          "a symbol token (`const EOQ = \">\"`: codes -1, -2, ... in order) or an int constant",
-          usage='const NAME = "TEXT"  |  const NAME = INT-EXPR'),
+          "a symbol token (`const EOQ = \">\"`: codes -1, -2, ... in order), an int constant, or a "
+          "lookup table for tok_map / seq_map", usage='const NAME = "TEXT"  |  const NAME = INT-EXPR  |  '
+          'const NAME = [v, ...]  |  const NAME = [[v, ...], ...]'),
+    Entry("table", "statement", "statement",
+          "a lookup table: a list of ints (1-D, for `tok_map(x, T)` = `T[x[i]]`) or a rectangular list of "
+          "rows (2-D, for `seq_map(x, y, T)` = `T[x[i]][y[i]]`); entries are int literals, consts or "
+          "symbols; it may span lines. An index outside 0..len-1 is an error: from the checker when the "
+          "input's declared values make it possible, else at run time",
+          usage="const T = [[0, 1], [1, 0]]   then   seq_map(x, y, T)"),
     Entry("input", "statement", "statement", "the input s-op and every token value it may hold (exactly one)",
           usage="input NAME: {v, lo..hi, SYMBOL, ...}"),
     Entry("param", "statement", "statement",

@@ -34,8 +34,9 @@ import numpy as np
 from . import budget
 from .errors import RaspError, RaspRequireError, RaspRuntimeError
 from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, HostExpr, Indices,
-                 Input, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
+                 Input, Lookup, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
 from .trace import TraceEvent
+from .valuesets import in_table, lookup
 
 I64_MIN = np.int64(np.iinfo(np.int64).min)     # NumPy scalars: never narrowed
 I64_MAX = np.int64(np.iinfo(np.int64).max)
@@ -635,6 +636,26 @@ def _rows(v, rows: slice):
 
 # ---- node evaluation ----------------------------------------------------------------
 
+def _eval_lookup(run: _Run, node: Lookup):
+    """T[x] / T[x][y] by fancy indexing; an index outside the table at a valid
+    position is a located error (padding may hold anything: read entry 0)."""
+    args = [_i64(run.value(i)) for i in node.inputs]
+    ok = in_table(node.table, args)
+    if not ok.all():
+        shape = node.table.shape
+        bad = np.broadcast_to(~ok, (run.B, run.N)) & run.valid & run.live[:, None]
+        if bad.any():
+            b, i = map(int, np.argwhere(bad)[0])
+            index = ", ".join(str(int(np.broadcast_to(a, (run.B, run.N))[b, i])) for a in args)
+            run.fail_at(node, ~ok, f"the lookup table '{node.table.name}' has indices "
+                        f"{' x '.join(f'0..{n - 1}' for n in shape)}, but position {i} reads "
+                        f"[{index}]")
+    out = lookup(node.table, args, ok)
+    if node.kind == SCALAR:
+        return out.reshape(run.B, 1)
+    return run.sop(out.astype(run.dtype_of(node), copy=False))
+
+
 def _eval_map(run: _Run, node: Map):
     args = [run.value(i) for i in node.inputs]
     # compute in a dtype that holds the operands and the result: then
@@ -701,6 +722,7 @@ _EVAL = {
     Indices: lambda run, n: np.broadcast_to(run.pos.astype(run.dtype_of(n)), (run.B, run.N)),
     Full: lambda run, n: run.sop(run.value(n.inputs[0]), run.dtype_of(n)),
     Map: _eval_map,
+    Lookup: _eval_lookup,
     Select: lambda run, n: run.selector_rows(n, slice(None)),
     Aggregate: _eval_aggregate,
     SelWidth: lambda run, n: run.reduce(n.inputs[0], None, "width", 0),
@@ -918,6 +940,11 @@ class _Ranges:
             return (0, run.N - 1)
         if isinstance(node, Full):
             return self.of(node.inputs[0])
+        if isinstance(node, Lookup):
+            for i in node.inputs:
+                self.of(i)
+            values = node.table.entries()
+            return (min(values), max(values))
         if isinstance(node, Map):
             return _map_range(node.op, [self.of(i) for i in node.inputs])
         if isinstance(node, SelWidth):

@@ -6,8 +6,8 @@ compiler.  User functions and library functions are inlined, lambdas are
 expanded into element-wise `Map` nodes, constants are folded, and identical
 nodes are shared (structural CSE), so the graph holds only primitives:
 
-    Input, Indices, Const, Host, Full, Map, Select, Aggregate, SelWidth,
-    LoopState (+ the Loop item that owns it).
+    Input, Indices, Const, Host, Full, Map (Lookup: a Map over a const
+    table), Select, Aggregate, SelWidth, LoopState (+ the Loop item that owns it).
 
 Scalars: `Const` (a compile-time int) and `Host` (an int computed per input
 from the raw tokens, e.g. a `param`) are scalar nodes (`node.kind == SCALAR`).
@@ -122,6 +122,44 @@ class Map(Node):
 
     def label(self):
         return self.op
+
+
+class Lookup(Map):
+    """`tok_map(x, T)` = T[x[i]] and `seq_map(x, y, T)` = T[x[i]][y[i]] for a
+    const lookup table T (a `Table`).  A Map whose op is "lookup": back ends
+    that tabulate maps evaluate it with `Table.get`; an index outside the
+    table is a run-time error (the interpreter), never a silent value."""
+    def __init__(self, table: "Table", inputs: tuple):
+        super().__init__("lookup", inputs)
+        self.table = table
+
+    def label(self):
+        return f"lookup {self.table.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A const lookup table (`const T = [[...], ...]`): `rows` holds its ints,
+    a tuple (1-D) or a tuple of equal-length tuples (2-D)."""
+    name: str
+    rows: tuple
+    loc: Optional[Loc] = None
+
+    @property
+    def shape(self) -> tuple:
+        return (len(self.rows),) if not isinstance(self.rows[0], tuple) else (len(self.rows), len(self.rows[0]))
+
+    def get(self, *index):
+        """T[i] / T[i][j] as a Python int, or None where an index is outside the table."""
+        value = self.rows
+        for i, n in zip(index, self.shape):
+            if not 0 <= i < n:
+                return None
+            value = value[i]
+        return value
+
+    def entries(self) -> set:
+        return set(self.rows) if len(self.shape) == 1 else {v for row in self.rows for v in row}
 
 
 class Select(Node):
@@ -299,6 +337,7 @@ class ProgramIR:
     loops: list                  # every Loop, in source order
     output_loc: Optional[Loc] = None
     requires: list = field(default_factory=list)     # of Require, in source order
+    tables: dict = field(default_factory=dict)       # const name -> Table (lookup tables)
 
     def symbol_text(self, code: int) -> Optional[str]:
         for text, c in self.symbols.items():

@@ -188,6 +188,8 @@ class Lowering:
         self.int_vocab: list = []                 # (value, AST item) written as integers, not symbols
         self.symbol_names: set = set()            # consts that name symbols
         self.statement: Optional[A.Node] = None   # the top-level statement being lowered
+        self.tables: dict = {}                    # const name -> ir.Table
+        self.static_memo: dict = {}               # node -> its values known from the vocabulary (or None)
 
     @property
     def block(self) -> ir.Block:
@@ -317,6 +319,10 @@ class Lowering:
         if isinstance(value, Function) and value.builtin is not None and node.id in ir.REDUCTIONS:
             return Reduction(node.id)      # `reduction=max`: the name, not the function
         return value
+
+    def expr_ListLit(self, node, scope):
+        raise self.error("a list is only allowed as the value of a const: a lookup table "
+                         "(const T = [[...], ...]) for tok_map(x, T) / seq_map(x, y, T)", node)
 
     def expr_Lambda(self, node, scope, allow_lambda=False):
         if not allow_lambda:
@@ -476,17 +482,90 @@ class Lowering:
             self.symbols[text] = -(len(self.symbols) + 1)
             value = self.const(self.symbols[text])
             self.symbol_names.add(stmt.name)
+        elif isinstance(stmt.value, A.ListLit):
+            scope.vars[stmt.name] = self.tables[stmt.name] = self.const_table(stmt, scope)
+            self.symbol_names.discard(stmt.name)
+            return
         else:
             value = self.expr(stmt.value, scope)
+            if isinstance(value, ir.Table):             # another name for a table
+                scope.vars[stmt.name] = self.tables[stmt.name] = value
+                self.symbol_names.discard(stmt.name)
+                return
             if not isinstance(value, ir.Const):
-                raise self.error("a const must be a symbol string or an int computed from literals and "
-                                 "other consts", stmt.value)
+                raise self.error("a const must be a symbol string, an int computed from literals and "
+                                 "other consts, or a lookup table [[...], ...]", stmt.value)
         self.consts[stmt.name] = value.value
         scope.vars[stmt.name] = value
         if isinstance(stmt.value, A.Name) and stmt.value.id in self.symbol_names:
             self.symbol_names.add(stmt.name)          # another name for a symbol
         elif not isinstance(stmt.value, A.Str):
             self.symbol_names.discard(stmt.name)      # rebound to an int
+
+    MAX_TABLE = 1_000_000        # entries of one lookup table
+
+    def const_table(self, stmt, scope) -> ir.Table:
+        """`const T = [...]` (1-D) or `[[...], ...]` (2-D, rectangular): ints only."""
+        node = stmt.value
+        if not node.items:
+            raise self.error("a lookup table needs at least one entry", node)
+        rows = [isinstance(i, A.ListLit) for i in node.items]
+        if any(rows) and not all(rows):
+            odd = node.items[rows.index(not rows[0])]
+            raise self.error("a lookup table is a list of ints or a list of rows (lists of ints), not a "
+                             "mix of both", odd)
+        if not rows[0]:
+            data = tuple(self.table_entry(e, scope) for e in node.items)
+        else:
+            width = len(node.items[0].items)
+            if width == 0:
+                raise self.error("a lookup table's rows need at least one entry", node.items[0])
+            for r, row in enumerate(node.items):
+                if len(row.items) != width:
+                    raise self.error(f"ragged table: row {r} has {len(row.items)} entr"
+                                     f"{'y' if len(row.items) == 1 else 'ies'} but row 0 has {width} "
+                                     "(a table is rectangular)", row)
+            if len(node.items) * width > self.MAX_TABLE:
+                raise self.error(f"the lookup table has {len(node.items) * width} entries (at most "
+                                 f"{self.MAX_TABLE})", node)
+            data = tuple(tuple(self.table_entry(e, scope) for e in row.items) for row in node.items)
+        return ir.Table(stmt.name, data, self.loc(stmt))
+
+    def table_entry(self, node, scope) -> int:
+        if isinstance(node, A.ListLit):
+            raise self.error("a lookup table has one or two dimensions (tok_map takes a list of ints, "
+                             "seq_map a list of rows)", node)
+        value = self.expr(node, scope)
+        if not isinstance(value, ir.Const):
+            raise self.error(f"a lookup table entry must be an int (a literal, a symbol or a const), not "
+                             f"{describe(value)}", node)
+        return value.value
+
+    def lookup(self, table: ir.Table, operands: list, arg_nodes: list, call) -> ir.Node:
+        """tok_map(x, T) / seq_map(x, y, T).  An index the checker can see
+        leaving the table (from the input's declared values and the consts) is
+        a located error here; others are run-time errors."""
+        from .valuesets import static_values      # NumPy: only for programs with tables
+        for k, (operand, size, arg) in enumerate(zip(operands, table.shape, arg_nodes)):
+            values = static_values(operand, self.vocab, self.static_memo)
+            bad = sorted(v for v in values or () if not 0 <= v < size)
+            if bad:
+                names = {code: text for text, code in self.symbols.items()}
+                shown = ", ".join(f"{v} (symbol {names[v]!r})" if v in names else str(v) for v in bad[:4])
+                more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+                axis = f"{'row' if k == 0 else 'column'} index" if len(table.shape) == 2 else "index"
+                raise self.error(f"this {axis} can be {shown}{more}, outside the table '{table.name}' "
+                                 f"(indices 0..{size - 1}); the values follow from the input's declared "
+                                 "vocabulary", arg)
+        if all(isinstance(o, ir.Const) for o in operands):
+            value = table.get(*(o.value for o in operands))
+            if value is not None:
+                return self.const(value, self.loc(call))
+        derived = [getattr(i, "index_derived", False) for i in operands]
+        if any(derived):
+            self.check_index_arithmetic("lookup", operands, derived, self.loc(call))
+        key = ("Lookup", id(table), tuple(id(o) for o in operands))
+        return self.graph.add(ir.Lookup(table, operands), key, self.loc(call))
 
     def stmt_InputStmt(self, stmt, scope):
         if self.input is not None:
@@ -671,6 +750,8 @@ def describe(value) -> str:
         return f"the reduction '{value.name}'"
     if isinstance(value, LambdaValue):
         return "a lambda"
+    if isinstance(value, ir.Table):
+        return f"the lookup table '{value.name}'"
     if isinstance(value, tuple):
         return f"{len(value)} values"
     return "nothing"
@@ -798,5 +879,6 @@ def _lower(module, lowering: Lowering, source: str, path: str) -> tuple:
                            vocab=lowering.vocab, symbols=lowering.symbols, consts=lowering.consts,
                            params=lowering.params, input=lowering.input, body=lowering.top,
                            output=lowering.output, loops=lowering.loops,
-                           output_loc=lowering.output_loc, requires=lowering.requires)
+                           output_loc=lowering.output_loc, requires=lowering.requires,
+                           tables=lowering.tables)
     return program, lowering.warnings

@@ -19,8 +19,8 @@ from .ir import Loc
 
 class _Indenter(Indenter):
     NL_type = "_NL"
-    OPEN_PAREN_types = ["LPAR", "LBRACE"]
-    CLOSE_PAREN_types = ["RPAR", "RBRACE"]
+    OPEN_PAREN_types = ["LPAR", "LBRACE", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RBRACE", "RSQB"]
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
     tab_len = 8
@@ -199,6 +199,9 @@ class _ToAst(Transformer):
             raise _Located(f"the integer literal has {len(digits)} digits: it does not fit in a "
                            "64-bit int", *_pos(c[0]))
         return A.Num(*_pos(c[0]), int(c[0]))
+
+    def list_lit(self, meta, c):
+        return A.ListLit(*_pos(meta), [i for i in c if i is not None])
 
     def string(self, meta, c):
         return A.Str(*_pos(c[0]), str(c[0])[1:-1])

@@ -206,6 +206,18 @@ def flip_flop(tokens):
     return out
 
 
+def word_s3(tokens):
+    """Prefix products in S3 by composing permutations directly (element k =
+    the k-th permutation of (0, 1, 2) in lexicographic order; x0 acts first)."""
+    import itertools
+    perms = list(itertools.permutations(range(3)))
+    out, acc = [], perms[0]
+    for t in tokens:
+        acc = tuple(perms[t][acc[i]] for i in range(3))      # i -> t(acc(i))
+        out.append(perms.index(acc))
+    return out
+
+
 def word_z60(tokens):
     out, acc = [], 0
     for t in tokens:
@@ -335,6 +347,24 @@ def sample_word_z60(rng, n):
     return [rng.randint(0, 59) for _ in range(n)]
 
 
+def table_word_source(table, name="MUL"):
+    """A group-word program over the multiplication table `table` (rows of
+    ints, identity 0): the running product, looped as programs/word_z60.rasp."""
+    rows = ",\n    ".join("[" + ", ".join(map(str, row)) + "]" for row in table)
+    return (f"const {name} = [{rows}]\n"
+            f"input seq: {{0..{len(table) - 1}}}\nparam n = len(seq)\nacc = seq\nolder = seq\n"
+            f"loop max(n - 1, 0):\n    older = shift_right(older, 1)\n    acc = seq_map(older, acc, {name})\n"
+            "output acc\n")
+
+
+def z60_table():
+    return [[(a + b) % 60 for b in range(60)] for a in range(60)]
+
+
+def sample_word_s3(rng, n):
+    return [rng.randint(0, 5) for _ in range(n)]
+
+
 def sample_max_running(rng, n):
     return [rng.randint(-9, 9) for _ in range(n)]
 
@@ -359,7 +389,7 @@ REFERENCES = {
     "sort_unique": sort_unique, "mode": mode, "dyck1": dyck1,
     "count": count, "induction": induction, "reverse": reverse,
     "max_running": max_running, "sort": sort, "induction_copy": induction_copy,
-    "flip_flop": flip_flop, "word_z60": word_z60,
+    "flip_flop": flip_flop, "word_z60": word_z60, "word_s3": word_s3,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}

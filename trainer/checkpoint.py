@@ -101,9 +101,15 @@ def _newest_step_name(out: Path):
 def run_fingerprint(run: dict) -> str:
     """Hash of what a run.json says about the model and its training: what
     a resume keeps (everything but --steps and --device)."""
-    keep = {k: run.get(k) for k in ("task", "model", "init", "compress", "compress_method", "preset")}
+    keep = {k: run.get(k) for k in ("task", "model", "init", "compress", "compress_method", "preset", "kind",
+                                    "data")}
     keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items() if k != "steps"}
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
+
+
+def is_seq_run(run: dict) -> bool:
+    """A comparison-task run (trainer/seqtrain.py) rather than a Fan-task one."""
+    return isinstance(run, dict) and run.get("kind") == "seq"
 
 
 def _check_run(run, path):
@@ -111,7 +117,10 @@ def _check_run(run, path):
           and isinstance(run.get("hparams"), dict))
     if not ok:
         raise RaspFileError(path, "not a run description (needs task, model, init and hparams)")
-    from trainer.presets import HParams
+    if is_seq_run(run):
+        from trainer.seqpresets import SeqHParams as HParams
+    else:
+        from trainer.presets import HParams
     types = {f.name: str(f.type) for f in dataclasses.fields(HParams)}
     for k, v in run["hparams"].items():
         if k in types and not _fits(v, types[k]):
@@ -124,6 +133,8 @@ def _fits(v, t: str) -> bool:
         return t.startswith("Optional")
     if "bool" in t:
         return isinstance(v, bool)
+    if "dict" in t or "list" in t:
+        return isinstance(v, dict if "dict" in t else list)
     if "str" in t:
         return isinstance(v, str)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -263,8 +274,9 @@ def _optimizer_join(tensors: dict, meta: dict) -> dict:
 
 
 def save(out: Path, step: int, model, optimizer, state: dict, keep: int = 2) -> Path:
-    """state: JSON-able (RNG, curriculum, accumulators...).  A failed write
-    (full disk) leaves the previous checkpoint as it was."""
+    """state: JSON-able (RNG, curriculum, accumulators...); its "config" is
+    the model's description (default: a LoopedTransformer's `cfg`).  A failed
+    write (full disk) leaves the previous checkpoint as it was."""
     out = Path(out)
     root = out / "checkpoints"
     name = f"step_{step:07d}"
@@ -287,7 +299,8 @@ def _save(out, root, name, tmp, step, model, optimizer, state, keep):
     opt_tensors, opt_meta = _optimizer_split(optimizer)
     opt_tensors["rng.torch"] = torch.get_rng_state()
     _write_tensors(tmp / "optimizer.safetensors", opt_tensors)
-    full = dict(state, step=step, optimizer=opt_meta, config=json.loads(model.cfg.to_json()))
+    config = state["config"] if "config" in state else json.loads(model.cfg.to_json())
+    full = dict(state, step=step, optimizer=opt_meta, config=config)
     try:                 # the run description travels with the weights (eval checks it)
         full["run"] = json.loads((out / "run.json").read_text())
     except (OSError, ValueError):
@@ -334,6 +347,8 @@ def problem(ckpt: Path):
         safetensors_header(Path(ckpt) / "optimizer.safetensors")    # older: check the structure
         state = load_state(ckpt)
         header = safetensors_header(Path(ckpt) / "model.safetensors")
+        if state["config"].get("kind") == "seq":        # a comparison model: its shapes come from its code
+            return None
         shapes = expected_shapes(check_config(state["config"], Path(ckpt) / "state.json", "config"))
         if {k: v[1] for k, v in header.items()} != shapes:
             return "model.safetensors does not match the config in state.json"
@@ -411,6 +426,15 @@ def load_model(ckpt: Path, device="cpu") -> LoopedTransformer:
     with torch.device("meta"):           # every tensor comes from the file
         model = LoopedTransformer(cfg)
     model.load_state_dict(tensors, assign=True)
+    return model.to(device)
+
+
+def load_weights(ckpt: Path, model: torch.nn.Module, device="cpu") -> torch.nn.Module:
+    """Fill `model` (any module, built from the checkpoint's config) with the
+    weights in `ckpt`; the file must hold exactly its tensors and shapes."""
+    shapes = {k: list(v.shape) for k, v in model.state_dict().items()}
+    tensors = load_tensors(Path(ckpt) / "model.safetensors", shapes, device=device)
+    model.load_state_dict(tensors)
     return model.to(device)
 
 

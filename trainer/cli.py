@@ -77,7 +77,36 @@ def add_train_args(p: argparse.ArgumentParser):
     for name, typ in _HP_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=typ, default=None,
                        help=f"override the preset's {name}")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="comparison tasks: any hyper-parameter or model option (EncoderConfig.extra), repeatable")
+    p.add_argument("--data", default=None, metavar="FILE.jsonl",
+                   help="comparison tasks: train on this file (from `rasp data`) instead of generating online")
     return p
+
+
+def _run_kind_is_seq(run_dir) -> bool:
+    """Quietly: does run_dir hold a comparison run?  run.json says so, or,
+    when it is damaged, the newest checkpoint's config (no warnings here: the
+    path chosen reports any damage itself)."""
+    import json
+    run_dir = Path(run_dir)
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("kind") == "seq"
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        newest = max(p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
+        return json.loads((newest / "state.json").read_text())["config"].get("kind") == "seq"
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        return False
+
+
+def is_seq_train(args) -> bool:
+    """Does this `rasp train` run a comparison task (trainer/seqtrain.py)?"""
+    from trainer.tasks.base import SeqTask
+    if args.resume and _run_kind_is_seq(args.out):
+        return True
+    return bool(args.task) and isinstance(TASKS.get(args.task), SeqTask)
 
 
 def _device(name: str) -> str:
@@ -125,6 +154,11 @@ def _main_rank() -> bool:
 
 
 def run_train(args) -> int:
+    if is_seq_train(args):
+        from trainer.seqcli import run_seq_train
+        return run_seq_train(args, _HP_FLAGS)
+    if args.set or args.data:
+        raise RaspError("--set/--data are for comparison tasks; Fan tasks take the hyper-parameter flags")
     from trainer.train import train
     threads = set_threads(args.threads)
     cfg = config_from_args(args)
@@ -160,6 +194,10 @@ def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("--json", default=None, help="where to write the results (default RUN/eval_STOP.json)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--splits", default=None, help="comparison runs: splits to evaluate, e.g. test,ood (default all)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="comparison runs: test-time model options (iteration caps, tolerances)")
+    p.add_argument("-n", type=int, default=None, help="comparison runs: examples per split (default up to 1000)")
     add_threads_arg(p)
     return p
 
@@ -170,6 +208,11 @@ def run_eval(args) -> int:
     run_dir = Path(args.run)
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
         raise RaspError(f"{run_dir} is not a training run (no run.json)")
+    if _run_kind_is_seq(run_dir):
+        from trainer.seqcli import run_seq_eval
+        return run_seq_eval(args)
+    if args.splits or args.set or args.n is not None:
+        raise RaspError("--splits/--set/-n are for comparison-task runs; Fan-task runs take --lengths/--samples")
     run = checkpoint.read_run(run_dir)
     train_max = run["hparams"].get("max_train_n", 1)
     if args.lengths is None:

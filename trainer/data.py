@@ -74,16 +74,33 @@ class TaskData:
     def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
         return self.make_batch(self.sample_inputs(rng, lengths, train), lengths)
 
+    def row_length(self, n: int) -> int:
+        """FAP-layout input length of a row of problem size n (the probe draws
+        from its own generator; multiplication's n1 is drawn: the longest of a few)."""
+        rng = np.random.default_rng(0)
+        return max(len(x) for x in self.sample_inputs(rng, [n] * 4, True)) + self.pause
+
     # -- labelling and layout --------------------------------------------
-    def make_batch(self, inputs: list, lengths: Sequence[int]) -> Batch:
+    def make_batch(self, inputs: list, lengths: Sequence[int], pad_to: int = 0,
+                   score_padding: bool = False) -> Batch:
+        """Right-pad with `#` to the longest row (or `pad_to`).  score_padding
+        (Fan et al.'s training batches, generate_training_data.py:15-29: their
+        mask covers every position from `=` to the end of the padded row) also
+        scores the padding, with target `#`; FAP layout only."""
         outputs, steps = self.labeler(inputs)
         rows = [self._layout(x, y) for x, y in zip(inputs, outputs)]
-        L = max(len(r[0]) for r in rows)
+        L = max([pad_to] + [len(r[0]) for r in rows])
         pad = self.in_id[self.sym["#"]]
         B = len(rows)
         tok = torch.full((B, L), pad, dtype=torch.long)
         tgt = torch.zeros((B, L), dtype=torch.long)
         msk = torch.zeros((B, L), dtype=torch.bool)
+        if score_padding:
+            if self.layout != "fap" or self.task.target != "fap":
+                raise RaspError("scoring the padding needs the full-answer layout")
+            tgt[:] = self._out(self.sym["#"])
+            for i, r in enumerate(rows):
+                msk[i, len(r[0]):] = True
         plen = torch.zeros(B, dtype=torch.long)
         for i, (t, g, m, p) in enumerate(rows):
             tok[i, :len(t)] = torch.tensor(t)

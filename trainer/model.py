@@ -256,7 +256,8 @@ class LoopedTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def gpt2_init_(model: LoopedTransformer, read_in: str = "linear") -> LoopedTransformer:
+def gpt2_init_(model: LoopedTransformer, read_in: str = "linear",
+               read_in_dims: Optional[int] = None) -> LoopedTransformer:
     """Fan et al.'s initialisation (their `GeneralTransformerModel`): the
     blocks as Hugging Face GPT-2 initialises them (Linear weights N(0, 0.02),
     biases 0, LayerNorm 1/0, the residual-writing projections -- attention
@@ -264,7 +265,9 @@ def gpt2_init_(model: LoopedTransformer, read_in: str = "linear") -> LoopedTrans
     a read-out at PyTorch's default Linear initialisation (uniform
     +-1/sqrt(fan_in), bias too).  read_in="linear": their one-hot Linear, so
     the embedding rows and the shared bias are uniform +-1/sqrt(vocab);
-    "embedding": their nn.Embedding read-in (unique set), N(0, 1)."""
+    "embedding": their nn.Embedding read-in (unique set), N(0, 1).
+    read_in_dims: the one-hot width that sets the bound (Fan et al.'s n_dims,
+    wider than our input vocabulary; default our vocabulary)."""
     cfg = model.cfg
     resid_std = 0.02 / math.sqrt(2 * max(1, len(model.blocks())))
     with torch.no_grad():
@@ -281,7 +284,7 @@ def gpt2_init_(model: LoopedTransformer, read_in: str = "linear") -> LoopedTrans
             nn.init.normal_(blk.attn.o.weight, std=resid_std)
             nn.init.normal_(blk.mlp.down.weight, std=resid_std)
         if read_in == "linear":
-            bound = 1.0 / math.sqrt(cfg.vocab_size)
+            bound = 1.0 / math.sqrt(read_in_dims or cfg.vocab_size)
             nn.init.uniform_(model.embed.weight, -bound, bound)
             if cfg.embed_bias:
                 nn.init.uniform_(model.embed_bias, -bound, bound)

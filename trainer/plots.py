@@ -60,7 +60,8 @@ def step_curve(row: dict, path: Path, title: str = ""):
     return str(path)
 
 
-def train_curves(rows: list, path: Path, title: str = "") -> str:
+def train_curves(rows: list, path: Path, title: str = "", acc_label: str = "training batch exact match",
+                 eval_label: str = "in-distribution exact match (oracle stop)") -> str:
     """Training loss (log scale) and accuracy against the optimizer step:
     the logged batch means and the periodic in-distribution evaluations."""
     train = [r for r in rows if "loss" in r]
@@ -69,16 +70,16 @@ def train_curves(rows: list, path: Path, title: str = "") -> str:
     if train:
         ax1.plot([r["step"] for r in train], [r["loss"] for r in train], color="C1", label="training loss")
         ax2.plot([r["step"] for r in train], [r["acc"] for r in train], color="C0", alpha=0.7,
-                 label="training batch exact match")
+                 label=acc_label)
         if all(r["loss"] > 0 for r in train):
             ax1.set_yscale("log")
     if evals:
         ax2.plot([r["step"] for r in evals], [r["eval_acc"] for r in evals], "o-", ms=3, color="C2",
-                 label="in-distribution exact match (oracle stop)")
+                 label=eval_label)
     ax1.set_ylabel("cross-entropy")
     ax1.legend(fontsize=8)
     ax1.set_title(title)
-    ax2.set_ylabel("exact match")
+    ax2.set_ylabel("exact match" if "exact match" in acc_label else "accuracy")
     ax2.set_ylim(-0.03, 1.03)
     ax2.set_xlabel("optimizer step")
     ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -100,3 +101,44 @@ def eval_plots(result: dict, stem: Path) -> list:
         out.append(step_curve(row, stem.with_name(stem.name + f"_steps_n{row['length']}.png"),
                               f"{name}, n = {row['length']}"))
     return out
+
+
+def seq_eval_plot(res: dict, path: Path) -> str:
+    """A comparison run's headline metric against length, one series per
+    split, the training lengths shaded; below it the encoder's depth and
+    solver iterations against length when it reports them."""
+    metric = res["headline"]
+    splits = res["splits"]
+    depth_like = [k for k in ("depth", "iterations") if any(k in e["stats"] for e in splits.values())]
+    fig, axes = plt.subplots(1 + bool(depth_like), 1, figsize=(6.5, 4 + 2.5 * bool(depth_like)), sharex=True,
+                             squeeze=False)
+    ax = axes[0, 0]
+    if res.get("train_range"):
+        lo, hi = res["train_range"]
+        ax.axvspan(lo - 0.5, hi + 0.5, color="0.9", label="training lengths")
+    for i, (name, e) in enumerate(splits.items()):
+        xs = sorted(int(L) for L in e["by_length"])
+        ys = [e["by_length"][str(L)][metric] for L in xs]
+        keep = [(x, y) for x, y in zip(xs, ys) if y is not None]
+        if keep:
+            ax.plot(*zip(*keep), marker="o", ms=3, color=f"C{i % 10}", label=name)
+    ax.set_ylabel(metric)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(f"{res['task']} / {res['model']} (step {res['step']})")
+    ax.legend(fontsize=7, ncol=2)
+    if depth_like:
+        ax2 = axes[1, 0]
+        for i, (name, e) in enumerate(splits.items()):
+            for k, ls in zip(depth_like, ("-", ":")):
+                if k in e["stats"]:
+                    bl = e["stats"][k]["by_length"]
+                    xs = sorted(int(L) for L in bl)
+                    ax2.plot(xs, [bl[str(L)] for L in xs], ls, marker=".", color=f"C{i % 10}",
+                             label=f"{name} {k}")
+        ax2.set_ylabel(" / ".join(depth_like))
+        ax2.legend(fontsize=6, ncol=2)
+    axes[-1, 0].set_xlabel("length")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)

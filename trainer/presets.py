@@ -12,7 +12,7 @@ from trainer.tasks import Task
 # the recipe's switches and their values (the first is Fan et al.'s)
 CHOICES = {"wd_params": ("all", "matrices"), "init_scheme": ("gpt2", "normal"),
            "read_in": ("linear", "embedding"), "arch": ("fan", "legacy"),
-           "loss_reduction": ("token", "sample")}
+           "loss_reduction": ("token", "sample"), "padding": ("scored", "ignored")}
 
 
 @dataclass
@@ -32,6 +32,8 @@ class HParams:
     read_in: str = "linear"       # "linear" (one-hot Linear, bias) | "embedding" (nn.Embedding, N(0,1))
     arch: str = "fan"             # "fan" (tanh GELU, read-in bias, no norm before read-out) | "legacy"
     loss_reduction: str = "token"  # "token" (Fan et al.: mean over all answer tokens of the batch) | "sample"
+    padding: str = "scored"       # "scored" (Fan et al.: rows padded to the curriculum's longest, padding scored as `#`) | "ignored"
+    read_in_dims: Optional[int] = None  # fan-in of the one-hot read-in's init (Fan et al.: their n_dims; None: our vocab)
     steps: int = 100_000          # total optimizer steps
     grad_clip: float = 1.0
     start_n: int = 1              # curriculum: max length at step 0
@@ -86,11 +88,17 @@ def fan_decay_start(max_train_n: int, interval: int) -> int:
     return (max_train_n + 1) * interval
 
 
+# one-hot width of Fan et al.'s read-in (conf/*.yaml `n_dims`: tokens 0..5 for the
+# binary tasks, of which the input uses 4); sets the read-in's init bound 1/sqrt(n_dims)
+FAN_N_DIMS = {"parity": 6, "copy": 6, "addition": 6, "binary_sum": 6, "multiplication": 6}
+
+
 # Fan et al.'s released recipe (github truongbuu/looped-tf, src/train.py and
 # src/conf/*.yaml; trainer/README.md lists each item with its source line).
 def _fan_recipe(task: Task) -> dict:
     return dict(weight_decay=0.01, wd_params="all", grad_clip=1.0, warmup=0, ema=0.0,
-                init_scheme="gpt2", arch="fan", loss_reduction="token",
+                init_scheme="gpt2", arch="fan", loss_reduction="token", padding="scored",
+                read_in_dims=FAN_N_DIMS.get(task.name),
                 read_in="embedding" if task.name == "unique_set" else "linear", start_n=task.min_n)
 
 
@@ -145,7 +153,7 @@ def init_defaults(init: str, hp: HParams, task: Optional[Task] = None) -> dict:
         # decay or EMA (they would shrink or blur the exact weights)
         d = dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True, keep_zeros=True,
                  freeze_fragile=True, steps=min(hp.steps, COMPILED_STEPS), guard_every=10, flat_stop=60,
-                 weight_decay=0.0, ema=0.0, decay_start=None)
+                 weight_decay=0.0, ema=0.0, decay_start=None, padding="ignored")
         if task is not None:
             d["guard_max_n"] = compiled_max_n(task, hp.max_train_n)
         return d

@@ -69,6 +69,16 @@ def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, d
     return correct / n_samples
 
 
+def train_padding(hp, data, step: int) -> dict:
+    """make_batch arguments of a training batch.  padding "scored" (Fan et al.,
+    generate_training_data.py:7-29): every row is padded to the length of a row
+    of the curriculum's current longest size and the padding is scored (`#`),
+    so the loss sees answer and padding tokens of every row."""
+    if not (getattr(hp, "padding", "ignored") == "scored" and data.layout == "fap" and data.task.target == "fap"):
+        return {}
+    return {"pad_to": data.row_length(curriculum_max_n(step, hp)), "score_padding": True}
+
+
 def param_groups(model, weight_decay: float, which: str = "all") -> list:
     """AdamW parameter groups.  "all": every parameter decays (Fan et al.'s
     `AdamW(model.parameters(), lr)`, default decay 0.01); "matrices": only
@@ -188,7 +198,7 @@ def _train(cfg: RunConfig, d, labeler) -> dict:
         lengths = sample_lengths(rng, step, hp, data.task.min_n, hp.batch_size)
         inputs = data.sample_inputs(rng, lengths, train=True)
         sl = d.slice(hp.batch_size)
-        batch = data.make_batch(inputs[sl], lengths[sl]).to(device)
+        batch = data.make_batch(inputs[sl], lengths[sl], **train_padding(hp, data, step)).to(device)
         model.train()
         # token-mean loss under DDP: divide by the mean shard token count (exact full-batch gradient)
         per_shard = d.mean(float(batch.mask.sum())) if d.on else None

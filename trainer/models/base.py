@@ -70,6 +70,38 @@ class EncoderSpec:
     presets: dict = field(default_factory=dict)
 
 
+def tag_optim(param: torch.nn.Parameter, **settings) -> torch.nn.Parameter:
+    """Give a parameter its own optimiser settings (`lr` — an upper bound —
+    and/or `weight_decay`), e.g. S4D's SSM parameters (lr <= 1e-3, no decay)."""
+    param._optim = dict(settings)
+    return param
+
+
+def param_groups(module: torch.nn.Module, lr: float, weight_decay: float) -> list:
+    """AdamW parameter groups for `module`: untagged parameters get (lr,
+    weight_decay), each distinct `tag_optim` setting its own group with lr =
+    min(tagged, lr) (S4 `setup_optimizer`).  Every group carries `lr_scale` =
+    its lr / lr, which a learning-rate schedule multiplies.  Without tags:
+    one group, in `module.parameters()` order."""
+    plain, tagged = [], {}
+    for p in module.parameters():
+        if not p.requires_grad:
+            continue
+        settings = getattr(p, "_optim", None)
+        if settings:
+            tagged.setdefault(tuple(sorted(settings.items())), []).append(p)
+        else:
+            plain.append(p)
+    groups = [{"params": plain, "lr": lr, "weight_decay": weight_decay}] if plain else []
+    for key, params in tagged.items():
+        settings = dict(key)
+        groups.append({"params": params, "weight_decay": settings.get("weight_decay", weight_decay),
+                       "lr": min(settings.get("lr", lr), lr)})
+    for g in groups:
+        g["lr_scale"] = g["lr"] / lr
+    return groups
+
+
 ENCODERS = Registry("model")
 register_encoder = ENCODERS.register
 get_encoder_spec = ENCODERS.lookup

@@ -22,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import torch
 import torch.nn as nn
 
+from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.registry import Registry
 from trainer.model import LoopedConfig, LoopedTransformer, gpt2_init_
 
@@ -73,7 +75,7 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
 def build_looped(spec: ModelSpec, hp, data) -> nn.Module:
     model = LoopedTransformer(looped_config(spec, hp, data))
     if hp.init_scheme == "gpt2":
-        gpt2_init_(model, hp.read_in)
+        gpt2_init_(model, hp.read_in, getattr(hp, "read_in_dims", None))
     return model
 
 
@@ -94,3 +96,35 @@ register(ModelSpec("ntp_pause", objective="ntp", deep=True, fixed_steps="one", p
                    description="NTP with pause tokens"))
 register(ModelSpec("ntp_loop", objective="ntp", fixed_steps="loop",
                    description="NTP, block looped a fixed number of times"))
+
+
+# ---- the looped block as a comparison encoder (SeqTasks) -----------------------------
+# The same block as above (GPT-2 pre-norm, causal, no positional encoding),
+# weight-tied and applied `loops` times with input injection:
+# h_0 = 0, h_t = body(h_{t-1} + e).  Fan tasks look models up in MODELS, the
+# comparison tasks in ENCODERS, so both registries can say "looped".
+
+class LoopedEncoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.loops = int(cfg.extra.get("loops", 4))
+        self.core = LoopedTransformer(LoopedConfig(
+            vocab_size=cfg.vocab_size, out_vocab_size=1, d_model=cfg.d_model, n_head=cfg.n_head,
+            d_mlp=cfg.d_ff, n_body=cfg.n_layer, input_injection=bool(cfg.extra.get("injection", True)),
+            activation="gelu", decode_norm=False))
+        gpt2_init_(self.core, "embedding")
+        del self.core.unembed          # the task's head reads the state
+
+    def forward(self, tokens, mask):
+        e = self.core.encode(tokens)
+        h = self.core.initial_state(e)
+        for _ in range(self.loops):
+            h = self.core.step(h, e)
+        depth = torch.full((tokens.shape[0],), float(self.loops * self.cfg.n_layer), device=tokens.device)
+        return EncoderOutput(h, mask, None, {"depth": depth})
+
+
+register_encoder(EncoderSpec("looped", LoopedEncoder, "looped",
+                             "Fan et al.'s block, weight-tied, `loops` iterations with input injection (causal)",
+                             {"loops": 4, "injection": True, "pooling": "end"}, {}))

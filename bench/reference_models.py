@@ -1,0 +1,121 @@
+"""BENCHMARKS.md §4 probes with the reference models, through the CLI a user
+runs (`rasp train` / `rasp eval`, cpu preset), and the table of results
+beside the published numbers: bench/comparison_reference.md.
+
+    python bench/reference_models.py --out runs/reference [--only lstm_flipflop,...] [--jobs 1]
+
+Each probe trains once (a finished run in --out is reused; delete it to
+train again) and is evaluated on the splits listed.  One torch thread per
+process; `--jobs 2` runs two probes side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FF_SPLITS = [f"test_{T}_p{p}" for T in (128, 256) for p in (0.1, 0.8, 0.98)]
+
+# name: (task, model, train args, eval splits, eval -n, what the paper / probe says)
+PROBES = {
+    "lstm_flipflop": (
+        "flipflop", "lstm", [], FF_SPLITS, 1000,
+        "BENCHMARKS.md §4.2 probe: 100 % all reads and last read at T=128 and 256, p_i 0.1/0.8/0.98 "
+        "(254 steps); 1-layer LSTM is Liu et al.'s solver (not in P1's tables)"),
+    "transformer_flipflop": (
+        "flipflop", "transformer_rope", [], FF_SPLITS, 1000,
+        "probe: T=128 p_i 0.1/0.8/0.98 -> last read 1.00/1.00/0.888, T=256 1.00/0.988/0.75; "
+        "P1 Table 3 (6x512, T=512/1024): 100/100/90, 100/100/87"),
+    "gru_words_z60": (
+        "words_z60", "gru", [], None, 1000,
+        "probe: L8 seq 0.987, L16 0.624, L24 0.243, L32 0.102 (1 200 steps); "
+        "P3 Table 2: GRU Z60 k=8 >= 90 % up to 5X, fails at 64+"),
+    "rnn8_counting": (
+        "counting", "rnn", [], None, 500,
+        "probe: val offset score 0.935, longer ITI 0.988; P3 Table 4: hidden-8 RNN solves L=200/600/1000"),
+}
+
+
+def rasp(*args, log=None) -> int:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "rasp.cli", *args]
+    with open(log, "a") if log else open(os.devnull, "w") as f:
+        f.write("$ rasp " + " ".join(args) + "\n")
+        f.flush()
+        return subprocess.call(["nice", "-n", "10", *cmd], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+
+def run_probe(name: str, out: Path) -> dict:
+    task, model, train_args, splits, n, paper = PROBES[name]
+    d = out / name
+    log = out / f"{name}.log"
+    t0 = time.time()
+    summary = d / "summary.json"
+    if not (summary.exists() and json.loads(summary.read_text()).get("finished")):
+        args = ["train", "--task", task, "--model", model, "--preset", "cpu", "--no-progress", *train_args,
+                "--out", str(d)]
+        if (d / "latest.json").exists():
+            args.append("--resume")
+        if rasp(*args, log=log):
+            return {"name": name, "error": f"training failed, see {log}"}
+    ev = ["eval", str(d), "-n", str(n), "--no-progress"] + (["--splits", ",".join(splits)] if splits else [])
+    if rasp(*ev, log=log):
+        return {"name": name, "error": f"evaluation failed, see {log}"}
+    return {"name": name, "task": task, "model": model, "paper": paper, "seconds": time.time() - t0,
+            "summary": json.loads(summary.read_text()), "eval": json.loads((d / "eval.json").read_text())}
+
+
+def _fmt(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
+def table(results: list) -> str:
+    lines = ["# Reference models at the cpu preset (BENCHMARKS.md §4)", "",
+             "Produced by `python bench/reference_models.py`; each row is one `rasp eval` split "
+             "(mean ± standard error over its examples).", ""]
+    for r in results:
+        lines.append(f"## {r['name']}")
+        if "error" in r:
+            lines += ["", f"**{r['error']}**", ""]
+            continue
+        s = r["summary"]
+        lines += ["", f"`rasp train --task {r['task']} --model {r['model']} --preset cpu`: {s['n_params']} "
+                  f"parameters, {s['step']} steps in {s['seconds']:.0f} s (one thread, shared 2-core machine).",
+                  "", f"Paper / probe: {r['paper']}", ""]
+        splits = r["eval"]["splits"]
+        metrics = list(next(iter(splits.values()))["metrics"])
+        lines.append("| split | n | " + " | ".join(metrics) + " |")
+        lines.append("|---|---|" + "---|" * len(metrics))
+        for name, e in splits.items():
+            cells = [f"{_fmt(e['metrics'][m]['mean'])} ± {_fmt(e['metrics'][m]['se'])}" for m in metrics]
+            lines.append(f"| {name} | {e['n']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/reference")
+    ap.add_argument("--only", default=None, help="comma-separated probe names (default all): " + ", ".join(PROBES))
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--table", default=str(ROOT / "bench" / "comparison_reference.md"))
+    args = ap.parse_args(argv)
+    names = args.only.split(",") if args.only else list(PROBES)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(args.jobs) as ex:
+        results = list(ex.map(lambda n: run_probe(n, out), names))
+    Path(args.table).write_text(table(results))
+    print(f"wrote {args.table}")
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""`rasp compare`: suite files, grid expansion, skip/resume, the runner (with
+a fake trainer script: no real training here), the report from fixture run
+directories, the published tables of every suite, and the submitit path."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rasp import cli as rasp_cli
+from rasp.errors import RaspError
+from trainer.compare import grid as G
+from trainer.compare import report as R
+from trainer.compare import runner
+from trainer.compare.results import cell_value, normalize
+from trainer.compare.suite import available_suites, load_suite
+
+SUITE = textwrap.dedent("""
+    [suite]
+    name = "mini"
+    title = "Mini suite"
+    seeds = 2
+
+    [sources.P]
+    cite = "Someone (2024), A Paper"
+
+    [train]
+    steps = { cpu = 5, paper = 500 }
+
+    [eval]
+    n = 16
+
+    [[evals]]
+    name = "default"
+    file = "eval.json"
+
+    [[tasks]]
+    name = "flip"
+    task = "flipflop"
+    train = { set = ["length=16", "p_i=0.8"] }
+
+    [[tasks]]
+    name = "boom"
+    task = "boom"
+    models = ["gru"]
+
+    [[models]]
+    name = "gru"
+    label = "GRU"
+
+    [[models]]
+    name = "tf"
+    model = "transformer"
+    label = "Transformer"
+    train = { steps = { cpu = 7 } }
+
+    [[tables]]
+    id = "t1"
+    title = "Accuracy"
+    source = "P"
+    paper_table = "Table 9"
+    statistic = "mean of 3 runs"
+    task = "flip"
+    metric = "accuracy"
+    scale = 100
+    columns = [
+      { label = "dense", split = "dense" },
+      { label = "sparse", split = "sparse", paper_column = "p_i 0.98" },
+    ]
+      [[tables.rows]]
+      label = "GRU"
+      model = "gru"
+      published = [100, 91.5]
+      published_sd = [0, 1.5]
+      [[tables.rows]]
+      label = "Transformer"
+      model = "tf"
+      published = [99, "—"]
+      [[tables.rows]]
+      label = "Boom GRU"
+      model = "gru"
+      task = "boom"
+      published = [50, 50]
+      [[tables.rows]]
+      label = "SUT"
+      paper_row = "SUT (Tan et al.)"
+      published = [98, 97]
+""")
+
+FAKE_TRAINER = textwrap.dedent("""
+    import json, os, sys
+    from pathlib import Path
+    args = sys.argv[1:]
+    if args[0] == "train":
+        out = Path(args[args.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "calls.log", "a") as f:
+            f.write(" ".join(args) + "\\n")
+        if args[args.index("--task") + 1] == "boom":
+            print("something broke", file=sys.stderr)
+            sys.exit(3)
+        (out / "run.json").write_text("{}")
+        (out / "summary.json").write_text(json.dumps({"finished": True}))
+    else:
+        out = Path(args[1])
+        with open(out / "calls.log", "a") as f:
+            f.write(" ".join(args) + "\\n")
+        seed = 0.1 * len(out.name)
+        (out / "eval.json").write_text(json.dumps({"splits": {
+            "dense": {"n": 4, "metrics": {"accuracy": {"mean": 0.5, "se": 0}}, "by_length": {}},
+            "sparse": {"n": 4, "metrics": {"accuracy": {"mean": 0.25, "se": 0}}, "by_length": {}}}}))
+""")
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def suite(tmp_path):
+    return load_suite(str(write(tmp_path / "mini.toml", SUITE)))
+
+
+@pytest.fixture
+def fake(tmp_path):
+    return runner.TrainerCommands((sys.executable, str(write(tmp_path / "fake_trainer.py", FAKE_TRAINER))))
+
+
+def finished_run(run_dir: Path, splits: dict):
+    write(run_dir / "run.json", "{}")
+    write(run_dir / "summary.json", json.dumps({"finished": True}))
+    write(run_dir / "eval.json", json.dumps({"task": "flipflop", "model": "gru", "splits": {
+        s: {"n": 10, "metrics": {"accuracy": {"mean": v, "se": 0.0}},
+            "by_length": {"8": {"accuracy": v, "n": 5}, "16": {"accuracy": v / 2, "n": 5}},
+            "stats": {"depth": {"mean": 3, "max": 4, "by_length": {"8": 2.0, "16": 4.0}}}}
+        for s, v in splits.items()}}))
+
+
+# ---- grid ---------------------------------------------------------------------
+
+def test_grid_expansion(suite):
+    runs = G.expand(suite, "cpu")
+    ids = [r.run_id for r in runs]
+    # flip x {gru, tf} x 2 seeds, boom x {gru} x 2 seeds
+    assert ids == ["flip__gru__cpu__s0", "flip__gru__cpu__s1", "flip__tf__cpu__s0", "flip__tf__cpu__s1",
+                   "boom__gru__cpu__s0", "boom__gru__cpu__s1"]
+    tf = runs[2]
+    assert (tf.task, tf.model, tf.seed) == ("flipflop", "transformer", 0)
+    assert tf.train == {"steps": 7, "set": ["length=16", "p_i=0.8"]}       # model over task over suite
+    assert runs[0].train["steps"] == 5 and runs[0].evals[0].options == {"n": 16}
+    paper = G.expand(suite, "paper", seeds=1, models=["tf"])
+    assert [r.run_id for r in paper] == ["flip__tf__paper__s0"]
+    assert "steps" not in paper[0].train          # the tf entry has no paper steps, and it replaces the suite's
+    assert G.expand(suite, "cpu", seeds=3, tasks=["flip"])[-1].run_id == "flip__tf__cpu__s2"
+    with pytest.raises(RaspError, match="not a model"):
+        G.expand(suite, "cpu", models=["lstm"])
+    with pytest.raises(RaspError, match="leaves no runs"):
+        G.expand(suite, "cpu", models=["tf"], tasks=["boom"])
+
+
+def test_command_lines(suite, tmp_path):
+    r = G.expand(suite, "cpu")[2]
+    cmd = runner.TrainerCommands().train(r, tmp_path / r.run_id)
+    assert cmd[:3] == [sys.executable, "-m", "trainer"]
+    assert cmd[3:] == ["train", "--task", "flipflop", "--model", "transformer", "--preset", "cpu", "--seed", "0",
+                       "--steps", "7", "--set", "length=16", "--set", "p_i=0.8", "--out", str(tmp_path / r.run_id)]
+    assert runner.TrainerCommands().eval(r, r.evals[0], tmp_path / "x")[3:] == ["eval", str(tmp_path / "x"), "-n", "16"]
+    assert runner.render_options({"no_progress": True, "plots": False}) == ["--no-progress"]
+
+
+# ---- skip and resume ----------------------------------------------------------------
+
+def test_skip_finished_resume_interrupted(suite, tmp_path):
+    r = G.expand(suite, "cpu")[0]
+    d = tmp_path / r.run_id
+    plan = runner.planned_commands(r, d)
+    assert [n for n, _ in plan] == ["train", "eval_default"] and "--resume" not in plan[0][1]
+    write(d / "run.json", "{}")                                   # killed mid-training
+    write(d / "checkpoints" / "step_100" / "state.json", "{}")
+    plan = runner.planned_commands(r, d)
+    assert runner.state(r, d) == "resume"
+    assert plan[0][1][-1] == "--resume" and plan[0][1][-3:-1] == ["--out", str(d)]
+    write(d / "summary.json", json.dumps({"finished": False}))     # a summary without finished: still resume
+    assert runner.state(r, d) == "resume"
+    write(d / "summary.json", json.dumps({"finished": True}))      # trained, not evaluated
+    assert [n for n, _ in runner.planned_commands(r, d)] == ["eval_default"]
+    finished_run(d, {"dense": 1.0})
+    assert runner.state(r, d) == "done" and runner.planned_commands(r, d) == []
+    write(d / "eval.json", "{trunc")                               # a damaged eval file is redone
+    assert runner.state(r, d) == "evaluate"
+    r.evals[0].options["splits"] = "dense,sparse"                  # an eval that names its splits
+    finished_run(d, {"dense": 1.0})
+    assert runner.state(r, d) == "evaluate"                        # sparse is not in eval.json yet
+    finished_run(d, {"dense": 1.0, "sparse": 0.5})
+    assert runner.state(r, d) == "done"
+
+
+def test_fan_summary_without_finished_key_counts_as_trained(suite, tmp_path):
+    r = G.expand(suite, "cpu")[0]
+    write(tmp_path / "summary.json", json.dumps({"step": 2000, "final_eval_acc": 1.0}))
+    assert runner.trained(tmp_path)
+
+
+def test_local_runner_skips_and_records_failures(suite, fake, tmp_path):
+    out = tmp_path / "out"
+    runs = G.expand(suite, "cpu")
+    records = runner.run_local(runs, out, jobs=2, commands=fake)
+    status = {r["run_id"]: r["status"] for r in records}
+    assert status["flip__gru__cpu__s0"] == "finished" and status["boom__gru__cpu__s1"] == "failed"
+    failed = json.loads((out / "boom__gru__cpu__s0" / "failed.json").read_text())
+    assert failed["exit_code"] == 3 and failed["failed_step"] == "train"
+    assert "something broke" in failed["stderr_tail"]
+    calls = (out / "flip__gru__cpu__s0" / "calls.log").read_text()
+    # second invocation: the finished runs are skipped, only the failed ones retried
+    records = runner.run_local(runs, out, jobs=1, commands=fake)
+    assert sorted(r["run_id"] for r in records) == ["boom__gru__cpu__s0", "boom__gru__cpu__s1"]
+    assert (out / "flip__gru__cpu__s0" / "calls.log").read_text() == calls
+
+
+def test_runner_exit_zero_without_outputs_is_a_failure(suite, tmp_path):
+    quiet = runner.TrainerCommands((sys.executable, "-c", "pass"))
+    r = G.expand(suite, "cpu")[0]
+    rec = runner.execute(r, tmp_path / r.run_id, quiet)
+    assert rec["status"] == "failed" and (tmp_path / r.run_id / "failed.json").exists()
+
+
+def test_interrupted_child_is_not_a_failure(suite, tmp_path):
+    killed = runner.TrainerCommands((sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
+    r = G.expand(suite, "cpu")[0]
+    rec = runner.execute(r, tmp_path / r.run_id, killed)
+    assert rec["status"] == "interrupted" and not (tmp_path / r.run_id / "failed.json").exists()
+
+
+def test_train_launcher_only_changes_training(suite, tmp_path):
+    cmds = runner.TrainerCommands(train_launcher=("torchrun", "--nproc_per_node", "2", "-m", "trainer"))
+    r = G.expand(suite, "cpu")[0]
+    (train, t), (_, e) = runner.planned_commands(r, tmp_path / r.run_id, cmds)
+    assert t[:5] == ["torchrun", "--nproc_per_node", "2", "-m", "trainer"] and t[5] == "train"
+    assert e[:3] == [sys.executable, "-m", "trainer"]
+
+
+# ---- report -------------------------------------------------------------------------
+
+def test_report_from_fixture_runs(suite, tmp_path):
+    out = tmp_path / "out"
+    finished_run(out / "flip__gru__cpu__s0", {"dense": 0.9, "sparse": 0.5})
+    finished_run(out / "flip__gru__cpu__s1", {"dense": 0.7, "sparse": 0.3})
+    finished_run(out / "flip__tf__cpu__s0", {"dense": 0.6})           # no sparse split
+    write(out / "flip__tf__cpu__s1" / "failed.json", json.dumps({"exit_code": 1, "failed_step": "train",
+                                                                  "stderr_tail": "Traceback\nValueError: x"}))
+    write(out / "boom__gru__cpu__s0" / "failed.json", json.dumps({"exit_code": 3, "failed_step": "train"}))
+    # boom__gru__cpu__s1: missing
+    R.record_selection(out, suite, "cpu", None, None, None)
+    doc = R.write_report(out)
+    cell = R.find_report_cell(doc, "mini", "t1", "GRU", "dense")
+    assert cell["ours"]["mean"] == pytest.approx(0.8)
+    assert cell["ours"]["se"] == pytest.approx(math.sqrt(0.02 / 2))     # sd 0.1414 / sqrt(2)
+    assert cell["ours"]["text"] == "80.0 ± 10.0"
+    assert cell["published"]["value"] == 100 and cell["published"]["citation"]["table"] == "Table 9"
+    tf = R.find_report_cell(doc, "mini", "t1", "Transformer", "dense")
+    assert tf["ours"]["values"] == [0.6] and "1/2 seeds" in tf["ours"]["text"] and "1 failed" in tf["ours"]["text"]
+    tf_sparse = R.find_report_cell(doc, "mini", "t1", "Transformer", "sparse")
+    assert tf_sparse["ours"]["status"] == "failed" and tf_sparse["ours"]["text"] == "1 failed, no split 'sparse'"
+    boom = R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")
+    assert boom["ours"]["status"] == "failed" and "mean" not in boom["ours"]      # never a 0 %
+    assert R.find_report_cell(doc, "mini", "t1", "SUT", "dense")["ours"]["status"] == "paper only"
+    md = (out / "report.md").read_text()
+    assert "| GRU | 80.0 ± 10.0 | 100 (sd 0) | 40.0 ± 10.0 | 91.5 (sd 1.5) |" in md
+    assert "| Boom GRU | 1 failed, 1 missing | 50 | 1 failed, 1 missing | 50 |" in md
+    assert "boom__gru__cpu__s0`: exit 3 in train" in md
+    assert "Someone (2024), A Paper [P], Table 9 (mean of 3 runs)" in md
+    assert (out / "plots" / "mini_cpu_flip_dense_accuracy.png").exists()     # accuracy vs length
+    assert (out / "plots" / "mini_cpu_flip_dense_depth.png").exists()        # depth vs length
+    # remove a run: it becomes "missing"; --report through the CLI rebuilds without training
+    for f in (out / "boom__gru__cpu__s0").iterdir():
+        f.unlink()
+    (out / "boom__gru__cpu__s0").rmdir()
+    assert rasp_cli.main(["compare", "--report", str(out), "--no-plots"]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    assert R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")["ours"]["text"] == "missing"
+
+
+def test_cell_values_by_length_and_group():
+    split = normalize({"splits": {"test": {"n": 3, "metrics": {"acc": {"mean": 0.5, "se": 0.1}},
+                                           "by_length": {"12": {"acc": 0.25, "n": 1}},
+                                           "by_group": {"7": {"acc": 0.75, "n": 2}}}}})["test"]
+    assert cell_value(split, "acc") == 0.5 and cell_value(split, "acc", length=12) == 0.25
+    assert cell_value(split, "acc", group=7) == 0.75 and cell_value(split, "acc", group=8) is None
+    assert cell_value(split, "seq_acc") is None
+
+
+def test_selections_accumulate_in_the_manifest(suite, tmp_path):
+    R.record_selection(tmp_path, suite, "cpu", 1, ["tf"], ["flip"])
+    R.record_selection(tmp_path, suite, "cpu", 3, ["gru"], ["flip"])
+    sel = R.read_manifest(tmp_path)["suites"]["mini/cpu"]
+    assert (sel["models"], sel["tasks"], sel["seeds"]) == (["gru", "tf"], ["flip"], 3)
+    R.record_selection(tmp_path, suite, "cpu", None, None, ["boom"])
+    sel = R.read_manifest(tmp_path)["suites"]["mini/cpu"]
+    assert (sel["models"], sel["tasks"], sel["seeds"]) == (None, ["boom", "flip"], 3)
+
+
+def test_report_reads_fan_eval_files(tmp_path):
+    suite = load_suite("fan")
+    out = tmp_path / "out"
+    run = out / "parity__looped__cpu__s0"
+    write(run / "run.json", "{}")
+    write(run / "summary.json", json.dumps({"step": 2000}))
+    for stop, acc in (("oracle", 1.0), ("confidence", 0.5)):
+        rows = [{"length": n, "exact_match": acc if n > 10 else 1.0, "stderr": 0, "chosen_step": n + 1,
+                 "oracle_step": n, "iterations": n + 20} for n in range(1, 21)]
+        write(run / f"eval_{stop}.json", json.dumps({"stop": stop, "train_max_n": 10, "rows": rows}))
+    R.record_selection(out, suite, "cpu", 1, ["looped"], ["parity"])
+    doc = R.write_report(out)
+    assert R.find_report_cell(doc, "fan", "parity", "Looped, max. confidence", "longest test")["ours"]["mean"] == 0.5
+    cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
+    assert cell["ours"]["text"] == "1.000" and cell["attrs"]["length"] == 10
+    assert (out / "plots" / "fan_cpu_parity_test_iterations.png").exists()   # confidence only: chosen steps
+
+
+# ---- the published tables of every suite -----------------------------------------------
+
+def test_every_suite_parses_and_every_published_number_is_cited(tmp_path):
+    assert {"fan", "flipflop", "listops", "logic", "words", "memory", "counting"} <= set(available_suites())
+    numbers = 0
+    for name in available_suites():
+        s = load_suite(name)
+        assert G.expand(s, "cpu", seeds=1)
+        for t in s.tables:
+            for row in t.rows:
+                for i, v in enumerate(row.published):
+                    cell = R.published_cell(t, row, i, s)
+                    if v is None:
+                        continue
+                    numbers += 1
+                    c = cell["citation"]
+                    assert c["cite"] and c["table"] and c["row"] and c["column"], (name, t.id, row.label)
+    assert numbers > 300
+
+
+@pytest.mark.parametrize("suite_name,table,row,col,value", [
+    ("listops", "table1", "GUT", "near-IID", 83.2),
+    ("listops", "table1", "TLB", "900-1000", 25.0),
+    ("logic", "table2", "GUT", "7", 96.36),
+    ("logic", "table2", "Transformer", "12", 53.88),
+    ("flipflop", "table3", "GUTLB", "0.98 (1024)", 96),
+    ("flipflop", "table3", "TLB Fixed Recurrence (k=5)", "0.98 (1024)", 92.71),
+    ("words", "p3_table1", "512", "Z60 LSTM", "✓"),
+    ("words", "p3_table1", "256", "A4×Z5 GRU", "✗"),
+    ("memory", "p3_table3", "Denoising S=10, T≤50", "RNN 2-layer", "✓"),
+    ("counting", "p3_table4", "1000", "NRU h64", "✗"),
+])
+def test_published_numbers_match_the_papers(suite_name, table, row, col, value):
+    s = load_suite(suite_name)
+    t = next(t for t in s.tables if t.id == table)
+    r = next(r for r in t.rows if r.label == row)
+    i = next(i for i, c in enumerate(t.columns) if c.label == col)
+    assert r.published[i] == value
+
+
+PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"   # beside the checkout; users lack it
+
+
+def _marks(line: str) -> str:
+    return "".join(c for c in line if c in "✓✗")
+
+
+def test_published_tables_match_the_paper_texts():
+    """Every P1 number (with its sd) is one table line of the paper, and
+    every P3 ✓/✗ row is one line of marks in the paper's text."""
+    p1, p3 = PAPERS / "recurrent-transformers-dynamic-halt-UT-GUT-TLB.md", PAPERS / "memory-and-generalization-linear-recurrence.txt"
+    if not (p1.exists() and p3.exists()):
+        pytest.skip("the papers are not beside this checkout")
+    number = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+    p1_lines = [[float(x) for x in number.findall(l.split("|", 2)[-1])] for l in p1.read_text().splitlines()
+                if l.startswith("|")]
+    checked = 0
+    for name, tid in (("flipflop", "table3"), ("listops", "table1"), ("logic", "table2")):
+        for r in next(t for t in load_suite(name).tables if t.id == tid).rows:
+            seq = []
+            for i, v in enumerate(r.published):
+                if v is not None:
+                    seq.append(float(v))
+                    if r.published_sd and r.published_sd[i] not in (None, "—"):
+                        seq.append(float(r.published_sd[i]))
+            if seq:
+                assert seq in p1_lines, (name, r.label)
+                checked += 1
+    p3_lines = {_marks(l) for l in p3.read_text().splitlines()}
+    for name, tid in (("words", "p3_table1"), ("words", "p3_table2"), ("memory", "p3_table3"),
+                      ("counting", "p3_table4"), ("counting", "p3_table5")):
+        for r in next(t for t in load_suite(name).tables if t.id == tid).rows:
+            if any(r.published):
+                assert "".join(r.published) in p3_lines, (name, tid, r.label)
+                checked += 1
+    assert checked == 27 + 3 + 8 + 4 + 3 + 2
+
+
+# ---- suite validation -----------------------------------------------------------------
+
+@pytest.mark.parametrize("old,new,message,line", [
+    ('seeds = 2', 'seeds = 2\ncolour = "red"', "unknown key 'colour'", 6),
+    ('published = [100, 91.5]', 'published = [100]', "one value per column", 56),
+    ('label = "Transformer"\n  model = "tf"', 'label = "Transformer"\n  model = "lstm"', "model 'lstm' is not", 60),
+    ('cite = "Someone (2024), A Paper"', 'cite = "unclosed', "not valid TOML", 8),
+    ('source = "P"', 'source = "Q"', "source 'Q' is not one of", 43),
+    ('models = ["gru"]', 'models = ["rnn"]', "unknown model entry 'rnn'", 28),
+    ('name = "tf"', 'name = "gru"', "duplicate model name 'gru'", 35),
+])
+def test_suite_errors_are_located(tmp_path, old, new, message, line):
+    assert old in SUITE
+    bad = write(tmp_path / "bad.toml", SUITE.replace(old, new, 1))
+    with pytest.raises(RaspError) as e:
+        load_suite(str(bad))
+    assert message in e.value.message
+    assert e.value.loc.path == str(bad) and e.value.loc.line == line
+
+
+def test_cli_errors_exit_2(tmp_path, capsys):
+    bad = write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", "seeds = 0"))
+    assert rasp_cli.main(["compare", str(bad), "--dry-run"]) == 2
+    assert f"{bad}:5:1: error: [suite]: seeds must be" in capsys.readouterr().err
+    assert rasp_cli.main(["compare", "nosuchsuite"]) == 2
+    assert rasp_cli.main(["compare", "--report", str(tmp_path)]) == 2        # no compare.json
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_runs_the_trainer_lacks_are_refused_before_anything_starts(suite, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", suite.path, "--tasks", "boom", "--out", str(out)]) == 2
+    assert "task 'boom'" in capsys.readouterr().err and not out.exists()
+
+
+def test_dry_run_prints_the_commands(suite, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", suite.path, "--dry-run", "--models", "tf", "--tasks", "flip",
+                          "--seeds", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "flip__tf__cpu__s0: new" in text and "--task flipflop --model transformer" in text
+    assert not out.exists()
+
+
+# ---- submitit -----------------------------------------------------------------------
+
+def test_submitit_local_executor(suite, fake, tmp_path):
+    pytest.importorskip("submitit")
+    out = tmp_path / "out"
+    runs = G.expand(suite, "cpu", seeds=1, tasks=["flip"])
+    records = runner.run_slurm(runs, out, {"timeout_min": 5}, cluster="local", commands=fake)
+    assert sorted(r["status"] for r in records) == ["finished", "finished"]
+    assert json.loads((out / "flip__tf__cpu__s0" / "eval.json").read_text())["splits"]["dense"]
+    assert runner.run_slurm(runs, out, cluster="local", commands=fake) == []      # finished: nothing submitted

@@ -1,0 +1,4 @@
+"""`rasp compare`: comparison suites as data (suites/*.toml), the run grid,
+its runner (local processes or submitit/Slurm), and the report beside the
+published numbers.  Modules: suite (load/validate), grid (expansion),
+runner (skip/resume/execute), results (read run dirs), report, plots, cli."""

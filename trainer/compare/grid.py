@@ -1,0 +1,98 @@
+"""Grid expansion: a suite (tasks x models x preset x seeds, narrowed by the
+command line) becomes a list of independent runs, each with the exact
+trainer options it trains and evaluates with and a stable RUN_ID."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from rasp.errors import RaspError
+from trainer.compare.suite import Suite, resolve
+
+
+@dataclass
+class EvalStep:
+    name: str
+    file: str                      # written into the run directory by the eval command
+    options: dict
+
+
+@dataclass
+class RunSpec:
+    run_id: str
+    suite: str
+    task_entry: str
+    model_entry: str
+    task: str                      # trainer --task
+    model: str                     # trainer --model
+    preset: str
+    seed: int
+    train: dict = field(default_factory=dict)   # resolved options (no preset tables left)
+    evals: list = field(default_factory=list)   # [EvalStep]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSpec":
+        d = dict(d)
+        d["evals"] = [EvalStep(**e) for e in d.get("evals", [])]
+        return cls(**d)
+
+
+def run_id(task_entry: str, model_entry: str, preset: str, seed: int) -> str:
+    """Stable across invocations: the same cell of the grid always lands in
+    the same directory, which is what makes skip and resume work."""
+    return f"{task_entry}__{model_entry}__{preset}__s{seed}"
+
+
+def merge_options(preset: str, *tables: dict) -> dict:
+    """Later tables win; preset-keyed values are resolved and options whose
+    preset has no entry are dropped."""
+    out = {}
+    for t in tables:
+        for k, v in t.items():
+            out[k] = resolve(v, preset)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _pick(names: Optional[list], known: list, what: str, suite: Suite) -> list:
+    if not names:
+        return known
+    for n in names:
+        if n not in known:
+            raise RaspError(f"--{what}s: {n!r} is not a {what} of suite {suite.name} (known: {', '.join(known)})")
+    return [k for k in known if k in names]
+
+
+def seeds_for(suite: Suite, seeds: Optional[int]) -> list:
+    k = suite.seeds if seeds is None else seeds
+    if k < 1:
+        raise RaspError(f"--seeds must be at least 1, got {k}")
+    return list(range(k))
+
+
+def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optional[list] = None,
+           tasks: Optional[list] = None) -> list:
+    """All runs of the suite for `preset`, in task-major order."""
+    if preset not in suite.presets:
+        raise RaspError(f"suite {suite.name} has no preset {preset!r} (it has: {', '.join(suite.presets)})")
+    task_names = _pick(tasks, [t.name for t in suite.tasks], "task", suite)
+    model_names = _pick(models, [m.name for m in suite.models], "model", suite)
+    runs = []
+    for tname in task_names:
+        t = suite.task(tname)
+        for mname in model_names:
+            m = suite.model(mname)
+            if (t.models is not None and mname not in t.models) or (m.tasks is not None and tname not in m.tasks):
+                continue
+            train = merge_options(preset, suite.train, t.train, m.train)
+            base_eval = merge_options(preset, suite.eval, t.eval, m.eval)
+            evals = [EvalStep(e.name, e.file, {**base_eval, **merge_options(preset, e.options)})
+                     for e in suite.evals_for(m)]
+            for seed in seeds_for(suite, seeds):
+                runs.append(RunSpec(run_id(tname, mname, preset, seed), suite.name, tname, mname, t.task, m.model,
+                                    preset, seed, train, evals))
+    if not runs:
+        raise RaspError(f"suite {suite.name}: the selection (--models/--tasks) leaves no runs")
+    return runs

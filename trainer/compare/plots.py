@@ -1,0 +1,104 @@
+"""Report plots: accuracy against length per model (mean over the finished
+seeds), and depth / iterations against length for the models whose eval
+results carry those stats (halting, implicit and confidence-stopped looped
+models)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+DEPTH_STATS = ("depth", "iterations")
+
+
+def _series(results: list, getter) -> dict:
+    """{(model entry, eval): {length: [values over seeds]}}"""
+    out: dict = {}
+    for r in results:
+        if r.status != "finished":
+            continue
+        for ev, splits in r.evals.items():
+            for split, data in splits.items():
+                for L, v in getter(data).items():
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        out.setdefault((split, r.spec.model_entry, ev), {}).setdefault(int(float(L)), []).append(v)
+    return out
+
+
+def _label(suite, key) -> str:
+    """Model label, with the eval's name when the suite has several evals."""
+    label = suite.model(key[1]).label
+    return f"{label} [{key[2]}]" if len(suite.evals) > 1 else label
+
+
+def _metric_for(task_entry: str, tables: list, results: list) -> str:
+    for t in tables:
+        for row in t["rows"]:
+            for c in row["cells"]:
+                a = c.get("attrs") or {}
+                if a.get("task") == task_entry and a.get("metric"):
+                    return a["metric"]
+    for r in results:
+        for splits in r.evals.values():
+            for data in splits.values():
+                for row in data.get("by_length", {}).values():
+                    if row:
+                        return next(iter(row))
+    return "accuracy"
+
+
+def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train_max=None, unit_range=True):
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    if train_max:
+        ax.axvline(train_max + 0.5, color="0.4", ls="--", label="longest training length")
+    for key, pts in sorted(series.items()):
+        xs = sorted(pts)
+        ys = [sum(pts[x]) / len(pts[x]) for x in xs]
+        ax.plot(xs, ys, marker="o", ms=3, label=labels[key])
+    ax.set_xlabel("length")
+    ax.set_ylabel(ylabel)
+    if unit_range:
+        ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> list:
+    pdir = Path(out) / "plots"
+    made = []
+    for t in suite.tasks:
+        res = [r for r in results if r.spec.task_entry == t.name]
+        if not res:
+            continue
+        metric = _metric_for(t.name, tables, res)
+        acc = _series(res, lambda d: {L: row.get(metric) for L, row in d.get("by_length", {}).items()})
+        train_max = next((d.get("train_max_n") for r in res if r.status == "finished"
+                          for s in r.evals.values() for d in s.values() if d.get("train_max_n")), None)
+        for split in sorted({k[0] for k in acc}):
+            ser = {k: v for k, v in acc.items() if k[0] == split and len(v) > 1}
+            if not ser:
+                continue
+            pdir.mkdir(exist_ok=True)
+            name = f"{suite.name}_{preset}_{t.name}_{split}_{metric}.png"
+            labels = {k: _label(suite, k) for k in ser}
+            title = f"{suite.name} / {t.name} / {split}: {metric} vs length ({preset})"
+            _plot(ser, labels, pdir / name, title, metric, train_max)
+            made.append({"title": title, "path": f"plots/{name}"})
+        for stat in DEPTH_STATS:
+            dep = _series(res, lambda d: d.get("stats", {}).get(stat, {}).get("by_length", {}))
+            for split in sorted({k[0] for k in dep}):
+                ser = {k: v for k, v in dep.items() if k[0] == split and len(v) > 1}
+                if not ser:
+                    continue
+                pdir.mkdir(exist_ok=True)
+                name = f"{suite.name}_{preset}_{t.name}_{split}_{stat}.png"
+                labels = {k: _label(suite, k) for k in ser}
+                title = f"{suite.name} / {t.name} / {split}: {stat} vs length ({preset})"
+                _plot(ser, labels, pdir / name, title, stat, train_max, unit_range=False)
+                made.append({"title": title, "path": f"plots/{name}"})
+    return made

@@ -1,0 +1,272 @@
+"""The report: per suite, each paper table in its own layout with our mean
+± standard error over seeds next to the published figure and its citation.
+Runs that are absent are "missing", runs that failed are "failed" (never a
+number), runs still under way or interrupted are "incomplete".
+Writes DIR/report.md, DIR/report.json and DIR/plots/*.png."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from rasp.errors import RaspError
+from trainer.compare import grid as G
+from trainer.compare.results import RunResult, cell_value, load_run
+from trainer.compare.suite import Suite, Table, cell_attrs, load_suite
+
+MANIFEST = "compare.json"
+
+
+# ---- the manifest: which suite selections live in DIR ---------------------------
+
+def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, tasks):
+    """DIR/compare.json remembers each suite's selection, so that
+    `rasp compare --report DIR` rebuilds the same report."""
+    path = out / MANIFEST
+    doc = read_manifest(out) if path.exists() else {"suites": {}}
+    key = f"{suite.name}/{preset}"
+    old = doc["suites"].get(key)
+    if old:            # later invocations add to the selection (--models a, then --models b: both reported)
+        union = lambda a, b: None if a is None or b is None else sorted(set(a) | set(b))   # noqa: E731
+        models, tasks = union(old.get("models"), models), union(old.get("tasks"), tasks)
+        k_old = old.get("seeds") or suite.seeds
+        seeds = None if seeds is None and k_old == suite.seeds else max(seeds or suite.seeds, k_old)
+    doc["suites"][key] = {"suite": suite.name, "file": str(Path(suite.path).resolve()), "preset": preset,
+                          "seeds": seeds, "models": models, "tasks": tasks}
+    _write_atomic(path, json.dumps(doc, indent=1))
+
+
+def read_manifest(out: Path) -> dict:
+    path = Path(out) / MANIFEST
+    try:
+        doc = json.loads(path.read_text())
+        assert isinstance(doc.get("suites"), dict)
+        return doc
+    except FileNotFoundError:
+        raise RaspError(f"{out}: no {MANIFEST} here (not a `rasp compare` output directory)") from None
+    except (OSError, ValueError, AssertionError, AttributeError):
+        raise RaspError(f"{path}: damaged (expected a JSON object with 'suites')") from None
+
+
+def _write_atomic(path: Path, text: str):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# ---- cells -----------------------------------------------------------------------
+
+def _mean_se(values: list):
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var / n)
+
+
+def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite) -> dict:
+    """Aggregate one table cell over the seeds' runs."""
+    if not results:
+        return {"status": "not run", "text": "not run"}
+    eval_name = attrs.get("eval") or suite.evals_for(suite.model(attrs["model"]))[0].name
+    values, why_none = [], set()
+    counts = {"failed": 0, "missing": 0, "incomplete": 0}
+    for r in results:
+        if r.status != "finished":
+            counts[r.status] += 1
+            continue
+        split = r.evals.get(eval_name, {}).get(attrs.get("split", "test"))
+        if split is None:
+            why_none.add(f"no split {attrs.get('split', 'test')!r}")
+            continue
+        v = cell_value(split, attrs["metric"], attrs.get("length"), attrs.get("group"))
+        if v is None:
+            where = (f" at length {attrs['length']}" if attrs.get("length") is not None
+                     else f" in group {attrs['group']}" if attrs.get("group") is not None else "")
+            why_none.add(f"no {attrs['metric']}{where}")
+            continue
+        values.append(v)
+    cell = {"runs": [r.spec.run_id for r in results], "seeds": len(results), "n": len(values),
+            **{k: v for k, v in counts.items() if v}}
+    if not values:
+        # every seed's reason, most serious first; a single kind reads as one word ("failed")
+        kinds = [k for k in ("failed", "incomplete", "missing") if counts[k]]
+        status = kinds[0] if kinds else ("; ".join(sorted(why_none)) or "missing")
+        if kinds == [status] and not why_none:
+            text = status                             # every seed alike: one word
+        else:
+            text = ", ".join([f"{counts[k]} {k}" for k in kinds] + sorted(why_none))
+        cell.update(status=status, text=text)
+        return cell
+    mean, se = _mean_se(values)
+    d = table.digits
+    text = f"{mean * table.scale:.{d}f}" + (f" ± {se * table.scale:.{d}f}" if se is not None else "")
+    if table.criterion is not None:
+        if table.criterion_rule == "majority":
+            passed = sum(v >= table.criterion for v in values) * 2 > len(values)
+        else:
+            passed = mean >= table.criterion
+        cell["passed"] = passed
+        text += " ✓" if passed else " ✗"
+    notes = [f"{len(values)}/{len(results)} seeds"] if len(values) < len(results) else []
+    notes += [f"{v} {k}" for k, v in counts.items() if v]
+    if notes:
+        text += f" ({', '.join(notes)})"
+    cell.update(status="ok", mean=mean, se=se, values=values, text=text)
+    return cell
+
+
+def published_cell(table: Table, row, col_index: int, suite: Suite) -> dict:
+    v = row.published[col_index]
+    sd = row.published_sd[col_index] if row.published_sd else None
+    src = suite.sources[table.source]
+    cite = {"source": src.key, "cite": src.cite, "table": table.paper_table, "row": row.paper_row,
+            "column": table.columns[col_index].paper_column}
+    if v is None:
+        return {"value": None, "text": "—", "citation": cite}
+    text = f"{v}" + (f" (sd {sd})" if sd not in (None, "—") else "")
+    return {"value": v, "sd": sd, "text": text, "citation": cite}
+
+
+def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: int) -> dict:
+    rows = []
+    for row in table.rows:
+        runs_row = "model" in row.attrs or "model" in table.attrs
+        cells = []
+        for i, col in enumerate(table.columns):
+            cell = {"column": col.label, "published": published_cell(table, row, i, suite)}
+            if runs_row:
+                attrs = cell_attrs(table, col, row, preset)
+                key = (attrs["task"], attrs["model"])
+                cell["attrs"] = attrs
+                cell["ours"] = our_cell(table, attrs, by_cell.get(key, []), seeds, suite)
+            else:
+                cell["ours"] = {"status": "paper only", "text": ""}
+            cells.append(cell)
+        rows.append({"label": row.label, "paper_row": row.paper_row, "ours_run": runs_row, "cells": cells})
+    src = suite.sources[table.source]
+    return {"id": table.id, "title": table.title, "paper_table": table.paper_table, "source": src.key,
+            "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "criterion": table.criterion,
+            "criterion_rule": table.criterion_rule, "note": table.note,
+            "columns": [{"label": c.label, "paper_column": c.paper_column} for c in table.columns], "rows": rows}
+
+
+# ---- the whole report ------------------------------------------------------------
+
+def suite_report(out: Path, sel: dict) -> dict:
+    suite = load_suite(sel["file"] if Path(sel["file"]).exists() else sel["suite"])
+    preset = sel["preset"]
+    runs = G.expand(suite, preset, sel.get("seeds"), sel.get("models"), sel.get("tasks"))
+    results = [load_run(r, out) for r in runs]
+    by_cell: dict = {}
+    for res in results:
+        by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
+    seeds = len(G.seeds_for(suite, sel.get("seeds")))
+    tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
+    status = {}
+    for res in results:
+        status[res.status] = status.get(res.status, 0) + 1
+    return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
+            "note": suite.note, "runs": {"total": len(results), **status},
+            "run_status": [_run_row(r) for r in results], "tables": tables, "_results": results, "_suite": suite}
+
+
+def _run_row(r: RunResult) -> dict:
+    row = {"run_id": r.spec.run_id, "status": r.status}
+    if r.failure:
+        row.update(exit_code=r.failure.get("exit_code"), failed_step=r.failure.get("failed_step"),
+                   stderr_tail=r.failure.get("stderr_tail", "")[-2000:])
+    return row
+
+
+def write_report(out: Path, plots: bool = True) -> dict:
+    out = Path(out)
+    manifest = read_manifest(out)
+    suites = [suite_report(out, sel) for sel in manifest["suites"].values()]
+    if plots:
+        from trainer.compare.plots import suite_plots
+        for s in suites:
+            s["plots"] = suite_plots(out, s["_suite"], s["preset"], s["_results"], s["tables"])
+    public = [{k: v for k, v in s.items() if not k.startswith("_")} for s in suites]
+    doc = {"generated": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dir": str(out), "suites": public}
+    _write_atomic(out / "report.json", json.dumps(doc, indent=1, default=str))
+    _write_atomic(out / "report.md", render_markdown(doc))
+    return doc
+
+
+def _md_escape(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(doc: dict) -> str:
+    lines = ["# `rasp compare` report", "",
+             f"Generated {doc['generated']} from `{doc['dir']}`.  Ours: mean ± standard error over the seeds "
+             "that finished (one seed: the value alone); \"missing\" = never run, \"failed\" = the run failed "
+             "(see failed.json), \"incomplete\" = interrupted or still running, \"not run\" = outside the "
+             "selection.  Paper: the published figure (sd = the paper's standard deviation).", ""]
+    for s in doc["suites"]:
+        r = s["runs"]
+        lines += [f"## {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s))", "",
+                  "Runs: " + ", ".join(f"{v} {k}" for k, v in r.items()) + ".", ""]
+        if s.get("note"):
+            lines += [s["note"], ""]
+        for t in s["tables"]:
+            lines += _md_table(t)
+        failed = [x for x in s["run_status"] if x["status"] == "failed"]
+        if failed:
+            lines += ["Failed runs:", ""]
+            for x in failed:
+                tail = (x.get("stderr_tail") or "").strip().splitlines()
+                lines.append(f"* `{x['run_id']}`: exit {x.get('exit_code')} in {x.get('failed_step')}"
+                             + (f" — `{_md_escape(tail[-1][:200])}`" if tail else ""))
+            lines.append("")
+        for p in s.get("plots", []):
+            lines += [f"![{p['title']}]({p['path']})", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _md_table(t: dict) -> list:
+    scale = f"; ours ×{t['scale']:g}" if t["scale"] != 1 else ""
+    crit = ""
+    if t.get("criterion") is not None:
+        crit = (f"; ✓/✗ = ours {'mean' if t['criterion_rule'] == 'mean' else 'majority of seeds'} "
+                f"≥ {t['criterion']:g}")
+    lines = [f"### {t['title']}", "",
+             f"Published: {t['cite']} [{t['source']}], {t['paper_table']}"
+             + (f" ({t['statistic']})" if t["statistic"] else "") + f"{scale}{crit}.", ""]
+    head = ["model"] + [x for c in t["columns"] for x in (f"{c['label']} ours", "paper")]
+    lines.append("| " + " | ".join(_md_escape(h) for h in head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for row in t["rows"]:
+        label = row["label"] + ("" if row["ours_run"] else " (paper only)")
+        cells = [x for c in row["cells"] for x in (c["ours"]["text"], c["published"]["text"])]
+        lines.append("| " + " | ".join(_md_escape(x) for x in [label] + cells) + " |")
+    lines.append("")
+    if t.get("note"):
+        lines += [t["note"], ""]
+    return lines
+
+
+def summary_line(doc: dict) -> str:
+    parts = []
+    for s in doc["suites"]:
+        parts.append(f"{s['suite']}/{s['preset']}: " + ", ".join(f"{v} {k}" for k, v in s["runs"].items()))
+    return "; ".join(parts)
+
+
+def find_report_cell(doc: dict, suite: str, table: str, row: str, column: str) -> Optional[dict]:
+    """A cell of report.json by labels (for tests and scripts)."""
+    for s in doc["suites"]:
+        if s["suite"] != suite:
+            continue
+        for t in s["tables"]:
+            if t["id"] != table:
+                continue
+            for r in t["rows"]:
+                if r["label"] == row:
+                    return next((c for c in r["cells"] if c["column"] == column), None)
+    return None

@@ -1,0 +1,258 @@
+"""Running the grid: each run is an independent chain of processes
+(`python -m trainer train ...`, then one `python -m trainer eval ...` per
+eval entry) writing into DIR/RUN_ID/.  Re-invoking skips finished runs,
+resumes interrupted ones (`--resume`) and only evaluates trained ones.  A
+failed run leaves DIR/RUN_ID/failed.json (exit code, command, stderr tail)
+and is retried on the next invocation.
+
+The command builder is injectable (tests substitute a tiny fake trainer
+through `TrainerCommands(prefix=...)`); production uses the real trainer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from rasp.errors import RaspError
+from trainer.compare.grid import EvalStep, RunSpec
+
+TAIL_LINES = 40                 # stderr lines kept in failed.json
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# a child stopped by SIGINT/SIGTERM (negative: killed by the signal; 128+n: exited on it)
+INTERRUPTED = {-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM}
+
+
+def render_options(options: dict) -> list:
+    """{"steps": 10, "no_progress": True, "set": ["a=1", "b=2"]} ->
+    ["--steps", "10", "--no-progress", "--set", "a=1", "--set", "b=2"];
+    one-letter keys become short options (`n = 64` -> `-n 64`)."""
+    out = []
+    for key, value in options.items():
+        flag = ("-" if len(key) == 1 else "--") + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            for v in value:
+                out += [flag, str(v)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+@dataclass(frozen=True)
+class TrainerCommands:
+    """Builds the command lines of a run.  `prefix` replaces
+    `python -m trainer` (tests point it at a fake trainer script);
+    `train_launcher` replaces it for training only (e.g. `torchrun
+    --standalone --nproc_per_node 4 -m trainer`: one large run on several
+    processes)."""
+    prefix: tuple = ()
+    train_launcher: tuple = ()
+
+    def _prefix(self) -> list:
+        return list(self.prefix) if self.prefix else [sys.executable, "-m", "trainer"]
+
+    def train(self, spec: RunSpec, run_dir: Path, resume: bool = False) -> list:
+        start = list(self.train_launcher) if self.train_launcher else self._prefix()
+        cmd = start + ["train", "--task", spec.task, "--model", spec.model, "--preset", spec.preset,
+                                "--seed", str(spec.seed)] + render_options(spec.train) + ["--out", str(run_dir)]
+        return cmd + (["--resume"] if resume else [])
+
+    def eval(self, spec: RunSpec, step: EvalStep, run_dir: Path) -> list:
+        return self._prefix() + ["eval", str(run_dir)] + render_options(step.options)
+
+
+# ---- the state of a run directory --------------------------------------------
+
+def read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def trained(run_dir: Path) -> bool:
+    """summary.json is written last.  Comparison runs mark it `"finished":
+    true`; a Fan-task summary has no such key and is only written at the end."""
+    s = read_json(run_dir / "summary.json")
+    return isinstance(s, dict) and s.get("finished", True) is True
+
+
+def started(run_dir: Path) -> bool:
+    return any((run_dir / n).exists() for n in ("run.json", "latest.json", "checkpoints"))
+
+
+def eval_done(step: EvalStep, run_dir: Path) -> bool:
+    """The eval's file exists and holds every split the eval asks for (a
+    suite edited to name another split re-evaluates)."""
+    doc = read_json(run_dir / step.file)
+    if not isinstance(doc, dict):
+        return False
+    wanted = step.options.get("splits")
+    if isinstance(wanted, str) and isinstance(doc.get("splits"), dict):
+        return all(s.strip() in doc["splits"] for s in wanted.split(",") if s.strip())
+    return True
+
+
+def missing_evals(spec: RunSpec, run_dir: Path) -> list:
+    return [e for e in spec.evals if not eval_done(e, run_dir)]
+
+
+def state(spec: RunSpec, run_dir: Path) -> str:
+    """'done' | 'evaluate' (trained, an eval file is missing) | 'resume'
+    (interrupted) | 'new'."""
+    if trained(run_dir):
+        return "evaluate" if missing_evals(spec, run_dir) else "done"
+    return "resume" if started(run_dir) else "new"
+
+
+def planned_commands(spec: RunSpec, run_dir: Path, commands=TrainerCommands()) -> list:
+    """The command lines this invocation would run for the run (empty if done)."""
+    st = state(spec, run_dir)
+    cmds = []
+    if st in ("new", "resume"):
+        cmds.append(("train", commands.train(spec, run_dir, resume=(st == "resume"))))
+        evals = spec.evals
+    else:
+        evals = missing_evals(spec, run_dir)
+    cmds += [(f"eval_{e.name}", commands.eval(spec, e, run_dir)) for e in evals]
+    return cmds
+
+
+# ---- executing one run ---------------------------------------------------------
+
+def _env(threads_one: bool) -> dict:
+    env = dict(os.environ)
+    if threads_one:
+        env.update({k: "1" for k in THREAD_ENV})
+    return env
+
+
+def _tail(path: Path, n: int = TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_one: bool = True) -> dict:
+    """Run what is left of one run; returns its record (also in
+    RUN_DIR/compare_run.json; on failure RUN_DIR/failed.json; a child
+    stopped by Ctrl-C or SIGTERM leaves no failure: the run resumes next time)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    failed = run_dir / "failed.json"
+    if failed.exists():
+        failed.unlink()                      # a retry: the old failure no longer describes the run
+    record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": []}
+    t0 = time.time()
+    for name, cmd in planned_commands(spec, run_dir, commands):
+        log = run_dir / f"{name}.log"
+        t = time.time()
+        with open(log, "ab") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n".encode())
+            fh.flush()
+            try:
+                rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(threads_one),
+                                    cwd=os.getcwd()).returncode
+            except OSError as e:
+                fh.write(f"cannot start: {e}\n".encode())
+                rc = 127
+        record["steps"].append({"step": name, "command": cmd, "exit_code": rc, "seconds": round(time.time() - t, 2)})
+        if rc in INTERRUPTED:               # Ctrl-C / termination: resumable, not a failure
+            record.update(status="interrupted", exit_code=rc, seconds=round(time.time() - t0, 2))
+            return record
+        if rc != 0:
+            record.update(status="failed", exit_code=rc, failed_step=name, stderr_tail=_tail(log), log=log.name,
+                          seconds=round(time.time() - t0, 2))
+            _write_json(failed, record)
+            return record
+    record.update(status="finished" if state(spec, run_dir) == "done" else "incomplete",
+                  seconds=round(time.time() - t0, 2))
+    if record["status"] == "incomplete":        # exit 0 but a promised file is absent: a failure too
+        record.update(status="failed", exit_code=0, failed_step="outputs",
+                      stderr_tail="the commands exited 0 but left no finished summary.json or a missing eval file: "
+                                  + ", ".join(e.file for e in missing_evals(spec, run_dir)))
+        _write_json(failed, record)
+    else:
+        _write_json(run_dir / "compare_run.json", record)
+    return record
+
+
+def _write_json(path: Path, obj):
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def execute_payload(spec_dict: dict, run_dir: str, prefix: tuple = (), train_launcher: tuple = ()) -> dict:
+    """The picklable entry point a cluster job runs (submitit)."""
+    return execute(RunSpec.from_dict(spec_dict), Path(run_dir), TrainerCommands(tuple(prefix), tuple(train_launcher)))
+
+
+# ---- executors -------------------------------------------------------------------
+
+Progress = Callable[[str], None]
+
+
+def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
+              progress: Optional[Progress] = None) -> list:
+    """Runs N at a time (threads waiting on child processes, one torch
+    thread per child).  Returns the records of the runs that did work."""
+    if jobs < 1:
+        raise RaspError(f"--jobs must be at least 1, got {jobs}")
+    say = progress or (lambda s: None)
+    todo = [r for r in runs if state(r, out / r.run_id) != "done"]
+    say(f"{len(runs) - len(todo)} of {len(runs)} runs already finished; {len(todo)} to run, {jobs} at a time")
+    records = []
+
+    def work(r: RunSpec) -> dict:
+        say(f"start {r.run_id} ({state(r, out / r.run_id)})")
+        return execute(r, out / r.run_id, commands, True)
+
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(work, r): r for r in todo}
+        for i, fut in enumerate(as_completed(futures), 1):
+            rec = fut.result()
+            records.append(rec)
+            extra = f": exit {rec['exit_code']} in {rec['failed_step']}" if rec["status"] == "failed" else ""
+            say(f"[{i}/{len(todo)}] {rec['status']} {rec['run_id']} ({rec['seconds']:.0f} s){extra}")
+    finally:
+        # on Ctrl-C the running children got the signal too; queued runs must not start
+        pool.shutdown(wait=True, cancel_futures=True)
+    return records
+
+
+def run_slurm(runs: list, out: Path, slurm: Optional[dict] = None, cluster: Optional[str] = None,
+              commands=TrainerCommands(), wait: bool = True, progress: Optional[Progress] = None) -> list:
+    """Submits every unfinished run as one job through submitit (`cluster`
+    None = auto-detect Slurm; "local" runs the jobs as local processes, for
+    tests).  With `wait` the records are collected; otherwise the job ids."""
+    try:
+        import submitit
+    except ImportError:
+        raise RaspError("--executor slurm needs submitit (pip install submitit)") from None
+    say = progress or (lambda s: None)
+    todo = [r for r in runs if state(r, out / r.run_id) != "done"]
+    executor = submitit.AutoExecutor(folder=str(out / "_submitit"), cluster=cluster)
+    params = {"timeout_min": 24 * 60, "cpus_per_task": 1}
+    params.update(slurm or {})
+    executor.update_parameters(**params)
+    jobs = [executor.submit(execute_payload, r.to_dict(), str(out / r.run_id), tuple(commands.prefix),
+                            tuple(commands.train_launcher)) for r in todo]
+    for r, j in zip(todo, jobs):
+        say(f"submitted {r.run_id} as job {j.job_id}")
+    if not wait:
+        return [{"run_id": r.run_id, "job_id": j.job_id} for r, j in zip(todo, jobs)]
+    return [j.result() for j in jobs]

@@ -1,0 +1,462 @@
+"""Suite files: one declarative TOML file per comparison (tasks x models x
+presets x seeds, the trainer options of each run, the tables to build and the
+published numbers with their sources).  Read with the standard library's
+tomllib and validated here; every problem is a RaspError located at
+FILE:LINE (exit status 2).
+
+Any value in an option table or a table cell may be a table keyed by preset
+(`lengths = { cpu = "1:20", paper = "1:50" }`): the run or report of that
+preset uses its entry, and an option with no entry for the preset is left out.
+String cell attributes may name other attributes (`task = "z60_k{k}"`).
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from rasp.errors import RaspError
+from rasp.ir import Loc
+
+SUITES_DIR = Path(__file__).with_name("suites")
+PRESETS = ("cpu", "paper")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")    # ids become directory names
+OPTION_SCALARS = (str, int, float, bool)
+PUBLISHED_SCALARS = (str, int, float)
+CELL_KEYS = {"task", "model", "eval", "split", "metric", "length", "group"}
+
+
+@dataclass
+class Source:
+    key: str
+    cite: str
+    file: str = ""
+
+
+@dataclass
+class TaskEntry:
+    name: str
+    task: str
+    models: Optional[list] = None       # restrict the grid to these model entries
+    train: dict = field(default_factory=dict)
+    eval: dict = field(default_factory=dict)
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    model: str
+    label: str
+    evals: Optional[list] = None        # eval entries this model runs (None: all)
+    train: dict = field(default_factory=dict)
+    eval: dict = field(default_factory=dict)
+    tasks: Optional[list] = None        # restrict the grid to these task entries
+
+
+@dataclass
+class EvalEntry:
+    name: str
+    file: str = "eval.json"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class Row:
+    label: str
+    attrs: dict                         # cell attributes this row sets (model, eval, task, ...)
+    published: list                     # one per column; None = not reported
+    published_sd: Optional[list]
+    paper_row: str
+    line: int = 0
+
+
+@dataclass
+class Column:
+    label: str
+    attrs: dict
+    paper_column: str
+
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    source: str
+    paper_table: str
+    attrs: dict
+    columns: list
+    rows: list
+    statistic: str = ""
+    scale: float = 1.0                  # ours x scale is comparable with the published figure
+    digits: int = 1
+    criterion: Optional[float] = None   # published marks are pass/fail at this (unscaled) threshold
+    criterion_rule: str = "mean"        # "mean" of the seeds, or "majority" of seeds passing
+    note: str = ""
+
+
+@dataclass
+class Suite:
+    name: str
+    title: str
+    path: str
+    seeds: int
+    presets: tuple
+    sources: dict
+    tasks: list
+    models: list
+    evals: list
+    tables: list
+    train: dict = field(default_factory=dict)
+    eval: dict = field(default_factory=dict)
+    note: str = ""
+
+    def task(self, name: str) -> TaskEntry:
+        return next(t for t in self.tasks if t.name == name)
+
+    def model(self, name: str) -> ModelEntry:
+        return next(m for m in self.models if m.name == name)
+
+    def eval_entry(self, name: str) -> EvalEntry:
+        return next(e for e in self.evals if e.name == name)
+
+    def evals_for(self, model: ModelEntry) -> list:
+        if model.evals is None:
+            return list(self.evals)
+        return [self.eval_entry(n) for n in model.evals]
+
+
+def resolve(value: Any, preset: str):
+    """A preset-keyed table picks the preset's entry (None if it has none)."""
+    if isinstance(value, dict) and value and set(value) <= set(PRESETS):
+        return value.get(preset)
+    return value
+
+
+def suite_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    return SUITES_DIR / f"{name_or_path}.toml"
+
+
+def available_suites() -> list:
+    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    path = suite_path(name_or_path)
+    if not path.is_file():
+        raise RaspError(f"no suite {name_or_path!r} (known: {', '.join(available_suites())}; "
+                        f"or give the path of a .toml file)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RaspError(f"{path}: cannot read the suite file: {e}") from None
+    return parse_suite(text, str(path))
+
+
+class _Locator:
+    """Finds the line of a key or value in the source so that errors say
+    FILE:LINE (tomllib keeps no positions for values)."""
+
+    def __init__(self, text: str, path: str):
+        self.lines, self.path, self.text = text.split("\n"), path, text
+
+    def line_of(self, *needles, after: int = 0) -> int:
+        for needle in needles:
+            if needle is None:
+                continue
+            pat = re.compile(rf"(^|[\s{{,\[]){re.escape(str(needle))}(\s*=|\"|\s*\]|\s*$)")
+            for i in range(max(after - 1, 0), len(self.lines)):
+                if pat.search(self.lines[i]) or (isinstance(needle, str) and f'"{needle}"' in self.lines[i]):
+                    return i + 1
+        return after or 1
+
+    def header_lines(self, header: str) -> list:
+        """Lines of each `[[header]]` occurrence, in order."""
+        return [i + 1 for i, l in enumerate(self.lines) if l.strip() == f"[[{header}]]"]
+
+    def error(self, message: str, line: int = 1) -> RaspError:
+        return RaspError(message, Loc(self.path, line, 1), self.text)
+
+
+def parse_suite(text: str, path: str = "<suite>") -> Suite:
+    loc = _Locator(text, path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"at line (\d+), column (\d+)", str(e))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+        raise RaspError(f"not valid TOML: {re.sub(r' [(]at line.*', '', str(e))}", Loc(path, line, col), text) from None
+    return _Parser(doc, loc).suite()
+
+
+class _Parser:
+    def __init__(self, doc: dict, loc: _Locator):
+        self.doc, self.loc = doc, loc
+
+    # -- helpers -------------------------------------------------------------
+    def _fail(self, message: str, *needles, after: int = 0):
+        raise self.loc.error(message, self.loc.line_of(*needles, after=after))
+
+    def _known(self, table: dict, allowed: set, where: str, after: int = 0):
+        for k in table:
+            if k not in allowed:
+                self._fail(f"{where}: unknown key {k!r} (allowed: {', '.join(sorted(allowed))})", k, after=after)
+
+    def _str(self, table: dict, key: str, where: str, after: int = 0, default=None, required=True) -> str:
+        v = table.get(key, default)
+        if v is None and not required:
+            return None
+        if not isinstance(v, str) or not v:
+            self._fail(f"{where}: {key!r} must be a non-empty string", key if key in table else None, after=after)
+        return v
+
+    def _name(self, table: dict, where: str, after: int) -> str:
+        v = self._str(table, "name", where, after)
+        if not NAME_RE.match(v):
+            self._fail(f"{where}: name {v!r} may only use letters, digits, '_', '.', '-'", "name", after=after)
+        return v
+
+    def _options(self, table: dict, key: str, where: str, after: int) -> dict:
+        opts = table.get(key, {})
+        if not isinstance(opts, dict):
+            self._fail(f"{where}: {key!r} must be a table of options (option = value)", key, after=after)
+        for k, v in opts.items():
+            values = v.values() if isinstance(v, dict) else [v]
+            if isinstance(v, dict) and not (v and set(v) <= set(PRESETS)):
+                self._fail(f"{where}: option {k!r}: a table value must be keyed by preset "
+                           f"({', '.join(PRESETS)})", k, after=after)
+            for x in values:
+                ok = isinstance(x, OPTION_SCALARS) or (isinstance(x, list) and all(isinstance(y, OPTION_SCALARS) for y in x))
+                if not ok:
+                    self._fail(f"{where}: option {k!r} must be a string, number, boolean or list of them", k, after=after)
+        return opts
+
+    def _name_list(self, table: dict, key: str, known: set, what: str, where: str, after: int):
+        v = table.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            self._fail(f"{where}: {key!r} must be a list of {what} names", key, after=after)
+        for x in v:
+            if x not in known:
+                self._fail(f"{where}: unknown {what} {x!r} in {key!r} (known: {', '.join(sorted(known))})", x, after=after)
+        return v
+
+    def _entries(self, key: str) -> list:
+        v = self.doc.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            self._fail(f"{key!r} must be an array of tables ([[{key}]])", key)
+        lines = self.loc.header_lines(key)
+        return [(x, lines[i] if i < len(lines) else self.loc.line_of(key)) for i, x in enumerate(v)]
+
+    def _unique(self, items: list, what: str):
+        seen = set()
+        for name, line in items:
+            if name in seen:
+                raise self.loc.error(f"duplicate {what} name {name!r}", self.loc.line_of("name", after=line))
+            seen.add(name)
+
+    # -- sections ------------------------------------------------------------
+    def suite(self) -> Suite:
+        self._known(self.doc, {"suite", "sources", "train", "eval", "tasks", "models", "evals", "tables"}, "suite file")
+        head = self.doc.get("suite")
+        if not isinstance(head, dict):
+            self._fail("the file needs a [suite] table with name, title and seeds")
+        hl = self.loc.line_of("[suite]")
+        self._known(head, {"name", "title", "seeds", "presets", "note"}, "[suite]", hl)
+        name = self._name(head, "[suite]", hl)
+        seeds = head.get("seeds", 1)
+        if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= 100:
+            self._fail("[suite]: seeds must be an integer from 1 to 100", "seeds", after=hl)
+        presets = head.get("presets", list(PRESETS))
+        if not isinstance(presets, list) or not presets or any(p not in PRESETS for p in presets):
+            self._fail(f"[suite]: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=hl)
+        sources = self.sources()
+        evals = self.evals()
+        eval_names = {e.name for e in evals}
+        tasks = self.tasks()
+        models = self.models(eval_names, {t.name for t in tasks})
+        model_names = {m.name for m in models}
+        for t, (_, line) in zip(tasks, self._entries("tasks")):
+            if t.models is not None:
+                for m in t.models:
+                    if m not in model_names:
+                        self._fail(f"[[tasks]] {t.name}: unknown model entry {m!r} in 'models' "
+                                   f"(known: {', '.join(sorted(model_names))})", m, after=line)
+        suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=seeds,
+                      presets=tuple(presets), sources=sources, tasks=tasks, models=models, evals=evals, tables=[],
+                      train=self._options(self.doc, "train", "suite", 1), eval=self._options(self.doc, "eval", "suite", 1),
+                      note=head.get("note", ""))
+        suite.tables = self.tables(suite)
+        return suite
+
+    def sources(self) -> dict:
+        raw = self.doc.get("sources", {})
+        if not isinstance(raw, dict) or not raw:
+            self._fail("the file needs [sources.KEY] tables (cite = ...) for the published numbers", "sources")
+        out = {}
+        for key, v in raw.items():
+            where = f"[sources.{key}]"
+            line = self.loc.line_of(where)
+            if not isinstance(v, dict):
+                self._fail(f"{where} must be a table with 'cite'", where)
+            self._known(v, {"cite", "file"}, where, line)
+            out[key] = Source(key, self._str(v, "cite", where, line), v.get("file", ""))
+        return out
+
+    def evals(self) -> list:
+        out = []
+        for e, line in self._entries("evals") or [({"name": "default"}, 1)]:
+            self._known(e, {"name", "file", "options"}, "[[evals]]", line)
+            name = self._name(e, "[[evals]]", line)
+            file = self._str(e, "file", f"[[evals]] {name}", line, default="eval.json")
+            if "/" in file or not file.endswith(".json"):
+                self._fail(f"[[evals]] {name}: file must be a .json name inside the run directory", "file", after=line)
+            out.append((EvalEntry(name, file, self._options(e, "options", f"[[evals]] {name}", line)), line))
+        self._unique([(e.name, l) for e, l in out], "eval")
+        return [e for e, _ in out]
+
+    def tasks(self) -> list:
+        out = []
+        entries = self._entries("tasks")
+        if not entries:
+            self._fail("the suite needs at least one [[tasks]] entry")
+        for t, line in entries:
+            self._known(t, {"name", "task", "models", "train", "eval"}, "[[tasks]]", line)
+            name = self._name(t, "[[tasks]]", line)
+            where = f"[[tasks]] {name}"
+            out.append((TaskEntry(name, self._str(t, "task", where, line, default=name), t.get("models"),
+                                  self._options(t, "train", where, line), self._options(t, "eval", where, line)), line))
+            if t.get("models") is not None and (not isinstance(t["models"], list)
+                                                or not all(isinstance(x, str) for x in t["models"])):
+                self._fail(f"{where}: 'models' must be a list of model entry names", "models", after=line)
+        self._unique([(t.name, l) for t, l in out], "task")
+        return [t for t, _ in out]
+
+    def models(self, eval_names: set, task_names: set) -> list:
+        out = []
+        entries = self._entries("models")
+        if not entries:
+            self._fail("the suite needs at least one [[models]] entry")
+        for m, line in entries:
+            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval"}, "[[models]]", line)
+            name = self._name(m, "[[models]]", line)
+            where = f"[[models]] {name}"
+            out.append((ModelEntry(name, self._str(m, "model", where, line, default=name),
+                                   self._str(m, "label", where, line, default=name),
+                                   self._name_list(m, "evals", eval_names, "eval", where, line),
+                                   self._options(m, "train", where, line), self._options(m, "eval", where, line),
+                                   self._name_list(m, "tasks", task_names, "task", where, line)), line))
+        self._unique([(m.name, l) for m, l in out], "model")
+        return [m for m, _ in out]
+
+    def tables(self, suite: Suite) -> list:
+        out = []
+        entries = self._entries("tables")
+        if not entries:
+            self._fail("the suite needs at least one [[tables]] entry (the paper's table layout)")
+        row_lines = self.loc.header_lines("tables.rows")
+        col_keys = {"label", "paper_column"} | CELL_KEYS
+        extra_attrs = set()            # template names used by rows/columns (e.g. k)
+        for t, line in entries:
+            allowed = {"id", "title", "source", "paper_table", "statistic", "scale", "digits", "criterion",
+                       "criterion_rule", "note", "columns", "rows", "attrs"} | CELL_KEYS
+            self._known(t, allowed, "[[tables]]", line)
+            tid = self._str(t, "id", "[[tables]]", line)
+            where = f"[[tables]] {tid}"
+            source = self._str(t, "source", where, line)
+            if source not in suite.sources:
+                self._fail(f"{where}: source {source!r} is not one of the [sources] "
+                           f"({', '.join(suite.sources)})", source, after=line)
+            for key in ("scale", "criterion"):
+                if key in t and (not isinstance(t[key], (int, float)) or isinstance(t[key], bool)):
+                    self._fail(f"{where}: {key!r} must be a number", key, after=line)
+            if t.get("criterion_rule", "mean") not in ("mean", "majority"):
+                self._fail(f"{where}: criterion_rule must be 'mean' or 'majority'", "criterion_rule", after=line)
+            base = {k: t[k] for k in CELL_KEYS if k in t}
+            base.update(t.get("attrs", {}))
+            cols = t.get("columns")
+            if not isinstance(cols, list) or not cols or not all(isinstance(c, dict) for c in cols):
+                self._fail(f"{where}: 'columns' must be a non-empty list of tables", "columns", after=line)
+            columns = []
+            for c in cols:
+                label = c.get("label")
+                if not isinstance(label, str):
+                    self._fail(f"{where}: every column needs a string 'label'", "columns", after=line)
+                attrs = {k: v for k, v in c.items() if k not in ("label", "paper_column")}
+                extra_attrs |= set(attrs) - col_keys
+                columns.append(Column(label, attrs, c.get("paper_column", label)))
+            rows = []
+            for r in t.get("rows", []):
+                rl = next((x for x in row_lines if x > line), line)
+                row_lines = [x for x in row_lines if x != rl]
+                label = r.get("label")
+                if not isinstance(label, str):
+                    raise self.loc.error(f"{where}: every row needs a string 'label'", rl)
+                pub = r.get("published")
+                if not isinstance(pub, list) or len(pub) != len(columns):
+                    raise self.loc.error(f"{where}, row {label!r}: 'published' must list one value per column "
+                                         f"({len(columns)}), got {len(pub) if isinstance(pub, list) else pub!r}",
+                                         self.loc.line_of("published", after=rl))
+                for v in pub:
+                    if not isinstance(v, PUBLISHED_SCALARS) or isinstance(v, bool):
+                        raise self.loc.error(f"{where}, row {label!r}: published values are numbers or strings "
+                                             f"(\"—\" = not reported), got {v!r}", self.loc.line_of("published", after=rl))
+                sd = r.get("published_sd")
+                if sd is not None and (not isinstance(sd, list) or len(sd) != len(columns)):
+                    raise self.loc.error(f"{where}, row {label!r}: 'published_sd' must list one value per column",
+                                         self.loc.line_of("published_sd", after=rl))
+                attrs = {k: v for k, v in r.items() if k not in ("label", "published", "published_sd", "paper_row")}
+                rows.append(Row(label, attrs, [None if v == "—" else v for v in pub], sd,
+                                r.get("paper_row", label), rl))
+            table = Table(tid, self._str(t, "title", where, line), source,
+                          self._str(t, "paper_table", where, line), base, columns, rows,
+                          t.get("statistic", ""), float(t.get("scale", 1.0)), int(t.get("digits", 1)),
+                          t.get("criterion"), t.get("criterion_rule", "mean"), t.get("note", ""))
+            self._check_cells(suite, table)
+            out.append(table)
+        return out
+
+    def _check_cells(self, suite: Suite, table: Table):
+        """Every row that names a model must resolve, for every column and
+        preset, to a task entry, model entry and eval entry of the suite."""
+        for row in table.rows:
+            if "model" not in row.attrs and "model" not in table.attrs:
+                continue                 # a published-only row (a paper's row we do not run)
+            for col in table.columns:
+                for preset in suite.presets:
+                    try:
+                        cell = cell_attrs(table, col, row, preset)
+                    except KeyError as e:
+                        raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: "
+                                             f"the template names an unknown attribute {e}", row.line) from None
+                    for key, names, what in (("task", [t.name for t in suite.tasks], "task"),
+                                             ("model", [m.name for m in suite.models], "model"),
+                                             ("eval", [e.name for e in suite.evals], "eval")):
+                        v = cell.get(key)
+                        if key == "eval" and v is None:
+                            continue
+                        if v not in names:
+                            raise self.loc.error(
+                                f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: {key} {v!r} is not "
+                                f"a [[{what}s]] entry (known: {', '.join(names)})", self.loc.line_of(str(v), after=row.line)
+                                if v else row.line)
+                    if cell.get("eval") is None and len(suite.evals_for(suite.model(cell["model"]))) != 1:
+                        raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}: model "
+                                             f"{cell['model']!r} has several evals; say which (eval = ...)", row.line)
+                    if not isinstance(cell.get("metric"), str):
+                        raise self.loc.error(f"[[tables]] {table.id}: column {col.label!r} has no metric", row.line)
+
+
+def cell_attrs(table: Table, column: Column, row: Row, preset: str) -> dict:
+    """The attributes of one cell (row over column over table), preset
+    entries picked and string templates filled in."""
+    merged = {**table.attrs, **column.attrs, **row.attrs}
+    merged = {k: resolve(v, preset) for k, v in merged.items()}
+    for _ in range(3):            # templates may name templated values
+        merged = {k: v.format_map(merged) if isinstance(v, str) and "{" in v else v for k, v in merged.items()}
+    return merged

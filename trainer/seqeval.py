@@ -1,0 +1,128 @@
+"""`rasp eval RUN` for a comparison run: every split of its task (or
+`--splits`), metrics with standard errors, by length and by group, the
+encoder's depth / iterations / residual, `eval.json` and a plot.
+
+eval.json (HELPER_COMMON.md):
+
+    {"task", "model", "run", "step", "seed",
+     "splits": {SPLIT: {"n": int, "params": {...},
+                        "metrics": {M: {"mean": x, "se": s}},
+                        "by_length": {"L": {M: x, ..., "n": k}},
+                        "by_group": {"g": {M: x, ..., "n": k}},
+                        "stats": {"depth"|"iterations"|"residual": {"mean": x, "max": y,
+                                                                   "by_length": {"L": x}}}}}}
+
+A split evaluated again replaces its entry; other splits already in
+eval.json are kept.  Each split's examples come from its own generator,
+seeded by (--seed, split name), so they never depend on which splits run.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from rasp.errors import RaspError
+from trainer import checkpoint, scoring
+from trainer.seqdata import generate_split
+from trainer.seqpresets import SeqHParams, apply
+from trainer.seqtrain import build_model, score_examples, seq_task
+
+DEFAULT_N = 1000        # examples per split unless -n says otherwise (at most the split's paper size)
+STATS = ("depth", "iterations", "residual")
+
+
+def load_run_model(run_dir: Path, sets: dict, device):
+    """(run, task, hp, model, step) for the latest checkpoint, with --set
+    overrides (test-time caps, tolerances) applied to its hyper-parameters."""
+    ckpt = checkpoint.latest(run_dir)
+    if ckpt is None:
+        raise RaspError(f"{run_dir} has no checkpoint yet")
+    run = checkpoint.read_run(run_dir, ckpt)
+    checkpoint.check_run_matches(run, ckpt, run_dir / "run.json")
+    task = seq_task(run["task"])
+    hp = apply(SeqHParams.from_dict(run["hparams"]), sets).validate()
+    model = build_model(task, run["model"], hp)
+    checkpoint.load_weights(ckpt, model, device)
+    return run, task, hp, model, checkpoint.load_state(ckpt)["step"]
+
+
+def summarise(raw: dict) -> dict:
+    """One split's entry of eval.json from score_examples' per-example arrays."""
+    values = raw["values"]
+    entry = {"n": int(len(raw["lengths"])),
+             "metrics": {m: {k: v for k, v in scoring.summary(vals).items() if k != "n"}
+                         for m, vals in values.items()}}
+
+    def by(keys, skip_negative=False):
+        out = {}
+        for key in sorted(set(keys.tolist())):
+            if skip_negative and key < 0:
+                continue
+            sel = keys == key
+            row = {m: scoring.summary(vals[sel])["mean"] for m, vals in values.items()}
+            row["n"] = int(sel.sum())
+            out[str(key)] = row
+        return out
+    entry["by_length"] = by(raw["lengths"])
+    entry["by_group"] = by(raw["groups"], skip_negative=True)
+    entry["stats"] = {}
+    for name, v in raw["stats"].items():
+        entry["stats"][name] = {
+            "mean": float(v.mean()), "max": float(v.max()),
+            "by_length": {str(L): float(v[raw["lengths"] == L].mean()) for L in sorted(set(raw["lengths"].tolist()))}}
+    return entry
+
+
+def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 64, seed: int = 1234,
+                     device="cpu", plots: bool = True, progress: bool = True, out_json=None) -> dict:
+    run_dir = Path(run_dir)
+    run, task, hp, model, step = load_run_model(run_dir, sets or {}, torch.device(device))
+    names = list(task.splits) if not splits else splits
+    unknown = [s for s in names if s not in task.splits]
+    if unknown:
+        raise RaspError(f"task {task.name} has no split {unknown[0]!r} (splits: {', '.join(task.splits)})")
+    path = Path(out_json) if out_json else run_dir / "eval.json"
+    old = {}
+    if path.exists():
+        try:
+            prev = json.loads(path.read_text())
+            if prev.get("step") == step and prev.get("seed") == seed:
+                old = prev.get("splits", {})
+        except (ValueError, OSError, AttributeError):
+            old = {}
+    from tqdm import tqdm
+    results = dict(old)
+    for name in tqdm(names, disable=not progress, desc=f"eval {task.name}/{run['model']}"):
+        size = n if n is not None else min(task.splits[name].size or DEFAULT_N, DEFAULT_N)
+        examples = generate_split(task, name, size, seed)
+        raw = score_examples(task, model, examples, task.metrics, torch.device(device), batch_size)
+        results[name] = {**summarise(raw), "params": task.splits[name].params}
+    res = {"task": task.name, "model": run["model"], "run": str(run_dir), "step": step, "seed": seed,
+           "headline": task.metrics[0], "train_range": list(task.train_range) if task.train_range else None,
+           "splits": results}
+    checkpoint.write_json_atomic(path, res)
+    res["json"] = str(path)
+    if plots:
+        from trainer.plots import seq_eval_plot
+        try:
+            res["plots"] = [seq_eval_plot(res, path.with_name(path.stem + "_accuracy.png"))]
+        except Exception as e:           # a plot must never lose an evaluation
+            res["plots"] = [f"not written: {e}"]
+    return res
+
+
+def format_table(res: dict) -> str:
+    metrics = list(next(iter(res["splits"].values()))["metrics"]) if res["splits"] else []
+    head = f"{'split':<22} {'n':>6}  " + "  ".join(f"{m:>15}" for m in metrics) + "  stats"
+    lines = [f"{res['task']} / {res['model']} at step {res['step']}", head]
+    for name, e in res["splits"].items():
+        cells = []
+        for m in metrics:
+            v = e["metrics"].get(m, {})
+            cells.append(f"{'-':>15}" if v.get("mean") is None else
+                         f"{v['mean']:>8.4f} ±{(v['se'] or 0):.4f}")
+        st = " ".join(f"{k} {v['mean']:.2f} (max {v['max']:.2f})" for k, v in e["stats"].items())
+        lines.append(f"{name:<22} {e['n']:>6}  " + "  ".join(cells) + "  " + st)
+    return "\n".join(lines)

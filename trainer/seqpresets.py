@@ -1,0 +1,199 @@
+"""Hyper-parameters of the comparison runs (SeqTasks).
+
+A run's settings are merged in this order, later winning:
+
+    SeqHParams defaults
+    < FAMILY[preset][task family]            (this file: optimiser, batch, steps)
+    < EncoderSpec.defaults                    (the model's extra keys)
+    < EncoderSpec.presets[preset][family]     (the model's sizes for that task)
+    < CLI flags (--steps --lr --batch-size --d-model ...)
+    < --set KEY=VALUE                         (any field, or an EncoderConfig.extra key)
+
+A key that is a SeqHParams field sets it; any other key goes to `extra`
+(handed to the encoder as EncoderConfig.extra).  Everything lands in
+run.json and the checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+from rasp.errors import RaspError
+
+PRESET_NAMES = ("cpu", "paper")
+SCHEDULES = ("cosine", "constant", "linear", "root")
+POOLINGS = ("mean", "end", "cls")
+
+
+@dataclass
+class SeqHParams:
+    # encoder (EncoderConfig fields)
+    d_model: int = 64
+    n_layer: int = 1
+    n_head: int = 4
+    d_ff: int = 128
+    dropout: float = 0.0
+    # head
+    pooling: str = "mean"          # classify / pair tasks: mean | end | cls
+    # optimiser (AdamW)
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: list = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    grad_clip: float = 1.0         # 0 = no clipping
+    steps: int = 1000
+    schedule: str = "cosine"       # cosine (to 0) | constant | linear (OneCycle's linear anneal) | root (JRC rootwarmup)
+    warmup: int = 0
+    # data and bookkeeping
+    train_split: str = "train"
+    valid_split: str = "valid"
+    log_every: int = 50
+    eval_every: int = 250          # 0: only at the end
+    eval_samples: int = 256
+    ckpt_every: int = 500
+    keep_ckpts: int = 2
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SeqHParams":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def encoder_fields(self) -> dict:
+        return {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_ff", "dropout")}
+
+    def validate(self) -> "SeqHParams":
+        ints = {"d_model": 1, "n_layer": 1, "n_head": 1, "d_ff": 1, "batch_size": 1, "steps": 0, "warmup": 0,
+                "log_every": 1, "eval_every": 0, "eval_samples": 1, "ckpt_every": 1, "keep_ckpts": 1, "seed": 0}
+        for k, lo in ints.items():
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise RaspError(f"{k} = {v!r}: an integer >= {lo}")
+        for k in ("lr", "weight_decay", "eps", "grad_clip", "dropout"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise RaspError(f"{k} = {v!r}: a finite number >= 0")
+        if self.lr <= 0:
+            raise RaspError(f"lr = {self.lr}: must be positive")
+        if not self.dropout < 1:
+            raise RaspError(f"dropout = {self.dropout}: below 1")
+        if not (isinstance(self.betas, (list, tuple)) and len(self.betas) == 2
+                and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas)):
+            raise RaspError(f"betas = {self.betas!r}: two numbers in [0, 1)")
+        self.betas = [float(b) for b in self.betas]
+        if self.schedule not in SCHEDULES:
+            raise RaspError(f"schedule = {self.schedule!r}: one of {', '.join(SCHEDULES)}")
+        if self.pooling not in POOLINGS:
+            raise RaspError(f"pooling = {self.pooling!r}: one of {', '.join(POOLINGS)}")
+        if not isinstance(self.extra, dict):
+            raise RaspError("extra must be a mapping")
+        return self
+
+
+# Per task family: what any model uses unless its EncoderSpec says otherwise.
+# cpu = minutes on one core (BENCHMARKS.md §4.2); paper = the papers' recipes
+# (MODELS.md §1.5 for P1's tasks, §1.9 for P3's).
+FAMILY = {
+    "cpu": {
+        "flipflop": {"steps": 1000, "batch_size": 32, "lr": 1e-3, "eval_every": 250},
+        "words": {"steps": 1500, "batch_size": 256, "lr": 3e-3, "eval_every": 250, "weight_decay": 0.0},
+        "listops": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1},
+        "logic": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1},
+        "copying": {"steps": 3000, "batch_size": 128, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 500},
+        "counting": {"steps": 1500, "batch_size": 32, "lr": 1e-2, "eval_every": 250},
+    },
+    "paper": {
+        "flipflop": {"steps": 10_000, "batch_size": 16, "lr": 3e-4, "weight_decay": 0.1, "schedule": "linear",
+                     "warmup": 50, "eval_every": 1000, "ckpt_every": 1000},
+        "words": {"steps": 100_000, "batch_size": 256, "lr": 1e-4, "weight_decay": 0.01, "schedule": "constant",
+                  "eval_every": 2000, "ckpt_every": 2000},
+        "listops": {"steps": 100_000, "batch_size": 32, "lr": 0.05, "schedule": "root", "warmup": 1000,
+                    "betas": [0.9, 0.98], "weight_decay": 0.1, "dropout": 0.1, "eval_every": 2000,
+                    "ckpt_every": 2000},
+        "logic": {"steps": 80_000, "batch_size": 256, "lr": 7e-4, "schedule": "constant", "warmup": 4000,
+                  "betas": [0.9, 0.98], "weight_decay": 0.1, "dropout": 0.2, "eval_every": 2000,
+                  "ckpt_every": 2000},
+        "copying": {"steps": 150_000, "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "grad_clip": 1.0,
+                    "eval_every": 2000, "ckpt_every": 2000},
+        "counting": {"steps": 30_000, "batch_size": 32, "lr": 1e-3, "eval_every": 1000, "ckpt_every": 1000},
+    },
+}
+
+
+def task_family(task) -> str:
+    """The preset key of a task: its module (`SeqTask.family`), else its name
+    up to the first underscore (words_z60 -> words)."""
+    fam = task.family.rsplit(".", 1)[-1] if task.family else task.name.split("_")[0]
+    return "copying" if fam == "denoising" else fam
+
+
+def parse_set(items) -> dict:
+    """--set KEY=VALUE ... -> {key: value}; VALUE is read as JSON when it can
+    be (numbers, true/false, lists), else kept as a string."""
+    out = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise RaspError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def apply(hp: SeqHParams, values: dict) -> SeqHParams:
+    """Set each key: a field (its type kept: an int field given 2.0 stays
+    2) or, otherwise, an `extra` key."""
+    names = {f.name for f in fields(SeqHParams)} - {"extra"}
+    for k, v in values.items():
+        if k in names:
+            old = getattr(hp, k)
+            if isinstance(old, bool) or old is None:
+                pass
+            elif isinstance(old, int) and isinstance(v, float) and v.is_integer():
+                v = int(v)
+            elif isinstance(old, float) and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            setattr(hp, k, v)
+        else:
+            hp.extra[k] = v
+    return hp
+
+
+def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict) -> SeqHParams:
+    if preset not in PRESET_NAMES:
+        raise RaspError(f"unknown preset {preset!r} (known: {', '.join(PRESET_NAMES)})")
+    fam = task_family(task)
+    hp = SeqHParams()
+    apply(hp, FAMILY[preset].get(fam, {}))
+    apply(hp, dict(spec.defaults))
+    apply(hp, dict((spec.presets.get(preset) or {}).get(fam, {})))
+    apply(hp, {k: v for k, v in flags.items() if v is not None})
+    apply(hp, sets)
+    return hp.validate()
+
+
+def lr_at(step: int, hp: SeqHParams) -> float:
+    """Warm-up (linear, `warmup` steps), then: cosine to 0 at the last step,
+    constant, linear to 0 (OneCycleLR with linear annealing), or JRC's
+    rootwarmup lr * min(1, t/W) / sqrt(max(t, W))."""
+    t = step + 1
+    if hp.schedule == "root":
+        w = max(1, hp.warmup)
+        return hp.lr * min(1.0, t / w) / math.sqrt(max(t, w))
+    if hp.warmup and step < hp.warmup:
+        return hp.lr * t / hp.warmup
+    if hp.schedule == "constant":
+        return hp.lr
+    frac = min(1.0, (step - hp.warmup) / max(1, hp.steps - hp.warmup))
+    if hp.schedule == "linear":
+        return hp.lr * (1.0 - frac)
+    return hp.lr * 0.5 * (1.0 + math.cos(math.pi * frac))
