@@ -59,7 +59,8 @@ PLAN = {
     "flipflop": {"train": ["--set", "train_split=train_128", "--set", "valid_split=valid_128", "--set", "eval_every=0"],
                  "splits": [f"test_{T}_p{p}" for T in (128, 256) for p in ("0.1", "0.8", "0.98")],
                  "metric": "last_read_acc"},
-    "listops": {"train": ["--set", "eval_every=0"], "splits": None, "metric": "acc"},   # None: all but train/valid
+    "listops": {"train": ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu", "--set", "eval_every=0"],
+                "splits": ["valid_cpu", "test_cpu_51_100"], "metric": "acc"},       # depth <= 6: <= 50 / 51-100 tokens
     "logic": {"train": ["--set", "eval_every=0"], "splits": None, "metric": "acc", "by_group": True},
 }
 
