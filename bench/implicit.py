@@ -87,12 +87,20 @@ def worker(args) -> None:
     steps = args.steps or STEPS[args.worker]
     hp = make_seq_hparams("cpu", task, spec, {"steps": steps, "seed": args.seed}, {"eval_every": 0})
     out = Path(args.out) / args.worker
+    spent = out / "bench_seconds.json"          # wall time over every segment of a resumed run
+    before = 0.0
+    if args.resume and spent.exists():
+        before = json.loads(spent.read_text())["seconds"]
+    elif args.resume and (out / "summary.json").exists():
+        before = json.loads((out / "summary.json").read_text()).get("seconds", 0.0)
     t0 = time.perf_counter()
     summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
-                                     max_wall=args.max_wall))
+                                     max_wall=args.max_wall, resume=args.resume))
     train_s = time.perf_counter() - t0
     tests = [s for s in task.splits if s.startswith("test")] or [s for s in task.splits if s != "train"]
     res = evaluate_seq_run(out, splits=tests, n=args.n, plots=False, progress=False)
+    train_s = before + summary.get("seconds", train_s)
+    spent.write_text(json.dumps({"seconds": train_s}))
     print(json.dumps({"model": args.worker, "task": task_name, "train_s": train_s,
                       "steps": summary["step"], "n_params": summary["n_params"], "eval": res["json"]}))
 
@@ -110,6 +118,8 @@ def launch(args, models):
                 cmd += ["--steps", str(args.steps)]
             if args.max_wall:
                 cmd += ["--max-wall", str(args.max_wall)]
+            if args.resume:
+                cmd += ["--resume"]
             running.append((m, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)))
         time.sleep(2)
         for m, p in list(running):
@@ -159,6 +169,7 @@ def main(argv=None):
     ap.add_argument("--max-wall", type=float, default=None, help="seconds of training per model at most")
     ap.add_argument("--n", type=int, default=500, help="test sequences per split")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resume", action="store_true", help="continue runs that --max-wall cut short")
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench_implicit"))
     ap.add_argument("--md", default=str(ROOT / "bench" / "implicit.md"))

@@ -71,6 +71,8 @@ def ssd_chunked(x, dt, A, B, C, chunk_size: int, initial_state=None):
     # 2. the state each chunk leaves behind, from its own inputs
     decay_to_end = torch.exp(A_cum[..., -1:] - A_cum)                     # b h c l
     states = torch.einsum("bcln,bhcl,bclhp->bchpn", Bc, decay_to_end, X)
+    if c == 1 and initial_state is None:       # one chunk from a zero state: nothing to carry
+        return y_diag.reshape(b, chunk, h, p)[:, :l], states[:, 0]
     # 3. carry states across chunks
     if initial_state is None:
         initial_state = torch.zeros_like(states[:, :1])
