@@ -48,9 +48,12 @@ METRICS = {"acc": _acc, "token_acc": _acc, "seq_acc": _seq_acc, "last_read_acc":
 
 
 def score(name: str, prediction, target) -> Optional[float]:
-    if name not in METRICS:
-        raise KeyError(f"unknown metric {name!r} (known: {', '.join(METRICS)})")
-    return METRICS[name](prediction, target)
+    # the task families' own metrics (counting's offsets) live in tasks/scoring.py
+    from trainer.tasks.scoring import METRICS as TASK_METRICS
+    known = {**TASK_METRICS, **METRICS}
+    if name not in known:
+        raise KeyError(f"unknown metric {name!r} (known: {', '.join(known)})")
+    return known[name](prediction, target)
 
 
 def example_values(name: str, pred: torch.Tensor, batch: SeqBatch) -> list:
