@@ -33,6 +33,8 @@ if str(ROOT) not in sys.path:
 # Table 2; P3 §4.1 groups it with Mamba ("consistent with Grazzi et al."),
 # hence "✓ 1X, ✗ 2X+" for it too.  Table 3 (copying S = 10, T ≤ 50, 1 / 2
 # layers): S4D ✓✓, Mamba ✗✓, NRU ✓✓.
+# CPU-sized copying: S = 5 symbols, blanks T in 5..20 (the task's *_cpu splits)
+COPY_CPU = ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu"]
 RUNS = [
     ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓ (hidden 8)"),
     ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗ (hidden 8, 1 layer)"),
@@ -43,14 +45,21 @@ RUNS = [
     ("words", "words_z60", "s4d", [], "✓ 1X, ✗ 2X+ (as S4/Mamba)"),
     ("words", "words_z60", "mamba", [], "✓ 1X, ✗ 2X+"),
     ("words", "words_z60", "nru", [], "✓ 1X … 5X"),
-    ("copying", "copying", "s4d", [], "learns ✓ (1 layer); no blank-length extrapolation"),
-    ("copying", "copying", "mamba", [], "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
-    ("copying", "copying", "nru", [], "learns ✓; extrapolates to longer blanks"),
+    ("copying", "copying", "s4d", COPY_CPU, "learns ✓ (1 layer); no blank-length extrapolation"),
+    ("copying", "copying", "mamba", COPY_CPU, "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
+    ("copying", "copying", "nru", COPY_CPU, "learns ✓; extrapolates to longer blanks"),
 ]
 
 
+# per group: the splits `rasp eval` scores (None = all) and the metric shown
+# (P3 scores word problems by whole-sequence accuracy, counting by the offset)
+EVAL = {"words": (["valid", "test_16", "test_24", "test_32", "test_40"], "seq_acc"),
+        "counting": (["valid", "test_long_iti", "test_two_isi", "test_double_isi"], "offset_acc"),
+        "copying": (["valid_cpu", "test_cpu_T40", "test_cpu_T80"], "acc")}
+
+
 def run_name(task: str, model: str, flags: list) -> str:
-    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags)
+    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags if f not in COPY_CPU)
     return f"{task}_{model}" + (f"_{tail}" if tail else "")
 
 
@@ -58,10 +67,12 @@ def rasp(*args) -> list:
     return [sys.executable, "-c", "import sys; from rasp.cli import main; sys.exit(main(sys.argv[1:]))", *args]
 
 
-def command(out: Path, task: str, model: str, flags: list, args) -> list:
+def command(out: Path, group: str, task: str, model: str, flags: list, args) -> list:
+    splits = EVAL[group][0]
     train = rasp("train", "--task", task, "--model", model, "--preset", "cpu", "--seed", str(args.seed),
                  "--out", str(out), "--no-progress", "--max-wall", str(args.max_wall), *flags)
-    evaluate = rasp("eval", str(out), "--no-progress", "-n", str(args.eval_n))
+    evaluate = rasp("eval", str(out), "--no-progress", "-n", str(args.eval_n),
+                    *(["--splits", ",".join(splits)] if splits else []))
     return ["nice", "-n", "10"] + train, ["nice", "-n", "10"] + evaluate
 
 
@@ -78,9 +89,9 @@ def run_all(selected: list, args) -> None:
     running = []
     while queue or running:
         while queue and len(running) < args.parallel:
-            _, task, model, flags, _ = queue.pop(0)
+            group, task, model, flags, _ = queue.pop(0)
             out = args.out / run_name(task, model, flags)
-            train, evaluate = command(out, task, model, flags, args)
+            train, evaluate = command(out, group, task, model, flags, args)
             log = open(args.out / f"{out.name}.log", "w")
             script = " && ".join(" ".join(f"'{a}'" for a in c) for c in (train, evaluate))
             print(f"start {out.name}", flush=True)
@@ -97,10 +108,10 @@ def run_all(selected: list, args) -> None:
                 running.remove(item)
 
 
-def headline(split: dict) -> tuple:
-    """(metric name, mean) of the split's first metric."""
-    name, value = next(iter(split["metrics"].items()))
-    return name, value["mean"]
+def headline(split: dict, wanted=None) -> tuple:
+    """(metric name, mean): `wanted` when the split has it, else its first metric."""
+    name = wanted if wanted in split["metrics"] else next(iter(split["metrics"]))
+    return name, split["metrics"][name]["mean"]
 
 
 def report(selected: list, args) -> str:
@@ -123,16 +134,18 @@ def report(selected: list, args) -> str:
                 continue
             results.append((task, model, flags, p3, ev, summary))
         splits = list(dict.fromkeys(s for r in results if r[4] for s in r[4]["splits"]))
-        metric = next((headline(r[4]["splits"][s])[0] for r in results if r[4] for s in r[4]["splits"]), "?")
+        wanted = EVAL[group][1]
+        metric = next((headline(r[4]["splits"][s], wanted)[0] for r in results if r[4] for s in r[4]["splits"]),
+                      wanted or "?")
         lines += [f"## {group} ({metric})", "",
                   "| run | params | steps | s | " + " | ".join(splits) + " | P3 |",
                   "|---|---|---|---|" + "---|" * len(splits) + "---|"]
         for task, model, flags, p3, ev, summary in results:
-            name = f"{model} {' '.join(flags)}".strip()
+            name = f"{model} {' '.join(f for f in flags if f not in COPY_CPU)}".strip()
             if ev is None:
                 lines.append(f"| {name} | – | – | – | " + " | ".join("pending" for _ in splits) + f" | {p3} |")
                 continue
-            cells = [f"{headline(ev['splits'][s])[1]:.3f}" if s in ev["splits"] else "–" for s in splits]
+            cells = [f"{headline(ev['splits'][s], wanted)[1]:.3f}" if s in ev["splits"] else "–" for s in splits]
             lines.append(f"| {name} | {summary.get('n_params', '?')} | {summary.get('step', '?')} | "
                          f"{summary.get('seconds', 0):.0f} | " + " | ".join(cells) + f" | {p3} |")
         lines.append("")

@@ -34,7 +34,7 @@ PROBES = {
         "probe: T=128 p_i 0.1/0.8/0.98 -> last read 1.00/1.00/0.888, T=256 1.00/0.988/0.75; "
         "P1 Table 3 (6x512, T=512/1024): 100/100/90, 100/100/87"),
     "gru_words_z60": (
-        "words_z60", "gru", [], None, 1000,
+        "words_z60", "gru", [], ["valid", "test_16", "test_24", "test_32", "test_64"], 1000,
         "probe: L8 seq 0.987, L16 0.624, L24 0.243, L32 0.102 (1 200 steps); "
         "P3 Table 2: GRU Z60 k=8 >= 90 % up to 5X, fails at 64+"),
     "rnn8_counting": (

@@ -17,6 +17,7 @@ from rasp.errors import RaspError
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
+from trainer.compare.results import cell_value, normalize
 from trainer.compare.suite import available_suites, load_suite
 
 SUITE = textwrap.dedent("""
@@ -194,6 +195,11 @@ def test_skip_finished_resume_interrupted(suite, tmp_path):
     assert runner.state(r, d) == "done" and runner.planned_commands(r, d) == []
     write(d / "eval.json", "{trunc")                               # a damaged eval file is redone
     assert runner.state(r, d) == "evaluate"
+    r.evals[0].options["splits"] = "dense,sparse"                  # an eval that names its splits
+    finished_run(d, {"dense": 1.0})
+    assert runner.state(r, d) == "evaluate"                        # sparse is not in eval.json yet
+    finished_run(d, {"dense": 1.0, "sparse": 0.5})
+    assert runner.state(r, d) == "done"
 
 
 def test_fan_summary_without_finished_key_counts_as_trained(suite, tmp_path):
@@ -279,6 +285,15 @@ def test_report_from_fixture_runs(suite, tmp_path):
     assert rasp_cli.main(["compare", "--report", str(out), "--no-plots"]) == 0
     doc = json.loads((out / "report.json").read_text())
     assert R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")["ours"]["text"] == "missing"
+
+
+def test_cell_values_by_length_and_group():
+    split = normalize({"splits": {"test": {"n": 3, "metrics": {"acc": {"mean": 0.5, "se": 0.1}},
+                                           "by_length": {"12": {"acc": 0.25, "n": 1}},
+                                           "by_group": {"7": {"acc": 0.75, "n": 2}}}}})["test"]
+    assert cell_value(split, "acc") == 0.5 and cell_value(split, "acc", length=12) == 0.25
+    assert cell_value(split, "acc", group=7) == 0.75 and cell_value(split, "acc", group=8) is None
+    assert cell_value(split, "seq_acc") is None
 
 
 def test_selections_accumulate_in_the_manifest(suite, tmp_path):

@@ -101,9 +101,11 @@ class SeqHParams:
 # (MODELS.md §1.5 for P1's tasks, §1.9 for P3's).
 FAMILY = {
     "cpu": {
-        "flipflop": {"steps": 1000, "batch_size": 32, "lr": 1e-3, "eval_every": 250},
+        "flipflop": {"steps": 1000, "batch_size": 32, "lr": 1e-3, "eval_every": 250,
+                     "train_split": "train_128", "valid_split": "valid_128"},
         "words": {"steps": 1500, "batch_size": 256, "lr": 3e-3, "eval_every": 250, "weight_decay": 0.0},
-        "listops": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1},
+        "listops": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1,
+                    "train_split": "train_cpu", "valid_split": "valid_cpu"},
         "logic": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1},
         "copying": {"steps": 3000, "batch_size": 128, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 500},
         "counting": {"steps": 1500, "batch_size": 32, "lr": 1e-2, "eval_every": 250},

@@ -42,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser):
                    help="local processes, or Slurm jobs through submitit")
     p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
                    help="a submitit parameter for --executor slurm (e.g. slurm_partition=gpu, timeout_min=600)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="--executor slurm: submit and return (rebuild the report later with --report DIR)")
     p.add_argument("--launcher", default=None, metavar="CMD",
                    help="run training with CMD instead of `python -m trainer`, e.g. "
                         "\"torchrun --standalone --nproc_per_node 4 -m trainer\" (one large run on several processes)")
@@ -122,7 +124,11 @@ def run(args) -> int:
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
     t0 = time.time()
     if args.executor == "slurm":
-        records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands, progress=say)
+        records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands,
+                                   wait=not args.no_wait, progress=say)
+        if args.no_wait:
+            print(f"submitted {len(records)} jobs; `rasp compare --report {out}` once they are done")
+            return 0
     else:
         records = runner.run_local(runs, out, args.jobs, commands, progress=say)
     failed = [r for r in records if r.get("status") == "failed"]

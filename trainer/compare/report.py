@@ -83,9 +83,11 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
         if split is None:
             why_none.add(f"no split {attrs.get('split', 'test')!r}")
             continue
-        v = cell_value(split, attrs["metric"], attrs.get("length"))
+        v = cell_value(split, attrs["metric"], attrs.get("length"), attrs.get("group"))
         if v is None:
-            why_none.add(f"no {attrs['metric']}" + (f" at length {attrs['length']}" if attrs.get("length") else ""))
+            where = (f" at length {attrs['length']}" if attrs.get("length") is not None
+                     else f" in group {attrs['group']}" if attrs.get("group") is not None else "")
+            why_none.add(f"no {attrs['metric']}{where}")
             continue
         values.append(v)
     cell = {"runs": [r.spec.run_id for r in results], "seeds": len(results), "n": len(values),

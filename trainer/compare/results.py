@@ -34,9 +34,9 @@ def normalize(doc: dict) -> dict:
         out = {}
         for name, s in doc["splits"].items():
             metrics = {m: (v.get("mean") if isinstance(v, dict) else v) for m, v in s.get("metrics", {}).items()}
-            by_length = {str(L): {m: x for m, x in row.items() if m != "n"}
-                         for L, row in s.get("by_length", {}).items()}
-            out[name] = {"metrics": metrics, "by_length": by_length, "stats": s.get("stats", {})}
+            by_length, by_group = ({str(k): {m: x for m, x in row.items() if m != "n"} for k, row in s.get(key, {}).items()}
+                                   for key in ("by_length", "by_group"))
+            out[name] = {"metrics": metrics, "by_length": by_length, "by_group": by_group, "stats": s.get("stats", {})}
         return out
     if isinstance(doc.get("rows"), list):          # trainer/evaluate.py (Fan tasks)
         rows = [r for r in doc["rows"] if isinstance(r, dict) and "length" in r]
@@ -64,10 +64,13 @@ def load_run(spec: RunSpec, out: Path) -> RunResult:
     return RunResult(spec, "finished", evals)
 
 
-def cell_value(split_data: dict, metric: str, length=None) -> Optional[float]:
-    """One number from a normalized split: the metric overall, or at a length."""
-    if length is None:
-        v = split_data.get("metrics", {}).get(metric)
-    else:
+def cell_value(split_data: dict, metric: str, length=None, group=None) -> Optional[float]:
+    """One number from a normalized split: the metric overall, at a length,
+    or in a group (e.g. logic's number of operators)."""
+    if length is not None:
         v = split_data.get("by_length", {}).get(str(length), {}).get(metric)
+    elif group is not None:
+        v = split_data.get("by_group", {}).get(str(group), {}).get(metric)
+    else:
+        v = split_data.get("metrics", {}).get(metric)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -92,8 +92,20 @@ def started(run_dir: Path) -> bool:
     return any((run_dir / n).exists() for n in ("run.json", "latest.json", "checkpoints"))
 
 
+def eval_done(step: EvalStep, run_dir: Path) -> bool:
+    """The eval's file exists and holds every split the eval asks for (a
+    suite edited to name another split re-evaluates)."""
+    doc = read_json(run_dir / step.file)
+    if not isinstance(doc, dict):
+        return False
+    wanted = step.options.get("splits")
+    if isinstance(wanted, str) and isinstance(doc.get("splits"), dict):
+        return all(s.strip() in doc["splits"] for s in wanted.split(",") if s.strip())
+    return True
+
+
 def missing_evals(spec: RunSpec, run_dir: Path) -> list:
-    return [e for e in spec.evals if not isinstance(read_json(run_dir / e.file), dict)]
+    return [e for e in spec.evals if not eval_done(e, run_dir)]
 
 
 def state(spec: RunSpec, run_dir: Path) -> str:

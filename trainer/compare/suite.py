@@ -25,7 +25,7 @@ PRESETS = ("cpu", "paper")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")    # ids become directory names
 OPTION_SCALARS = (str, int, float, bool)
 PUBLISHED_SCALARS = (str, int, float)
-CELL_KEYS = {"task", "model", "eval", "split", "metric", "length"}
+CELL_KEYS = {"task", "model", "eval", "split", "metric", "length", "group"}
 
 
 @dataclass
