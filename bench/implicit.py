@@ -73,6 +73,16 @@ def resolve_task(name: str) -> str:
     return LOCAL_TASK
 
 
+def splits_at_lengths(task, lengths) -> list:
+    """The first non-training split of a single length for each of `lengths`."""
+    chosen = {}
+    for name, split in task.splits.items():
+        lo, hi = split.params.get("min_len"), split.params.get("max_len")
+        if name != task.splits["train"].name and lo == hi and lo in lengths and lo not in chosen:
+            chosen[lo] = name
+    return [chosen[L] for L in sorted(chosen)]
+
+
 def worker(args) -> None:
     """Train and evaluate one model in this process; print one JSON line."""
     import torch
@@ -98,7 +108,7 @@ def worker(args) -> None:
     summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
                                      max_wall=args.max_wall, resume=args.resume and out.exists()))
     train_s = time.perf_counter() - t0
-    tests = [s for s in task.splits if s.startswith("test")] or [s for s in task.splits if s != "train"]
+    tests = splits_at_lengths(task, [int(x) for x in args.lengths.split(",")])
     res = evaluate_seq_run(out, splits=tests, n=args.n, plots=False, progress=False)
     train_s = before + summary.get("seconds", train_s)
     spent.write_text(json.dumps({"seconds": train_s}))
@@ -114,7 +124,7 @@ def launch(args, models):
         while pending and len(running) < args.parallel:
             m = pending.pop(0)
             cmd = ["nice", "-n", "10", sys.executable, __file__, "--worker", m, "--task", args.task,
-                   "--out", args.out, "--n", str(args.n), "--seed", str(args.seed)]
+                   "--out", args.out, "--n", str(args.n), "--seed", str(args.seed), "--lengths", args.lengths]
             if args.steps:
                 cmd += ["--steps", str(args.steps)]
             if args.max_wall:
@@ -152,6 +162,8 @@ def table(results, load: str) -> str:
     for r in results:
         ev = json.loads(Path(r["eval"]).read_text())
         for split, e in ev["splits"].items():
+            if split == "train":
+                continue
             for L, by in e["by_length"].items():
                 st = e.get("stats", {})
                 it = st.get("iterations")
@@ -181,6 +193,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=None, help="override the per-model step counts")
     ap.add_argument("--max-wall", type=float, default=None, help="seconds of training per model at most")
     ap.add_argument("--n", type=int, default=500, help="test sequences per split")
+    ap.add_argument("--lengths", default="8,16,32", help="test lengths (one split each)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true", help="continue runs that --max-wall cut short")
     ap.add_argument("--parallel", type=int, default=2)
