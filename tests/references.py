@@ -276,6 +276,15 @@ def words_mixed(tokens):
     return out
 
 
+def copying(tokens):
+    """The tokens before the indicator ':' at the slots after it (programs/copying.rasp)."""
+    at = tokens.index(":")
+    out = ["_"] * len(tokens)
+    for j in range(len(tokens) - at - 1):
+        out[at + 1 + j] = tokens[j] if j < at else "_"
+    return out
+
+
 def max_running(tokens):
     out = []
     best = None
@@ -430,6 +439,13 @@ def sample_words_mixed(rng, n):
     return [rng.randint(0, 239) for _ in range(n)]
 
 
+def sample_copying(rng, n):
+    """S symbols, T - 1 blanks, ':', S output slots (length T + 2S = n when n >= 3)."""
+    S = max(1, n // 3)
+    T = max(1, n - 2 * S)
+    return [rng.randint(0, 7) for _ in range(S)] + ["_"] * (T - 1) + [":"] + ["_"] * S
+
+
 def sample_max_running(rng, n):
     return [rng.randint(-9, 9) for _ in range(n)]
 
@@ -456,7 +472,7 @@ REFERENCES = {
     "max_running": max_running, "sort": sort, "induction_copy": induction_copy,
     "flip_flop": flip_flop, "word_z60": word_z60, "word_s3": word_s3,
     "words_z60": words_z60, "words_a4z5": words_a4z5, "words_a5": words_a5, "words_s5": words_s5,
-    "words_mixed": words_mixed,
+    "words_mixed": words_mixed, "copying": copying,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
