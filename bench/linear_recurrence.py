@@ -33,6 +33,8 @@ if str(ROOT) not in sys.path:
 # Table 2; P3 §4.1 groups it with Mamba ("consistent with Grazzi et al."),
 # hence "✓ 1X, ✗ 2X+" for it too.  Table 3 (copying S = 10, T ≤ 50, 1 / 2
 # layers): S4D ✓✓, Mamba ✗✓, NRU ✓✓.
+# CPU-sized copying: S = 5 symbols, blanks T in 5..20 (the task's *_cpu splits)
+COPY_CPU = ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu"]
 RUNS = [
     ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓ (hidden 8)"),
     ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗ (hidden 8, 1 layer)"),
@@ -43,21 +45,21 @@ RUNS = [
     ("words", "words_z60", "s4d", [], "✓ 1X, ✗ 2X+ (as S4/Mamba)"),
     ("words", "words_z60", "mamba", [], "✓ 1X, ✗ 2X+"),
     ("words", "words_z60", "nru", [], "✓ 1X … 5X"),
-    ("copying", "copying", "s4d", [], "learns ✓ (1 layer); no blank-length extrapolation"),
-    ("copying", "copying", "mamba", [], "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
-    ("copying", "copying", "nru", [], "learns ✓; extrapolates to longer blanks"),
+    ("copying", "copying", "s4d", COPY_CPU, "learns ✓ (1 layer); no blank-length extrapolation"),
+    ("copying", "copying", "mamba", COPY_CPU, "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
+    ("copying", "copying", "nru", COPY_CPU, "learns ✓; extrapolates to longer blanks"),
 ]
 
 
 # per group: the splits `rasp eval` scores (None = all) and the metric shown
 # (P3 scores word problems by whole-sequence accuracy, counting by the offset)
 EVAL = {"words": (["valid", "test_16", "test_24", "test_32", "test_40"], "seq_acc"),
-        "counting": (None, "offset_acc"),
-        "copying": (None, None)}
+        "counting": (["valid", "test_long_iti", "test_two_isi", "test_double_isi"], "offset_acc"),
+        "copying": (["valid_cpu", "test_cpu_T40", "test_cpu_T80"], "acc")}
 
 
 def run_name(task: str, model: str, flags: list) -> str:
-    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags)
+    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags if f not in COPY_CPU)
     return f"{task}_{model}" + (f"_{tail}" if tail else "")
 
 
@@ -139,7 +141,7 @@ def report(selected: list, args) -> str:
                   "| run | params | steps | s | " + " | ".join(splits) + " | P3 |",
                   "|---|---|---|---|" + "---|" * len(splits) + "---|"]
         for task, model, flags, p3, ev, summary in results:
-            name = f"{model} {' '.join(flags)}".strip()
+            name = f"{model} {' '.join(f for f in flags if f not in COPY_CPU)}".strip()
             if ev is None:
                 lines.append(f"| {name} | – | – | – | " + " | ".join("pending" for _ in splits) + f" | {p3} |")
                 continue

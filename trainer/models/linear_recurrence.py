@@ -464,4 +464,6 @@ ENCODER_SPECS = [
 ]
 
 for _spec in ENCODER_SPECS:
+    for _p in _spec.presets.values():
+        _p["memory"] = _p["copying"]      # the copying/denoising module is tasks/memory.py
     register_encoder(_spec)
