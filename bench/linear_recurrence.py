@@ -28,7 +28,9 @@ if str(ROOT) not in sys.path:
 
 # (group, task, model, extra rasp-train flags, P3's verdict for that setting)
 # P3 Table 4 (counting, 1 layer, hidden 8 / 64): offset solved at L = 200 by
-# S4D ✓✓ and NRU ✓✓, not by 1-layer Mamba ✗✗.  Table 2 (words, k = 8):
+# S4D ✓✓ and NRU ✓✓, not by 1-layer Mamba ✗✗; Table 5 (phase alignment,
+# hidden 8 / 64): two ISI S4D ✓✓ NRU ✗✓ Mamba ✗✗, double ISI S4D ✓✓ NRU ✓✓
+# Mamba ✗✗ (test_long_iti, a 600-token signal, has no P3 verdict).  Table 2 (words, k = 8):
 # Mamba (and S4/Transformer/IDS4) ✓ at 1X only; NRU ✓ 1X..5X.  S4D is not in
 # Table 2; P3 §4.1 groups it with Mamba ("consistent with Grazzi et al."),
 # hence "✓ 1X, ✗ 2X+" for it too.  Table 3 (copying S = 10, T ≤ 50, 1 / 2
@@ -36,12 +38,12 @@ if str(ROOT) not in sys.path:
 # CPU-sized copying: S = 5 symbols, blanks T in 5..20 (the task's *_cpu splits)
 COPY_CPU = ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu"]
 RUNS = [
-    ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓ (hidden 8)"),
-    ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗ (hidden 8, 1 layer)"),
-    ("counting", "counting", "nru", ["--d-model", "8"], "offset ✓ (hidden 8)"),
-    ("counting", "counting", "s4d", ["--d-model", "64"], "offset ✓ (hidden 64)"),
-    ("counting", "counting", "mamba", ["--d-model", "64"], "offset ✗ (hidden 64, 1 layer)"),
-    ("counting", "counting", "nru", ["--d-model", "64"], "offset ✓ (hidden 64)"),
+    ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓, two ISI ✓, double ISI ✓"),
+    ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗, two ISI ✗, double ISI ✗"),
+    ("counting", "counting", "nru", ["--d-model", "8"], "offset ✓, two ISI ✗, double ISI ✓"),
+    ("counting", "counting", "s4d", ["--d-model", "64"], "offset ✓, two ISI ✓, double ISI ✓"),
+    ("counting", "counting", "mamba", ["--d-model", "64"], "offset ✗, two ISI ✗, double ISI ✗"),
+    ("counting", "counting", "nru", ["--d-model", "64"], "offset ✓, two ISI ✓, double ISI ✓"),
     ("words", "words_z60", "s4d", [], "✓ 1X, ✗ 2X+ (as S4/Mamba)"),
     ("words", "words_z60", "mamba", [], "✓ 1X, ✗ 2X+"),
     ("words", "words_z60", "nru", [], "✓ 1X … 5X"),
