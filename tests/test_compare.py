@@ -322,6 +322,9 @@ def test_report_reads_fan_eval_files(tmp_path):
     cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
     assert cell["ours"]["text"] == "1.000" and cell["attrs"]["length"] == 10
     assert (out / "plots" / "fan_cpu_parity_test_iterations.png").exists()   # confidence only: chosen steps
+    md = (out / "report.md").read_text()
+    assert "### Parity: exact match" in md and "### Copy: exact match" not in md      # copy: nothing selected
+    assert "Tables with no run in this selection (in report.json): Copy: exact match by length;" in md
 
 
 # ---- the published tables of every suite -----------------------------------------------
