@@ -28,29 +28,40 @@ if str(ROOT) not in sys.path:
 
 # (group, task, model, extra rasp-train flags, P3's verdict for that setting)
 # P3 Table 4 (counting, 1 layer, hidden 8 / 64): offset solved at L = 200 by
-# S4D ✓✓ and NRU ✓✓, not by 1-layer Mamba ✗✗.  Table 2 (words, k = 8):
+# S4D ✓✓ and NRU ✓✓, not by 1-layer Mamba ✗✗; Table 5 (phase alignment,
+# hidden 8 / 64): two ISI S4D ✓✓ NRU ✗✓ Mamba ✗✗, double ISI S4D ✓✓ NRU ✓✓
+# Mamba ✗✗ (test_long_iti, a 600-token signal, has no P3 verdict).  Table 2 (words, k = 8):
 # Mamba (and S4/Transformer/IDS4) ✓ at 1X only; NRU ✓ 1X..5X.  S4D is not in
 # Table 2; P3 §4.1 groups it with Mamba ("consistent with Grazzi et al."),
 # hence "✓ 1X, ✗ 2X+" for it too.  Table 3 (copying S = 10, T ≤ 50, 1 / 2
 # layers): S4D ✓✓, Mamba ✗✓, NRU ✓✓.
+# CPU-sized copying: S = 5 symbols, blanks T in 5..20 (the task's *_cpu splits)
+COPY_CPU = ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu"]
 RUNS = [
-    ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓ (hidden 8)"),
-    ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗ (hidden 8, 1 layer)"),
-    ("counting", "counting", "nru", ["--d-model", "8"], "offset ✓ (hidden 8)"),
-    ("counting", "counting", "s4d", ["--d-model", "64"], "offset ✓ (hidden 64)"),
-    ("counting", "counting", "mamba", ["--d-model", "64"], "offset ✗ (hidden 64, 1 layer)"),
-    ("counting", "counting", "nru", ["--d-model", "64"], "offset ✓ (hidden 64)"),
+    ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓, two ISI ✓, double ISI ✓"),
+    ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗, two ISI ✗, double ISI ✗"),
+    ("counting", "counting", "nru", ["--d-model", "8"], "offset ✓, two ISI ✗, double ISI ✓"),
+    ("counting", "counting", "s4d", ["--d-model", "64"], "offset ✓, two ISI ✓, double ISI ✓"),
+    ("counting", "counting", "mamba", ["--d-model", "64"], "offset ✗, two ISI ✗, double ISI ✗"),
+    ("counting", "counting", "nru", ["--d-model", "64"], "offset ✓, two ISI ✓, double ISI ✓"),
     ("words", "words_z60", "s4d", [], "✓ 1X, ✗ 2X+ (as S4/Mamba)"),
     ("words", "words_z60", "mamba", [], "✓ 1X, ✗ 2X+"),
     ("words", "words_z60", "nru", [], "✓ 1X … 5X"),
-    ("copying", "copying", "s4d", [], "learns ✓ (1 layer); no blank-length extrapolation"),
-    ("copying", "copying", "mamba", [], "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
-    ("copying", "copying", "nru", [], "learns ✓; extrapolates to longer blanks"),
+    ("copying", "copying", "s4d", COPY_CPU, "learns ✓ (1 layer); no blank-length extrapolation"),
+    ("copying", "copying", "mamba", COPY_CPU, "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
+    ("copying", "copying", "nru", COPY_CPU, "learns ✓; extrapolates to longer blanks"),
 ]
 
 
+# per group: the splits `rasp eval` scores (None = all) and the metric shown
+# (P3 scores word problems by whole-sequence accuracy, counting by the offset)
+EVAL = {"words": (["valid", "test_16", "test_24", "test_32", "test_40"], "seq_acc"),
+        "counting": (["valid", "test_long_iti", "test_two_isi", "test_double_isi"], "offset_acc"),
+        "copying": (["valid_cpu", "test_cpu_T40", "test_cpu_T80"], "acc")}
+
+
 def run_name(task: str, model: str, flags: list) -> str:
-    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags)
+    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags if f not in COPY_CPU)
     return f"{task}_{model}" + (f"_{tail}" if tail else "")
 
 
@@ -58,10 +69,12 @@ def rasp(*args) -> list:
     return [sys.executable, "-c", "import sys; from rasp.cli import main; sys.exit(main(sys.argv[1:]))", *args]
 
 
-def command(out: Path, task: str, model: str, flags: list, args) -> list:
+def command(out: Path, group: str, task: str, model: str, flags: list, args) -> list:
+    splits = EVAL[group][0]
     train = rasp("train", "--task", task, "--model", model, "--preset", "cpu", "--seed", str(args.seed),
                  "--out", str(out), "--no-progress", "--max-wall", str(args.max_wall), *flags)
-    evaluate = rasp("eval", str(out), "--no-progress", "-n", str(args.eval_n))
+    evaluate = rasp("eval", str(out), "--no-progress", "-n", str(args.eval_n),
+                    *(["--splits", ",".join(splits)] if splits else []))
     return ["nice", "-n", "10"] + train, ["nice", "-n", "10"] + evaluate
 
 
@@ -78,9 +91,9 @@ def run_all(selected: list, args) -> None:
     running = []
     while queue or running:
         while queue and len(running) < args.parallel:
-            _, task, model, flags, _ = queue.pop(0)
+            group, task, model, flags, _ = queue.pop(0)
             out = args.out / run_name(task, model, flags)
-            train, evaluate = command(out, task, model, flags, args)
+            train, evaluate = command(out, group, task, model, flags, args)
             log = open(args.out / f"{out.name}.log", "w")
             script = " && ".join(" ".join(f"'{a}'" for a in c) for c in (train, evaluate))
             print(f"start {out.name}", flush=True)
@@ -97,17 +110,26 @@ def run_all(selected: list, args) -> None:
                 running.remove(item)
 
 
-def headline(split: dict) -> tuple:
-    """(metric name, mean) of the split's first metric."""
-    name, value = next(iter(split["metrics"].items()))
-    return name, value["mean"]
+def headline(split: dict, wanted=None) -> tuple:
+    """(metric name, mean): `wanted` when the split has it, else its first metric."""
+    name = wanted if wanted in split["metrics"] else next(iter(split["metrics"]))
+    return name, split["metrics"][name]["mean"]
+
+
+def cell(split: dict, wanted, first: str) -> str:
+    """The wanted metric, and the task's headline metric in brackets when it
+    differs (word problems: sequence accuracy (token accuracy))."""
+    name, value = headline(split, wanted)
+    other = split["metrics"].get(first, {}).get("mean")
+    return f"{value:.3f}" + (f" ({other:.2f})" if first != name and other is not None else "")
 
 
 def report(selected: list, args) -> str:
     lines = ["# Linear-recurrence baselines on CPU (P3: S4D, Mamba, NRU)", "",
              "Generated by `python bench/linear_recurrence.py`; every run is `rasp train --preset cpu` "
              f"(seed {args.seed}, at most {args.max_wall:.0f} s of training) then `rasp eval -n {args.eval_n}`. "
-             "Cells: the task's headline metric per evaluated split (mean over examples). "
+             "Cells: the metric named in each heading per evaluated split (mean over examples; "
+             "in brackets the task's first metric when it differs, e.g. token accuracy). "
              "P3 = the paper's verdict for the same setting (BENCHMARKS.md §2.5–2.7); ours is one seed, "
              "a CPU-sized model and minutes of training, so a ✗ here can mean under-training.", ""]
     for group in dict.fromkeys(r[0] for r in selected):
@@ -122,17 +144,20 @@ def report(selected: list, args) -> str:
                 results.append((task, model, flags, p3, None, None))
                 continue
             results.append((task, model, flags, p3, ev, summary))
-        splits = list(dict.fromkeys(s for r in results if r[4] for s in r[4]["splits"]))
-        metric = next((headline(r[4]["splits"][s])[0] for r in results if r[4] for s in r[4]["splits"]), "?")
+        wanted = EVAL[group][1]
+        splits = EVAL[group][0] or list(dict.fromkeys(s for r in results if r[4] for s in r[4]["splits"]))
+        metric = next((headline(r[4]["splits"][s], wanted)[0] for r in results if r[4] for s in r[4]["splits"]),
+                      wanted or "?")
         lines += [f"## {group} ({metric})", "",
                   "| run | params | steps | s | " + " | ".join(splits) + " | P3 |",
                   "|---|---|---|---|" + "---|" * len(splits) + "---|"]
         for task, model, flags, p3, ev, summary in results:
-            name = f"{model} {' '.join(flags)}".strip()
+            name = f"{model} {' '.join(f for f in flags if f not in COPY_CPU)}".strip()
             if ev is None:
                 lines.append(f"| {name} | – | – | – | " + " | ".join("pending" for _ in splits) + f" | {p3} |")
                 continue
-            cells = [f"{headline(ev['splits'][s])[1]:.3f}" if s in ev["splits"] else "–" for s in splits]
+            cells = [cell(ev["splits"][s], wanted, ev.get("headline")) if s in ev["splits"] else "–"
+                     for s in splits]
             lines.append(f"| {name} | {summary.get('n_params', '?')} | {summary.get('step', '?')} | "
                          f"{summary.get('seconds', 0):.0f} | " + " | ".join(cells) + f" | {p3} |")
         lines.append("")

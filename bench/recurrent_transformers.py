@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"transformer_xpos": "Transformer", "ut": "UT", "gut": "GUT", "tlb": "TLB", "gutlb": "GUTLB"}
+COST = {"gutlb": 4, "gut": 2, "ut": 1.2, "tlb": 1, "transformer_xpos": 0.3}   # s/step seen at load 10: start the long ones first
 
 # P1 tables (BENCHMARKS.md §2.1-2.3), in %; the columns each task's ordering is judged on
 P1 = {
@@ -55,11 +56,12 @@ P1 = {
 
 # what to train on and test: split names of trainer/tasks/<family>.py
 PLAN = {
-    "flipflop": {"train": ["--set", "train_split=train_128", "--set", "valid_split=valid_128"],
+    "flipflop": {"train": ["--set", "train_split=train_128", "--set", "valid_split=valid_128", "--set", "eval_every=0"],
                  "splits": [f"test_{T}_p{p}" for T in (128, 256) for p in ("0.1", "0.8", "0.98")],
                  "metric": "last_read_acc"},
-    "listops": {"train": [], "splits": None, "metric": "acc"},       # None: every split but train/valid
-    "logic": {"train": [], "splits": None, "metric": "acc", "by_group": True},
+    "listops": {"train": ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu", "--set", "eval_every=0"],
+                "splits": ["valid_cpu", "test_cpu_51_100"], "metric": "acc"},       # depth <= 6: <= 50 / 51-100 tokens
+    "logic": {"train": ["--set", "eval_every=0"], "splits": None, "metric": "acc", "by_group": True},
 }
 
 
@@ -93,8 +95,10 @@ def one_run(task: str, model: str, args, out_root: Path) -> dict:
             cmd.append("--resume")
         train_s = run_cmd(cmd, log)
     splits = PLAN[task]["splits"] or task_splits(task)
-    run_cmd(["eval", str(out), "--splits", ",".join(splits), "-n", str(args.n), "--no-progress", "--no-plots",
-             "--threads", "1"], log)
+    done = json.loads((out / "eval.json").read_text()) if (out / "eval.json").exists() else {}
+    if train_s is not None or any(done.get("splits", {}).get(s, {}).get("n") != args.n for s in splits):
+        run_cmd(["eval", str(out), "--splits", ",".join(splits), "-n", str(args.n), "--no-progress", "--no-plots",
+                 "--threads", "1"], log)
     res = json.loads((out / "eval.json").read_text())
     return {"task": task, "model": model, "eval": res, "train_s": train_s,
             "summary": json.loads(summary.read_text())}
@@ -132,7 +136,7 @@ def report(results: list, args, started: float, loads: tuple) -> str:
     lines = ["# Recurrent transformers with dynamic halting: cpu-preset evidence (issue 11)", "",
              f"Written by `bench/recurrent_transformers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
              f"seed {args.seed}, {args.n} test examples per split, "
-             f"{'preset steps' if not args.steps else f'{args.steps} training steps (not the preset)'}, "
+             f"training steps as in each table's steps column ({'the cpu preset' if not args.steps else 'fewer than the cpu preset: the machine was shared'}), "
              f"one thread per run, {args.jobs} runs at a time.  Load average at start / end: "
              f"{loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; total {(time.time() - started) / 60:.0f} min.",
              "", "Cells: accuracy % (mean executed depth: layers for Transformer/UT/GUT, layers per chunk "
@@ -187,10 +191,13 @@ def main(argv=None) -> int:
     missing = [t for t in tasks if t not in TASKS]
     if missing:
         print(f"not on this branch yet, skipped: {', '.join(missing)}", file=sys.stderr)
-    jobs = [(t, m) for t in tasks if t not in missing for m in args.models.split(",") if m]
+    jobs = sorted(((t, m) for t in tasks if t not in missing for m in args.models.split(",") if m),
+                  key=lambda tm: -COST.get(tm[1], 1))
     started, load0 = time.time(), os.getloadavg()[0]
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda tm: one_run(*tm, args, Path(args.runs)), jobs))
+    order = {(t, m): i for i, (t, m) in enumerate((t, m) for t in tasks for m in args.models.split(","))}
+    results.sort(key=lambda r: order.get((r["task"], r["model"]), 0))
     text = report(results, args, started, (load0, os.getloadavg()[0]))
     tmp = Path(args.out).with_suffix(".tmp")
     tmp.write_text(text)

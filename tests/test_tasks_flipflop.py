@@ -50,8 +50,11 @@ def test_same_seed_same_data_and_distinct():
     a, b = _gen("test_128_p0.8", 50, seed=3), _gen("test_128_p0.8", 50, seed=3)
     assert [x.input for x in a] == [x.input for x in b]
     assert [x.input for x in a] != [x.input for x in _gen("test_128_p0.8", 50, seed=4)]
-    short = TASK.generate(np.random.default_rng(0), {"T": 6, "p_i": 0.5}, 12)   # few possible strings
-    assert len({tuple(x.input) for x in short}) == 12
+    # T = 6 has exactly 10 strings: w b, (w b | i b | r m), r m
+    short = TASK.generate(np.random.default_rng(0), {"T": 6, "p_i": 0.5}, 10)
+    assert len({tuple(x.input) for x in short}) == 10
+    with pytest.raises(RaspError):
+        TASK.generate(np.random.default_rng(0), {"T": 6, "p_i": 0.5}, 11)
 
 
 def test_splits_and_factory():

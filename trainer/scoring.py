@@ -1,56 +1,22 @@
 """Loss and metrics of the comparison tasks (BENCHMARKS.md §2).
 
-A metric gives each example a value in [0, 1], or None when the example has
-nothing it scores (`score(name, prediction, target)`, per example: the
-task families' definitions).  A split's value is the mean over the examples
-with a value, its standard error the sample standard deviation / sqrt(n),
-and the same values give the per-length and per-group tables.  Names:
-
-    acc            per_position: fraction of scored positions (target >= 0) right
-                   (flip-flop: all reads); classify / pair: 1 if right
-    token_acc      the same, under the word-problem name
-    seq_acc        1 if every scored position is right (sequence exact match)
-    last_read_acc  the last scored position (flip-flop's final read, P1 Table 3)
+What each metric name means for one example is defined with the tasks
+(`trainer/tasks/scoring.py`: `score(name, prediction, target)` -> a value in
+[0, 1], or None when the example has nothing that metric scores -- acc,
+token_acc, seq_acc, last_read_acc, offset_acc, offset_seq).  Here: those
+values for a batch of model predictions, a split's mean with its standard
+error (sample sd / sqrt(n) over the examples with a value), and the
+training loss over the same scored positions.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
 from trainer.seqdata import SeqBatch
-
-
-def _scored(prediction, target):
-    return [int(p) == int(t) for p, t in zip(prediction, target) if int(t) >= 0]
-
-
-def _acc(prediction, target) -> Optional[float]:
-    if isinstance(target, (list, tuple)):
-        hits = _scored(prediction, target)
-        return sum(hits) / len(hits) if hits else None
-    return float(int(prediction) == int(target))
-
-
-def _seq_acc(prediction, target) -> Optional[float]:
-    hits = _scored(prediction, target)
-    return float(all(hits)) if hits else None
-
-
-def _last_read_acc(prediction, target) -> Optional[float]:
-    hits = _scored(prediction, target)
-    return float(hits[-1]) if hits else None
-
-
-METRICS = {"acc": _acc, "token_acc": _acc, "seq_acc": _seq_acc, "last_read_acc": _last_read_acc}
-
-
-def score(name: str, prediction, target) -> Optional[float]:
-    if name not in METRICS:
-        raise KeyError(f"unknown metric {name!r} (known: {', '.join(METRICS)})")
-    return METRICS[name](prediction, target)
+from trainer.tasks.scoring import METRICS, score  # noqa: F401  (the definitions)
 
 
 def example_values(name: str, pred: torch.Tensor, batch: SeqBatch) -> list:

@@ -152,9 +152,14 @@ def run_data(args) -> int:
             n = args.n or min(task.splits[name].size or 1000, 1000)
             st = split_stats(task, generate_split(task, name, n, args.seed))
             print(f"{task.name} {name} ({task.splits[name].description or task.splits[name].params}):")
-            print("  " + json.dumps(st))
+            for k, v in st.items():
+                if k == "labels" and len(v) > 12:         # many classes: the most frequent
+                    v = dict(sorted(v.items(), key=lambda kv: -kv[1])[:12]) | {"...": f"{len(st[k])} labels"}
+                print(f"  {k}: {json.dumps(v, ensure_ascii=False)}")
         if task.paper_stats:
-            print("paper (BENCHMARKS.md): " + json.dumps(task.paper_stats))
+            print("paper (BENCHMARKS.md):")
+            for k, v in task.paper_stats.items():
+                print(f"  {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}")
         return 0
     if args.split is None or args.n is None or args.output is None:
         raise RaspError("rasp data TASK --split NAME -n N -o FILE.jsonl (or --stats)")

@@ -34,7 +34,7 @@ STATS = ("depth", "iterations", "residual")
 
 
 def load_run_model(run_dir: Path, sets: dict, device):
-    """(run, task, hp, model, step) for the latest checkpoint, with --set
+    """(run, task, hp, model, checkpoint state) for the latest checkpoint, with --set
     overrides (test-time caps, tolerances) applied to its hyper-parameters."""
     ckpt = checkpoint.latest(run_dir)
     if ckpt is None:
@@ -45,7 +45,7 @@ def load_run_model(run_dir: Path, sets: dict, device):
     hp = apply(SeqHParams.from_dict(run["hparams"]), sets).validate()
     model = build_model(task, run["model"], hp)
     checkpoint.load_weights(ckpt, model, device)
-    return run, task, hp, model, checkpoint.load_state(ckpt)["step"]
+    return run, task, hp, model, checkpoint.load_state(ckpt)
 
 
 def summarise(raw: dict) -> dict:
@@ -78,7 +78,10 @@ def summarise(raw: dict) -> dict:
 def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 64, seed: int = 1234,
                      device="cpu", plots: bool = True, progress: bool = True, out_json=None) -> dict:
     run_dir = Path(run_dir)
-    run, task, hp, model, step = load_run_model(run_dir, sets or {}, torch.device(device))
+    run, task, hp, model, state = load_run_model(run_dir, sets or {}, torch.device(device))
+    step = state["step"]
+    # the lengths this run trained on (its own split, e.g. flip-flop's cpu T = 128), else the task's
+    train_range = state.get("train_lengths") or (list(task.train_range) if task.train_range else None)
     names = list(task.splits) if not splits else splits
     unknown = [s for s in names if s not in task.splits]
     if unknown:
@@ -100,7 +103,7 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
         raw = score_examples(task, model, examples, task.metrics, torch.device(device), batch_size)
         results[name] = {**summarise(raw), "params": task.splits[name].params}
     res = {"task": task.name, "model": run["model"], "run": str(run_dir), "step": step, "seed": seed,
-           "headline": task.metrics[0], "train_range": list(task.train_range) if task.train_range else None,
+           "headline": task.metrics[0], "train_range": train_range,
            "splits": results}
     checkpoint.write_json_atomic(path, res)
     res["json"] = str(path)

@@ -32,7 +32,7 @@ from trainer import checkpoint, scoring
 from trainer.models import ENCODERS, get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
-from trainer.seqdata import collate, read_jsonl
+from trainer.seqdata import collate, example_length, read_jsonl
 from trainer.seqpresets import SeqHParams, lr_at
 from trainer.tasks import get_task
 from trainer.tasks.base import SeqTask
@@ -100,8 +100,16 @@ class TrainStream:
         self.task, self.hp, self.data = task, hp, data
         self.params = task.splits[hp.train_split].params
         self.rng = np.random.default_rng(hp.seed)
+        self.lengths = None             # [shortest, longest] example trained on so far
 
     def examples(self, step: int) -> list:
+        out = self._examples(step)
+        lengths = [example_length(e) for e in out]
+        lo, hi = self.lengths or (min(lengths), max(lengths))
+        self.lengths = [min(lo, *lengths), max(hi, *lengths)]
+        return out
+
+    def _examples(self, step: int) -> list:
         if self.data is None:
             return self.task.generate(self.rng, self.params, self.hp.batch_size)
         n, b = len(self.data), self.hp.batch_size
@@ -133,7 +141,6 @@ def score_examples(task: SeqTask, model: SeqModel, examples: list, metrics, devi
     """Per-example metric values (None = nothing to score), lengths, groups
     and encoder stats, batching examples of similar length together."""
     from trainer.models.heads import sample_stat
-    from trainer.seqdata import example_length
     model.eval()
     order = sorted(range(len(examples)), key=lambda i: example_length(examples[i]))
     values = {m: np.full(len(examples), None, dtype=object) for m in metrics}
@@ -190,6 +197,7 @@ def _train(cfg: SeqRunConfig) -> dict:
         checkpoint.restore_optimizer(ckpt, opt, state)        # also the torch RNG
         step, sums = state["step"], state["accumulators"]
         stream.rng.bit_generator.state = state["numpy_rng"]
+        stream.lengths = state.get("train_lengths")
     valid = validation_set(task, hp)
     headline = task.metrics[0]
 
@@ -200,6 +208,7 @@ def _train(cfg: SeqRunConfig) -> dict:
 
     def save(at: int):
         checkpoint.save(out, at, model, opt, {"numpy_rng": stream.rng.bit_generator.state, "accumulators": sums,
+                                              "train_lengths": stream.lengths,
                                               "config": model_config(cfg, task), "model_name": cfg.model,
                                               "task": cfg.task}, keep=hp.keep_ckpts)
 
@@ -258,10 +267,11 @@ def _train(cfg: SeqRunConfig) -> dict:
     if checkpoint.latest(out) is None:
         save(step)
     bar.close()
-    return _summary(cfg, task, model, valid, device, metrics_path, step, time.perf_counter() - t_start, out)
+    return _summary(cfg, task, model, valid, device, metrics_path, step, time.perf_counter() - t_start, out,
+                    stream.lengths)
 
 
-def _summary(cfg, task, model, valid, device, metrics_path, step, seconds, out) -> dict:
+def _summary(cfg, task, model, valid, device, metrics_path, step, seconds, out, train_lengths) -> dict:
     rows = [r for r in checkpoint.read_jsonl(metrics_path) if r.get("step", 0) <= step]
     last_eval = next((r for r in reversed(rows) if "eval_acc" in r), None)
     if last_eval is None or last_eval["step"] != step:
@@ -276,7 +286,7 @@ def _summary(cfg, task, model, valid, device, metrics_path, step, seconds, out) 
                "final_train_acc": train_rows[-1]["acc"] if train_rows else None,
                "final_valid": {m: last_eval.get(f"eval_{m}") for m in task.metrics},
                "final_valid_step": last_eval["step"], "valid_split": cfg.hp.valid_split,
-               "valid_samples": len(valid)}
+               "valid_samples": len(valid), "train_lengths": train_lengths}
     try:
         from trainer.plots import train_curves
         h = task.metrics[0]

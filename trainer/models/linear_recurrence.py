@@ -15,7 +15,12 @@ position.
            `selective_scan_ref`]: ZOH for A (exp(ΔA)), Euler for B (ΔB) —
            MODELS.md §5 #13 (P3 Eq. 11 writes a bilinear form; we follow the
            Mamba code).  Pre-norm residual blocks and a final norm (MixerModel).
-    nru    P3 Eq. 5: one write/erase head, ReLU, memory vector of `memory_size`.
+           Sequential scan; a chunked parallel form gives the same outputs
+           (tested) and is the one to use on an accelerator.
+    nru    P3 Eq. 5: one write/erase head, ReLU, memory vector of `memory_size`;
+           write/erase vectors L5-normalised as in the NRU code, memory-read
+           weights initialised at zero (without both the state overflows on
+           200-token counting signals; see NRULayer).
     ids4   per-layer input-dependent N×N transition, cumulative matrix product
            (P3 §4.1: "significant numerical issues … incapable of modeling
            sequences longer than 20 tokens" — the product of L random-ish
@@ -292,7 +297,15 @@ class NRULayer(nn.Module):
     `lp_norm` = p > 0 divides v^w and v^e by their L_p norm, as the official
     NRU code does (p = 5, `F.normalize(v, p=5)`); Eq. 5 omits it, but without
     it the ReLU write/erase feedback (α and v grow with m) overflows within a
-    few dozen steps at initialisation.  lp_norm = 0 gives the bare Eq. 5."""
+    few dozen steps at initialisation.  lp_norm = 0 gives the bare Eq. 5.
+
+    Initialisation (Eq. 5 leaves it open): the weights that READ the memory
+    (m_{t−1} -> h, α, β, v) start at zero, the rest is PyTorch's default.
+    With the default init everywhere, v ≥ 0 makes m drift along the positive
+    orthant and α (which reads m) grows with it: at hidden 8 / memory 16 the
+    state reached 1e3–1e7 by t = 200 in 6 of 6 seeds and training on
+    counting (L = 200) went to NaN; with the read weights at zero the state
+    stays O(1) to t = 1000 and gradients still reach them through m."""
 
     def __init__(self, d_in: int, d_hidden: int, memory_size: int, lp_norm: float = 5.0):
         super().__init__()
@@ -300,6 +313,8 @@ class NRULayer(nn.Module):
         d_out = d_hidden + 2 + 2 * memory_size          # h, α, β, v^w, v^e in one matmul
         self.from_input = nn.Linear(d_in, d_out)        # input part, hoisted out of the loop
         self.from_state = nn.Linear(d_hidden + memory_size, d_out, bias=False)
+        with torch.no_grad():
+            self.from_state.weight[:, d_hidden:].zero_()     # memory read weights (see above)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         Bsz, L, _ = x.shape
@@ -437,7 +452,9 @@ ENCODER_SPECS = [
                            "counting": {"d_model": 64, "n_layer": 1, "memory_size": 64}},
                  "cpu": {"words": {"d_model": 128, "n_layer": 1, "memory_size": 64},
                          "copying": {"d_model": 128, "n_layer": 1, "memory_size": 64},
-                         "counting": {"d_model": 8, "n_layer": 1, "memory_size": 16}}}),
+                         # lr 1e-3 (P3's grid, App. A.4): at the family's 1e-2 the
+                         # memory loop diverged (NaN) within 200 steps on counting
+                         "counting": {"d_model": 8, "n_layer": 1, "memory_size": 16, "lr": 1e-3}}}),
     EncoderSpec(
         "ids4", build_ids4, "linear_recurrence",
         "input-dependent S4: cumulative products of input-dependent N×N matrices "
@@ -452,4 +469,6 @@ ENCODER_SPECS = [
 ]
 
 for _spec in ENCODER_SPECS:
+    for _p in _spec.presets.values():
+        _p["memory"] = _p["copying"]      # the copying/denoising module is tasks/memory.py
     register_encoder(_spec)

@@ -479,7 +479,7 @@ _PAPER_OPT = {   # MODELS.md §1.5 (JRC configs listopsc2 / proplogic / flipflop
     "flipflop": {"lr": 3e-4, "schedule": "linear", "warmup": 50, "betas": [0.9, 0.999], "weight_decay": 0.1,
                  "batch_size": 16, "steps": 10_000, **_paper_sizes(2048, 0.1, 0.1)},
 }
-_CPU_SIZES = {"d_model": 64, "n_head": 4, "d_ff": 128, "dropout": 0.0}   # BENCHMARKS.md §4.2
+_CPU_SIZES = {"d_model": 64, "n_head": 4, "d_ff": 128, "dropout": 0.0, "weight_decay": 0.1}   # BENCHMARKS.md §4.2
 _CPU_FAMILIES = ("flipflop", "listops", "logic", "words")
 
 

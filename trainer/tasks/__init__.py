@@ -12,3 +12,8 @@ from trainer.tasks.fan import (TASKS, PaperHParams, Task, get_task, parse_length
 
 # the comparison families register their SeqTasks on import (BENCHMARKS.md §2)
 from trainer.tasks import flipflop  # noqa: E402,F401
+from trainer.tasks import words  # noqa: E402,F401
+from trainer.tasks import listops  # noqa: E402,F401
+from trainer.tasks import logic  # noqa: E402,F401
+from trainer.tasks import memory  # noqa: E402,F401
+from trainer.tasks import counting  # noqa: E402,F401

@@ -66,7 +66,7 @@ def generate_sequences(rng: np.random.Generator, T: int, p_i: float, n: int) -> 
     latest = np.maximum.accumulate(write_at, axis=1)
     memory = np.take_along_axis(bits, latest, axis=1)
     bits = np.where(instr == R, memory, bits)
-    seqs = np.empty((n, T), dtype=np.int64)
+    seqs = np.empty((n, T), dtype=np.int8)
     seqs[:, 0::2] = instr
     seqs[:, 1::2] = ZERO + bits
     return seqs
@@ -91,14 +91,19 @@ def targets_from_program(seqs) -> list:
 
 
 def _one_distribution(rng, T, p_i, n) -> list:
-    out, seen = [], set()
+    out, seen, drawn = [], set(), 0
     while len(out) < n:
-        for seq in generate_sequences(rng, T, p_i, max(n - len(out), 1)):
+        batch = min(max(n - len(out), 16), 4096)
+        if drawn > 1000 * n + 10_000:
+            raise RaspError(f"flipflop: only {len(out)} distinct sequences of {n} found at T = {T}, "
+                            f"p_i = {p_i}; ask for fewer")
+        drawn += batch
+        for seq in generate_sequences(rng, T, p_i, batch):
             key = seq.tobytes()
-            if key not in seen:
+            if key not in seen and len(out) < n:
                 seen.add(key)
                 out.append(seq)
-    return out[:n]
+    return out
 
 
 def generate(rng: np.random.Generator, params: dict, n: int) -> list:

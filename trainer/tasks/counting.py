@@ -1,0 +1,82 @@
+"""Counting / timing (BENCHMARKS.md §2.7; P3 §3 "Counting Memory", §4.3, App. G).
+
+A 0/1 sequence alternates an `off` run of random length (the ITI, numpy
+`randint(lo, hi)`, hi exclusive as in CNT) and an `on` run of fixed length
+(the ISI), starting with an ITI, cut at the sequence length.  Settings:
+short / medium / long = length 200 / 600 / 1000, ISI 10 / 30 / 50, ITI
+[20, 40) / [60, 120) / [100, 200).
+
+Target = the next input (autoregressive), so the last position has none (-1):
+a sequence cut inside an ISI therefore has no artificial 1 -> 0 "offset".
+Metrics (trainer/tasks/scoring.py): `offset_acc` = fraction of ISI ends
+predicted (the last `on` input predicts 0 next and the one before it 1),
+`offset_seq` = all of a sequence's offsets, `acc` = every next input
+(onsets are unpredictable, so it stays below 1).
+
+Phase-alignment tests for models trained on the short setting (P3 Fig. 3,
+Table 5; the exact gaps are not in the paper, chosen here):
+* `test_two_isi`: ITI, ISI, a long gap of 2..4 x the longest training ITI,
+  ISI, then 20 zeros;
+* `test_double_isi`: ITI, ISI, a short gap of 1..ISI/2 zeros, ISI, 20 zeros.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rasp.errors import RaspError
+from trainer.tasks.base import Example, SeqTask, Split
+from trainer.tasks.fan import register
+
+SETTINGS = {"short": (200, 10, (20, 40)), "medium": (600, 30, (60, 120)), "long": (1000, 50, (100, 200))}
+TAIL = 20
+
+
+def signal(rng: np.random.Generator, params: dict) -> list:
+    L, isi, (lo, hi) = int(params["length"]), int(params["isi"]), params["iti"]
+    if L < 2 or isi < 1 or not 1 <= lo < hi:
+        raise RaspError(f"counting: bad parameters length {L}, isi {isi}, iti [{lo}, {hi})")
+    test = params.get("test", "")
+    if test:
+        first = [0] * int(rng.integers(lo, hi)) + [1] * isi
+        gap = (int(rng.integers(2 * hi, 4 * hi)) if test == "two_isi" else int(rng.integers(1, max(isi // 2, 1) + 1)))
+        return first + [0] * gap + [1] * isi + [0] * TAIL
+    out = []
+    while len(out) < L:
+        out += [0] * int(rng.integers(lo, hi)) + [1] * isi
+    return out[:L]
+
+
+def example(x: list) -> Example:
+    return Example(input=[v + 1 for v in x], target=x[1:] + [-1], group=None)
+
+
+def generate(rng: np.random.Generator, params: dict, n: int) -> list:
+    """params: length, isi, iti = [lo, hi) and optionally test = two_isi | double_isi."""
+    return [example(signal(rng, params)) for _ in range(n)]
+
+
+def _p(setting, **extra):
+    L, isi, iti = SETTINGS[setting]
+    return {"length": L, "isi": isi, "iti": list(iti), "test": "", **extra}
+
+
+SPLITS = {"train": Split("train", _p("short"), 900, "short setting (900 / 100 sequences as the §4.2 probe)"),
+          "valid": Split("valid", _p("short"), 100, "short setting")}
+for _s in ("medium", "long"):
+    SPLITS[f"train_{_s}"] = Split(f"train_{_s}", _p(_s), 900, f"{_s} setting")
+    SPLITS[f"valid_{_s}"] = Split(f"valid_{_s}", _p(_s), 100, f"{_s} setting")
+SPLITS["test_long_iti"] = Split("test_long_iti", {**_p("short"), "length": 600, "iti": [60, 120]}, 100,
+                                "short ISI with the medium ITI (the §4.2 probe's longer-ITI test)")
+SPLITS["test_two_isi"] = Split("test_two_isi", _p("short", test="two_isi"), 100, "phase alignment (a)")
+SPLITS["test_double_isi"] = Split("test_double_isi", _p("short", test="double_isi"), 100, "phase alignment (b)")
+
+TASK = register(SeqTask(
+    name="counting", kind="per_position", vocab=("0", "1"), labels=("0", "1"), splits=SPLITS,
+    generate=generate, metrics=("offset_acc", "offset_seq", "acc"), family="counting",
+    description="counting memory (P3): predict the next 0/1 input; scored on the end of each ISI",
+    train_range=(200, 200),
+    paper_stats={"source": "BENCHMARKS.md §2.7 (P3 §4.3, Tables 4-5)",
+                 "settings": "length 200 / 600 / 1000, ISI 10 / 30 / 50, ITI U[20,40) / U[60,120) / U[100,200)",
+                 "solved": "offset predicted, in >= 3 of 5 seeds; hidden-8 RNN solves all three",
+                 "on fraction (expected)": "ISI / (ISI + mean ITI): short 10/39.5 = 0.25"},
+))
