@@ -128,4 +128,5 @@ for _kind, _desc in (("copying", "S symbols, T - 1 blanks, indicator: output the
                      ("denoising", "S symbols scattered in S + T slots, indicator: output them in order")):
     register(SeqTask(name=_kind, kind="per_position", vocab=VOCAB, labels=SYMBOLS, splits=splits(),
                      generate=generator(_kind), metrics=("acc", "seq_acc"), family="memory",
-                     description=f"{_kind} (P3): {_desc}", train_range=(30, 70), paper_stats=STATS))
+                     description=f"{_kind} (P3): {_desc}",
+                     train_range=(30 + (_kind == "denoising"), 70 + (_kind == "denoising")), paper_stats=STATS))
