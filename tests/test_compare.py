@@ -364,6 +364,41 @@ def test_every_suite_parses_and_every_published_number_is_cited(tmp_path):
     assert numbers > 300
 
 
+def test_suite_cells_name_splits_and_metrics_the_tasks_have():
+    """Every table cell of a run row reads a split and metric its trainer task
+    defines (for the tasks this trainer has), and evals ask for known splits."""
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+    from trainer.compare.suite import cell_attrs
+    checked = 0
+    for name in available_suites():
+        s = load_suite(name)
+        for preset in s.presets:
+            for t in s.tables:
+                for row in t.rows:
+                    if "model" not in row.attrs and "model" not in t.attrs:
+                        continue
+                    for col in t.columns:
+                        a = cell_attrs(t, col, row, preset)
+                        task = TASKS.get(s.task(a["task"]).task)
+                        if not isinstance(task, SeqTask):
+                            continue
+                        assert a.get("split") in task.splits, (name, preset, t.id, row.label, col.label, a.get("split"))
+                        assert a["metric"] in task.metrics, (name, t.id, a["metric"], task.metrics)
+                        checked += 1
+            for r in G.expand(s, preset, seeds=1):
+                task = TASKS.get(r.task)
+                for item in r.train.get("set", []):
+                    key, _, value = item.partition("=")
+                    if key in ("train_split", "valid_split") and isinstance(task, SeqTask):
+                        assert value in task.splits, (name, r.run_id, item)
+                for e in r.evals:
+                    for sp in str(e.options.get("splits", "")).split(","):
+                        if sp and isinstance(task, SeqTask):
+                            assert sp in task.splits, (name, r.run_id, sp)
+    assert checked > 500
+
+
 @pytest.mark.parametrize("suite_name,table,row,col,value", [
     ("listops", "table1", "GUT", "near-IID", 83.2),
     ("listops", "table1", "TLB", "900-1000", 25.0),
