@@ -238,6 +238,23 @@ def test_interrupted_child_is_not_a_failure(suite, tmp_path):
     assert rec["status"] == "interrupted" and not (tmp_path / r.run_id / "failed.json").exists()
 
 
+def test_stop_children_interrupts_a_running_run(suite, tmp_path):
+    import threading
+    import time
+    sleeper = runner.TrainerCommands((sys.executable, "-c", "import time; time.sleep(60)"))
+    r = G.expand(suite, "cpu")[0]
+    box = {}
+    t = threading.Thread(target=lambda: box.update(rec=runner.execute(r, tmp_path / r.run_id, sleeper)))
+    t.start()
+    for _ in range(100):
+        if runner.live_children():
+            break
+        time.sleep(0.05)
+    runner.stop_children()
+    t.join(20)
+    assert box["rec"]["status"] == "interrupted" and not (tmp_path / r.run_id / "failed.json").exists()
+
+
 def test_train_launcher_only_changes_training(suite, tmp_path):
     cmds = runner.TrainerCommands(train_launcher=("torchrun", "--nproc_per_node", "2", "-m", "trainer"))
     r = G.expand(suite, "cpu")[0]
@@ -322,6 +339,9 @@ def test_report_reads_fan_eval_files(tmp_path):
     cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
     assert cell["ours"]["text"] == "1.000" and cell["attrs"]["length"] == 10
     assert (out / "plots" / "fan_cpu_parity_test_iterations.png").exists()   # confidence only: chosen steps
+    md = (out / "report.md").read_text()
+    assert "### Parity: exact match" in md and "### Copy: exact match" not in md      # copy: nothing selected
+    assert "Tables with no run in this selection (in report.json): Copy: exact match by length;" in md
 
 
 # ---- the published tables of every suite -----------------------------------------------
@@ -342,6 +362,41 @@ def test_every_suite_parses_and_every_published_number_is_cited(tmp_path):
                     c = cell["citation"]
                     assert c["cite"] and c["table"] and c["row"] and c["column"], (name, t.id, row.label)
     assert numbers > 300
+
+
+def test_suite_cells_name_splits_and_metrics_the_tasks_have():
+    """Every table cell of a run row reads a split and metric its trainer task
+    defines (for the tasks this trainer has), and evals ask for known splits."""
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+    from trainer.compare.suite import cell_attrs
+    checked = 0
+    for name in available_suites():
+        s = load_suite(name)
+        for preset in s.presets:
+            for t in s.tables:
+                for row in t.rows:
+                    if "model" not in row.attrs and "model" not in t.attrs:
+                        continue
+                    for col in t.columns:
+                        a = cell_attrs(t, col, row, preset)
+                        task = TASKS.get(s.task(a["task"]).task)
+                        if not isinstance(task, SeqTask):
+                            continue
+                        assert a.get("split") in task.splits, (name, preset, t.id, row.label, col.label, a.get("split"))
+                        assert a["metric"] in task.metrics, (name, t.id, a["metric"], task.metrics)
+                        checked += 1
+            for r in G.expand(s, preset, seeds=1):
+                task = TASKS.get(r.task)
+                for item in r.train.get("set", []):
+                    key, _, value = item.partition("=")
+                    if key in ("train_split", "valid_split") and isinstance(task, SeqTask):
+                        assert value in task.splits, (name, r.run_id, item)
+                for e in r.evals:
+                    for sp in str(e.options.get("splits", "")).split(","):
+                        if sp and isinstance(task, SeqTask):
+                            assert sp in task.splits, (name, r.run_id, sp)
+    assert checked > 500
 
 
 @pytest.mark.parametrize("suite_name,table,row,col,value", [

@@ -85,6 +85,29 @@ def test_fap_batch_scores_from_eoq(labelers):
     assert b.steps.tolist() == [3, 5]
 
 
+def test_scored_padding_follows_fan_et_al_training_rows(labelers):
+    """--padding scored: every training row padded to the length of a row of the
+    curriculum's longest size, the padding scored with target `#`; ignored: the
+    padding is neither added nor scored."""
+    from trainer.train import train_padding
+    data = TaskData(TASKS["parity"], labelers["parity"])
+    hp = make_hparams("cpu", TASKS["parity"])
+    assert hp.padding == "scored" and hp.read_in_dims == 6
+    step = 250                                   # curriculum max n = 3
+    kw = train_padding(hp, data, step)
+    assert kw == {"pad_to": 3 + 3, "score_padding": True}        # n bits, `>`, `#`, `#`
+    inputs = data.sample_inputs(np.random.default_rng(0), [1, 3])
+    b = data.make_batch(inputs, [1, 3], **kw)
+    plain = data.make_batch(inputs, [1, 3])
+    hash_id = data.out_id[data.sym["#"]]
+    assert b.tokens.shape == (2, 6) and b.mask.tolist() == [[False] + [True] * 5, [False] * 3 + [True] * 3]
+    assert bool((b.targets[0, 2:] == hash_id).all())             # padding after row 0 scored as `#`
+    assert torch.equal(b.targets[1], plain.targets[1]) and torch.equal(b.mask[1], plain.mask[1])
+    assert torch.equal(b.targets[0, :4], plain.targets[0, :4])   # the row's own answer unchanged
+    assert train_padding(make_hparams("cpu", TASKS["parity"], padding="ignored"), data, step) == {}
+    assert make_hparams("cpu", TASKS["parity"], init="compiled").padding == "ignored"
+
+
 def test_pause_and_ntp_layouts(labelers):
     task, lab = TASKS["parity"], labelers["parity"]
     fap = TaskData(task, lab)
@@ -281,6 +304,9 @@ def test_gpt2_init_statistics_match_fan_et_al():
             assert lin.weight.std().item() == pytest.approx(0.01, rel=0.05) and not lin.bias.any()
         assert bool((blk.ln1.weight == 1).all()) and not blk.ln1.bias.any()
     assert isinstance(m.final_norm, torch.nn.Identity)
+    wide = gpt2_init_(LoopedTransformer(LoopedConfig(vocab_size=4, d_model=64, n_head=4, embed_bias=True)),
+                      "linear", read_in_dims=6)                  # Fan et al.'s one-hot width 6
+    assert wide.embed.weight.abs().max() <= 1 / math.sqrt(6) < 0.5
     emb = gpt2_init_(LoopedTransformer(LoopedConfig(vocab_size=52, d_model=256, n_head=8)), "embedding")
     assert emb.embed.weight.std().item() == pytest.approx(1.0, rel=0.05)   # nn.Embedding default (unique set)
 

@@ -109,7 +109,11 @@ def seq_eval_plot(res: dict, path: Path) -> str:
     solver iterations against length when it reports them."""
     metric = res["headline"]
     splits = res["splits"]
-    depth_like = [k for k in ("depth", "iterations") if any(k in e["stats"] for e in splits.values())]
+    def varies(k):          # a fixed-depth model's constant depth is not worth a panel
+        vals = {round(v, 6) for e in splits.values() if k in e["stats"]
+                for v in [e["stats"][k]["max"], *e["stats"][k]["by_length"].values()]}
+        return len(vals) > 1
+    depth_like = [k for k in ("depth", "iterations") if varies(k)]
     fig, axes = plt.subplots(1 + bool(depth_like), 1, figsize=(6.5, 4 + 2.5 * bool(depth_like)), sharex=True,
                              squeeze=False)
     ax = axes[0, 0]

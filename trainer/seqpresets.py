@@ -107,8 +107,9 @@ FAMILY = {
         "listops": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1,
                     "train_split": "train_cpu", "valid_split": "valid_cpu"},
         "logic": {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 500, "weight_decay": 0.1},
-        "copying": {"steps": 3000, "batch_size": 128, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 500},
-        "counting": {"steps": 1500, "batch_size": 32, "lr": 1e-2, "eval_every": 250},
+        "memory": {"steps": 3000, "batch_size": 128, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 500,
+                   "train_split": "train_cpu", "valid_split": "valid_cpu"},
+        "counting": {"steps": 3000, "batch_size": 32, "lr": 1e-2, "eval_every": 500},
     },
     "paper": {
         "flipflop": {"steps": 10_000, "batch_size": 16, "lr": 3e-4, "weight_decay": 0.1, "schedule": "linear",
@@ -121,7 +122,7 @@ FAMILY = {
         "logic": {"steps": 80_000, "batch_size": 256, "lr": 7e-4, "schedule": "constant", "warmup": 4000,
                   "betas": [0.9, 0.98], "weight_decay": 0.1, "dropout": 0.2, "eval_every": 2000,
                   "ckpt_every": 2000},
-        "copying": {"steps": 150_000, "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "grad_clip": 1.0,
+        "memory": {"steps": 150_000, "batch_size": 2048, "lr": 1e-3, "weight_decay": 0.0, "grad_clip": 1.0,
                     "eval_every": 2000, "ckpt_every": 2000},
         "counting": {"steps": 30_000, "batch_size": 32, "lr": 1e-3, "eval_every": 1000, "ckpt_every": 1000},
     },
@@ -129,10 +130,10 @@ FAMILY = {
 
 
 def task_family(task) -> str:
-    """The preset key of a task: its module (`SeqTask.family`), else its name
+    """The preset key of a task: its module (`SeqTask.family`: flipflop, words,
+    listops, logic, memory = copying and denoising, counting), else its name
     up to the first underscore (words_z60 -> words)."""
-    fam = task.family.rsplit(".", 1)[-1] if task.family else task.name.split("_")[0]
-    return "copying" if fam == "denoising" else fam
+    return task.family.rsplit(".", 1)[-1] if task.family else task.name.split("_")[0]
 
 
 def parse_set(items) -> dict:

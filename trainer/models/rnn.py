@@ -34,8 +34,8 @@ class RecurrentEncoder(nn.Module):
 # BENCHMARKS.md §4.2: the sizes shown to learn in minutes on one core
 CPU = {
     "lstm": {"flipflop": {"d_model": 64, "n_layer": 1, "batch_size": 32, "lr": 1e-3}},
-    "gru": {"words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3},
-            "copying": {"d_model": 128, "n_layer": 1, "batch_size": 128, "lr": 1e-3, "grad_clip": 1.0,
+    "gru": {"words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3, "steps": 2000},
+            "memory": {"d_model": 128, "n_layer": 1, "batch_size": 128, "lr": 1e-3, "grad_clip": 1.0,
                         "weight_decay": 0.0}},
     "rnn": {"counting": {"d_model": 8, "n_layer": 1, "batch_size": 32, "lr": 1e-2}},
 }
@@ -43,7 +43,7 @@ CPU = {
 # copying (embedding 10, Adam 1e-3, clip 1, batch 2048, hidden 216 / 112 / 128) and counting (hidden 8)
 PAPER = {
     cell: {"words": {"d_model": 768, "d_emb": 256, "batch_size": 256, "lr": 1e-4, "weight_decay": 0.01},
-           "copying": {"d_model": hidden, "d_emb": 10, "batch_size": 2048, "lr": 1e-3, "grad_clip": 1.0,
+           "memory": {"d_model": hidden, "d_emb": 10, "batch_size": 2048, "lr": 1e-3, "grad_clip": 1.0,
                        "weight_decay": 0.0, "steps": 150_000},
            "counting": {"d_model": 8, "n_layer": 1}}
     for cell, hidden in (("rnn", 216), ("lstm", 112), ("gru", 128))
