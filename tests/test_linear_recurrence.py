@@ -250,12 +250,16 @@ def test_presets_build(name):
         assert enc(tokens, tokens > 0).hidden.shape == (2, 6, cfg.d_model)
 
 
-def test_s4d_counting_sizes_match_p3_table_8():
+def test_counting_sizes_match_p3_table_8():
     """One S4D layer of width 8 / 64 with N = 64, its LayerNorm, a scalar
     input Linear(1, H) and read-out Linear(H, 1): P3's 1 225 and 16 961."""
     for H, expected in ((8, 1225), (64, 16961)):
         layer_and_norm = sum(p.numel() for p in lr.S4DLayer(H, 64).parameters()) + 2 * H
         assert layer_and_norm + 2 * H + H + 1 == expected
+    # Mamba, d_state 64: mixer + LayerNorm + Linear(1, H) + Linear(H, 1): 3 641 / 51 393
+    for H, expected in ((8, 3641), (64, 51393)):
+        mixer = sum(p.numel() for p in lr.MambaMixer(H, d_state=64).parameters())
+        assert mixer + 2 * H + 2 * H + H + 1 == expected
 
 
 def test_bad_options_are_reported():

@@ -435,8 +435,9 @@ ENCODER_SPECS = [
         "mamba", build_mamba, "linear_recurrence",
         "Mamba-1 selective SSM (plain PyTorch scan; ZOH A, Euler B), pre-norm residual",
         defaults=MAMBA_DEFAULTS,
-        # counting: d_state 64 reproduces P3 Table 8's 51 393 parameters at
-        # hidden 64 (1 layer, scalar input and read-out) exactly
+        # counting: d_state 64 matches P3 Table 8 (hidden 64: 51 393 = our
+        # mixer's 51 072 + a scalar Linear(1, 64) in, Linear(64, 1) out and
+        # one LayerNorm; hidden 8: 3 641 = 3 600 + 16 + 9 + 16)
         presets={"paper": {"words": {"d_model": 512, "n_layer": 2},
                            "copying": {"d_model": 256, "n_layer": 2},
                            "counting": {"d_model": 64, "n_layer": 1, "d_state": 64}},
