@@ -73,6 +73,16 @@ def resolve_task(name: str) -> str:
     return LOCAL_TASK
 
 
+def splits_at_lengths(task, lengths) -> list:
+    """The first non-training split of a single length for each of `lengths`."""
+    chosen = {}
+    for name, split in task.splits.items():
+        lo, hi = split.params.get("min_len"), split.params.get("max_len")
+        if name != task.splits["train"].name and lo == hi and lo in lengths and lo not in chosen:
+            chosen[lo] = name
+    return [chosen[L] for L in sorted(chosen)]
+
+
 def worker(args) -> None:
     """Train and evaluate one model in this process; print one JSON line."""
     import torch
@@ -95,13 +105,22 @@ def worker(args) -> None:
     elif args.resume and (out / "summary.json").exists():
         before = json.loads((out / "summary.json").read_text()).get("seconds", 0.0)
     t0 = time.perf_counter()
-    summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
-                                     max_wall=args.max_wall, resume=args.resume))
+    if args.eval_only:
+        summary = json.loads((out / "summary.json").read_text())
+        before = 0.0
+    else:
+        summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
+                                         max_wall=args.max_wall, resume=args.resume and out.exists()))
     train_s = time.perf_counter() - t0
-    tests = [s for s in task.splits if s.startswith("test")] or [s for s in task.splits if s != "train"]
+    tests = splits_at_lengths(task, [int(x) for x in args.lengths.split(",")])
     res = evaluate_seq_run(out, splits=tests, n=args.n, plots=False, progress=False)
-    train_s = before + summary.get("seconds", train_s)
-    spent.write_text(json.dumps({"seconds": train_s}))
+    if args.worker.startswith("implicit"):
+        # the token-by-token order over caches (MODELS.md §1.7.2), on fewer sequences
+        evaluate_seq_run(out, splits=tests, n=max(1, args.n // 4), sets={"eval_mode": "sequential"}, plots=False,
+                         progress=False, out_json=out / "eval_sequential.json")
+    if not args.eval_only:
+        train_s = before + summary.get("seconds", train_s)
+        spent.write_text(json.dumps({"seconds": train_s}))
     print(json.dumps({"model": args.worker, "task": task_name, "train_s": train_s,
                       "steps": summary["step"], "n_params": summary["n_params"], "eval": res["json"]}))
 
@@ -114,13 +133,15 @@ def launch(args, models):
         while pending and len(running) < args.parallel:
             m = pending.pop(0)
             cmd = ["nice", "-n", "10", sys.executable, __file__, "--worker", m, "--task", args.task,
-                   "--out", args.out, "--n", str(args.n), "--seed", str(args.seed)]
+                   "--out", args.out, "--n", str(args.n), "--seed", str(args.seed), "--lengths", args.lengths]
             if args.steps:
                 cmd += ["--steps", str(args.steps)]
             if args.max_wall:
                 cmd += ["--max-wall", str(args.max_wall)]
             if args.resume:
                 cmd += ["--resume"]
+            if args.eval_only:
+                cmd += ["--eval-only"]
             running.append((m, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)))
         time.sleep(2)
         for m, p in list(running):
@@ -135,19 +156,38 @@ def launch(args, models):
     return results
 
 
+def collect(out: Path, model: str):
+    """A finished model's entry from its run directory (None when it has no eval.json)."""
+    run = out / model
+    if not (run / "eval.json").exists():
+        return None
+    summary = json.loads((run / "summary.json").read_text())
+    spent = run / "bench_seconds.json"
+    seconds = json.loads(spent.read_text())["seconds"] if spent.exists() else summary["seconds"]
+    return {"model": model, "task": summary["task"], "train_s": seconds, "steps": summary["step"],
+            "n_params": summary["n_params"], "eval": str(run / "eval.json")}
+
+
 def table(results, load: str) -> str:
     rows = []
+    evals = []
     for r in results:
-        ev = json.loads(Path(r["eval"]).read_text())
+        evals.append((r, r["model"], json.loads(Path(r["eval"]).read_text())))
+        seq = Path(r["eval"]).with_name("eval_sequential.json")
+        if seq.exists():
+            evals.append((r, r["model"] + " (sequential)", json.loads(seq.read_text())))
+    for r, label, ev in evals:
         for split, e in ev["splits"].items():
+            if split == "train":
+                continue
             for L, by in e["by_length"].items():
                 st = e.get("stats", {})
                 it = st.get("iterations")
                 res = st.get("residual")
-                rows.append((r["model"], int(L), by.get("seq_acc"), by.get("token_acc"), by["n"],
+                rows.append((label, int(L), by.get("seq_acc"), by.get("token_acc"), by["n"],
                              f"{it['by_length'][L]:.1f} / {it['max']:.0f}" if it else "—",
                              f"{res['by_length'][L]:.3f}" if res else "—", r["steps"], r["train_s"]))
-    rows.sort(key=lambda x: (MODELS.index(x[0]) if x[0] in MODELS else 9, x[1]))
+    rows.sort(key=lambda x: (MODELS.index(x[0].split()[0]), x[0], x[1]))
     lines = ["| model | L | seq acc | token acc | n | iterations mean / split max | residual | steps | train s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for m, L, sa, ta, n, it, res, steps, s in rows:
@@ -155,9 +195,12 @@ def table(results, load: str) -> str:
     task = results[0]["task"] if results else "?"
     head = [f"# Implicit vs explicit Mamba2 / Llama on Z60 (`python bench/implicit.py`)", "",
             f"Task `{task}`" + (" (bench/implicit.py's own Z60 data: prefix sums mod 60, training lengths "
-                                "2..8; the `words_z60` task was not registered)" if task == LOCAL_TASK else "")
+                                "2..8 mixed, valid at 8 — the definition of `words_z60`, which was not yet "
+                                "registered when these runs started)" if task == LOCAL_TASK else "")
             + "; cpu preset (BENCHMARKS.md §4.2: 1 layer, d 64; implicit: 150 unrolled 4x warm-up steps, "
-            "then <= 16 undamped iterations + 4 phantom steps, test cap 64, tolerance 0.05); one seed; "
+            "then <= 16 undamped iterations + 4 phantom steps, test cap 64, tolerance 0.05; "
+            "\"(sequential)\": the token-by-token order, damped τ 0.8, on a quarter of the sequences, residual = "
+            "a sample's largest over its tokens); one seed; "
             f"each model in its own one-thread `nice` process; machine load during the runs: {load}.", ""]
     return "\n".join(head + lines) + "\n"
 
@@ -169,11 +212,14 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=None, help="override the per-model step counts")
     ap.add_argument("--max-wall", type=float, default=None, help="seconds of training per model at most")
     ap.add_argument("--n", type=int, default=500, help="test sequences per split")
+    ap.add_argument("--lengths", default="8,16,32", help="test lengths (one split each)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true", help="continue runs that --max-wall cut short")
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench_implicit"))
     ap.add_argument("--md", default=str(ROOT / "bench" / "implicit.md"))
+    ap.add_argument("--eval-only", action="store_true", help="evaluate the existing runs again, no training")
+    ap.add_argument("--report", action="store_true", help="only rewrite the table from the runs in --out")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -182,9 +228,11 @@ def main(argv=None):
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         ap.error(f"unknown model {unknown[0]!r} (choose from {', '.join(MODELS)})")
-    results = launch(args, models)
+    if not args.report:
+        launch(args, models)
+    results = [r for r in (collect(Path(args.out), m) for m in models) if r]
     load = os.getloadavg()
-    md = table(results, f"load average {load[0]:.1f} at the end")
+    md = table(results, f"load average {load[0]:.1f} when the table was written")
     Path(args.md).write_text(md)
     print(md)
 

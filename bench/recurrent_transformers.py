@@ -104,6 +104,14 @@ def one_run(task: str, model: str, args, out_root: Path) -> dict:
             "summary": json.loads(summary.read_text())}
 
 
+def finished_run(task: str, model: str, out_root: Path):
+    out = out_root / task / model
+    if not ((out / "summary.json").exists() and (out / "eval.json").exists()):
+        return None
+    return {"task": task, "model": model, "eval": json.loads((out / "eval.json").read_text()), "train_s": None,
+            "summary": json.loads((out / "summary.json").read_text())}
+
+
 def cells(task: str, r: dict) -> dict:
     """column -> (accuracy %, mean depth)."""
     metric, out = PLAN[task]["metric"], {}
@@ -184,6 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", default=str(ROOT / "bench" / "runs" / "recurrent_transformers"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "recurrent_transformers.md"))
+    ap.add_argument("--report-only", action="store_true", help="tabulate the finished, evaluated runs; run nothing")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from trainer.tasks import TASKS
@@ -194,8 +203,11 @@ def main(argv=None) -> int:
     jobs = sorted(((t, m) for t in tasks if t not in missing for m in args.models.split(",") if m),
                   key=lambda tm: -COST.get(tm[1], 1))
     started, load0 = time.time(), os.getloadavg()[0]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda tm: one_run(*tm, args, Path(args.runs)), jobs))
+    if args.report_only:
+        results = [r for r in map(lambda tm: finished_run(*tm, Path(args.runs)), jobs) if r]
+    else:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(lambda tm: one_run(*tm, args, Path(args.runs)), jobs))
     order = {(t, m): i for i, (t, m) in enumerate((t, m) for t in tasks for m in args.models.split(","))}
     results.sort(key=lambda r: order.get((r["task"], r["model"]), 0))
     text = report(results, args, started, (load0, os.getloadavg()[0]))

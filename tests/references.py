@@ -226,6 +226,65 @@ def word_z60(tokens):
     return out
 
 
+def _permutations(n, even_only):
+    import itertools
+    perms = list(itertools.permutations(range(n)))           # lexicographic, identity first
+    if even_only:
+        perms = [p for p in perms if sum(p[i] > p[j] for i in range(n) for j in range(i + 1, n)) % 2 == 0]
+    return perms
+
+
+def _perm_prefix(perms, tokens):
+    """WP convention (programs/words_*.rasp): (a . b)(i) = a(b(i)), acc <- acc . x."""
+    out, acc = [], None
+    for t in tokens:
+        p = perms[t]
+        acc = p if acc is None else tuple(acc[p[i]] for i in range(len(p)))
+        out.append(perms.index(acc))
+    return out
+
+
+def words_z60(tokens):
+    return word_z60(tokens)
+
+
+def words_a5(tokens):
+    return _perm_prefix(_permutations(5, True), tokens)
+
+
+def words_s5(tokens):
+    return _perm_prefix(_permutations(5, False), tokens)
+
+
+def words_a4z5(tokens):
+    """id 5 i + j: A4 part by composition, Z5 part by addition."""
+    a4 = _perm_prefix(_permutations(4, True), [t // 5 for t in tokens])
+    z5 = [sum(t % 5 for t in tokens[:k + 1]) % 5 for k in range(len(tokens))]
+    return [5 * i + j for i, j in zip(a4, z5)]
+
+
+APERIODIC = [[0, 1, 2, 3], [1, 3, 3, 3], [2, 1, 2, 3], [3, 3, 3, 3]]   # E A B X (BENCHMARKS.md §2.5.3)
+
+
+def words_mixed(tokens):
+    """id 60 m + g: M^a by its Cayley table, A5 by composition."""
+    g = words_a5([t % 60 for t in tokens])
+    out, m = [], 0
+    for k, t in enumerate(tokens):
+        m = APERIODIC[m][t // 60]
+        out.append(60 * m + g[k])
+    return out
+
+
+def copying(tokens):
+    """The tokens before the indicator ':' at the slots after it (programs/copying.rasp)."""
+    at = tokens.index(":")
+    out = ["_"] * len(tokens)
+    for j in range(len(tokens) - at - 1):
+        out[at + 1 + j] = tokens[j] if j < at else "_"
+    return out
+
+
 def max_running(tokens):
     out = []
     best = None
@@ -365,6 +424,28 @@ def sample_word_s3(rng, n):
     return [rng.randint(0, 5) for _ in range(n)]
 
 
+def sample_words_z60(rng, n):
+    return [rng.randint(0, 59) for _ in range(n)]
+
+
+sample_words_a5 = sample_words_a4z5 = sample_words_z60
+
+
+def sample_words_s5(rng, n):
+    return [rng.randint(0, 119) for _ in range(n)]
+
+
+def sample_words_mixed(rng, n):
+    return [rng.randint(0, 239) for _ in range(n)]
+
+
+def sample_copying(rng, n):
+    """S symbols, T - 1 blanks, ':', S output slots (length T + 2S = n when n >= 3)."""
+    S = max(1, n // 3)
+    T = max(1, n - 2 * S)
+    return [rng.randint(0, 7) for _ in range(S)] + ["_"] * (T - 1) + [":"] + ["_"] * S
+
+
 def sample_max_running(rng, n):
     return [rng.randint(-9, 9) for _ in range(n)]
 
@@ -390,6 +471,8 @@ REFERENCES = {
     "count": count, "induction": induction, "reverse": reverse,
     "max_running": max_running, "sort": sort, "induction_copy": induction_copy,
     "flip_flop": flip_flop, "word_z60": word_z60, "word_s3": word_s3,
+    "words_z60": words_z60, "words_a4z5": words_a4z5, "words_a5": words_a5, "words_s5": words_s5,
+    "words_mixed": words_mixed, "copying": copying,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}

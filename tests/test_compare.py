@@ -238,6 +238,23 @@ def test_interrupted_child_is_not_a_failure(suite, tmp_path):
     assert rec["status"] == "interrupted" and not (tmp_path / r.run_id / "failed.json").exists()
 
 
+def test_stop_children_interrupts_a_running_run(suite, tmp_path):
+    import threading
+    import time
+    sleeper = runner.TrainerCommands((sys.executable, "-c", "import time; time.sleep(60)"))
+    r = G.expand(suite, "cpu")[0]
+    box = {}
+    t = threading.Thread(target=lambda: box.update(rec=runner.execute(r, tmp_path / r.run_id, sleeper)))
+    t.start()
+    for _ in range(100):
+        if runner.live_children():
+            break
+        time.sleep(0.05)
+    runner.stop_children()
+    t.join(20)
+    assert box["rec"]["status"] == "interrupted" and not (tmp_path / r.run_id / "failed.json").exists()
+
+
 def test_train_launcher_only_changes_training(suite, tmp_path):
     cmds = runner.TrainerCommands(train_launcher=("torchrun", "--nproc_per_node", "2", "-m", "trainer"))
     r = G.expand(suite, "cpu")[0]
@@ -322,6 +339,9 @@ def test_report_reads_fan_eval_files(tmp_path):
     cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
     assert cell["ours"]["text"] == "1.000" and cell["attrs"]["length"] == 10
     assert (out / "plots" / "fan_cpu_parity_test_iterations.png").exists()   # confidence only: chosen steps
+    md = (out / "report.md").read_text()
+    assert "### Parity: exact match" in md and "### Copy: exact match" not in md      # copy: nothing selected
+    assert "Tables with no run in this selection (in report.json): Copy: exact match by length;" in md
 
 
 # ---- the published tables of every suite -----------------------------------------------

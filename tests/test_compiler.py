@@ -21,6 +21,10 @@ from rasp.errors import RaspError
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = sorted((ROOT / "programs").glob("*.rasp"))
+# The generated group-word programs (60..240-element tables) take minutes here; CI keeps
+# word_s3 and the 60 x 60 table of tests/test_lookup_table.py, and its slow
+# test_group_word_programs_exact_to_4x_slow checks every words_*.rasp to 4x.
+COMPILED = [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("words_") else p for p in PROGRAMS]
 sys.path.insert(0, str(Path(__file__).parent))
 import references as R  # noqa: E402
 
@@ -336,7 +340,7 @@ def task_inputs(prog, path, rng, length):
     return out
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", COMPILED, ids=lambda p: p.stem)
 def test_program_every_length_up_to_n(path):
     prog, cm = compiled(path)
     rng = random.Random(hash(path.stem) % 1000)
@@ -344,7 +348,7 @@ def test_program_every_length_up_to_n(path):
     assert_same(prog, cm, batch)
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", COMPILED, ids=lambda p: p.stem)
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**31), long=st.booleans())
 def test_program_property(path, seed, long):

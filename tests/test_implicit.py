@@ -145,6 +145,22 @@ def test_every_parameter_gets_a_gradient(name, backward, already_fixed):
             assert p.grad.abs().sum() > 0, n
 
 
+def test_ift_gradient_equals_the_limit_of_phantom_gradients():
+    """On a contraction, k undamped phantom steps from z* converge to the IFT
+    gradient as k grows (both differentiate the same fixed point)."""
+    torch.manual_seed(6)
+    x, _ = prefix_sums(3, 5, 5, 5)
+    mask = torch.ones_like(x, dtype=torch.bool)
+    grads = {}
+    for mode, extra in (("ift", dict(ift=True, b_max_iter=200, b_tol=1e-9)), ("phantom", dict(grad=80, tau=1.0))):
+        torch.manual_seed(7)
+        model = make_contractive(build("implicit_mamba2", f_max_iter=200, f_tol=1e-9, **extra)).train()
+        model(x, mask).hidden.pow(2).mean().backward()
+        grads[mode] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    rel = (grads["ift"] - grads["phantom"]).norm() / grads["ift"].norm()
+    assert rel < 1e-3, rel
+
+
 # ---- curriculum ----------------------------------------------------------------
 
 def test_curriculum_phases_and_caps():

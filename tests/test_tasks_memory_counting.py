@@ -25,6 +25,7 @@ def test_layout_and_mask(kind):
         # scored exactly at the S output slots, with the symbols in order
         assert [t for t, v in enumerate(ex.target) if v >= 0] == list(range(at + 1, len(x)))
         assert [M.SYMBOLS[v] for v in ex.target if v >= 0] == data
+        assert ex.target == M.reference_targets(ex.input)      # program labels (copying) == reference
 
 
 def test_mixtures_and_sweeps():

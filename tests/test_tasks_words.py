@@ -155,6 +155,7 @@ def test_released_wp_files_match_our_tables(stem, group):
     assert len({tuple(e.input) for e in exs}) == 3600                   # all pairs
     x = np.array([e.input for e in exs]) - 1
     assert (groups.get(group).prefix_products(x) == np.array([e.target for e in exs])).all()
+    assert words.prefix_targets(group, x) == [e.target for e in exs]          # and the program's labels
 
 
 def test_wp_csv_round_trip_and_errors(tmp_path):
@@ -175,3 +176,12 @@ def test_word_programs_source_has_the_table():
     rows = src.split("const PRODUCT = [\n")[1].split("\n]")[0].split(",\n")
     assert len(rows) == 60 and [int(v) for v in rows[7].strip(" []").split(", ")] == \
         groups.get("a5").table[7].tolist()
+
+
+def test_programs_are_up_to_date_and_label_like_the_tables():
+    from trainer.tasks import word_programs
+    assert word_programs.main(["--check"]) == 0
+    rng = np.random.default_rng(8)
+    for name in groups.NAMES:
+        x = rng.integers(0, groups.get(name).order, size=(20, 17))
+        assert words.prefix_targets(name, x) == groups.get(name).prefix_products(x).tolist()

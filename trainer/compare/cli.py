@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -91,6 +92,10 @@ def _check_available(runs: list, suite) -> None:
                     f"{', '.join(what)}; choose the others with --models/--tasks (--dry-run lists the runs)")
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run(args) -> int:
     if args.report:
         if args.suite:
@@ -123,14 +128,22 @@ def run(args) -> int:
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
     t0 = time.time()
-    if args.executor == "slurm":
-        records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands,
-                                   wait=not args.no_wait, progress=say)
-        if args.no_wait:
-            print(f"submitted {len(records)} jobs; `rasp compare --report {out}` once they are done")
-            return 0
-    else:
-        records = runner.run_local(runs, out, args.jobs, commands, progress=say)
+    # `kill PID` stops the children and leaves their runs resumable, as Ctrl-C does
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if args.executor == "slurm":
+            records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands,
+                                       wait=not args.no_wait, progress=say)
+            if args.no_wait:
+                print(f"submitted {len(records)} jobs; `rasp compare --report {out}` once they are done")
+                return 0
+        else:
+            records = runner.run_local(runs, out, args.jobs, commands, progress=say)
+    except KeyboardInterrupt:
+        doc = R.write_report(out, plots=not args.no_plots)
+        say(f"interrupted after {time.time() - t0:.0f} s; the report so far is in {out / 'report.md'} "
+            f"({R.summary_line(doc)}); run the same command again to resume")
+        raise
     failed = [r for r in records if r.get("status") == "failed"]
     doc = R.write_report(out, plots=not args.no_plots)
     print(f"{len(records)} runs worked on in {time.time() - t0:.0f} s, {len(failed)} failed; "

@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 DEPTH_STATS = ("depth", "iterations")
 
@@ -58,6 +59,7 @@ def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train
         ys = [sum(pts[x]) / len(pts[x]) for x in xs]
         ax.plot(xs, ys, marker="o", ms=3, label=labels[key])
     ax.set_xlabel("length")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
     ax.set_ylabel(ylabel)
     if unit_range:
         ax.set_ylim(-0.03, 1.03)

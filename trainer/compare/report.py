@@ -149,7 +149,8 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
             cells.append(cell)
         rows.append({"label": row.label, "paper_row": row.paper_row, "ours_run": runs_row, "cells": cells})
     src = suite.sources[table.source]
-    return {"id": table.id, "title": table.title, "paper_table": table.paper_table, "source": src.key,
+    selected = any(c["ours"]["status"] not in ("not run", "paper only") for r in rows for c in r["cells"])
+    return {"id": table.id, "selected": selected, "title": table.title, "paper_table": table.paper_table, "source": src.key,
             "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "criterion": table.criterion,
             "criterion_rule": table.criterion_rule, "note": table.note,
             "columns": [{"label": c.label, "paper_column": c.paper_column} for c in table.columns], "rows": rows}
@@ -215,7 +216,11 @@ def render_markdown(doc: dict) -> str:
         if s.get("note"):
             lines += [s["note"], ""]
         for t in s["tables"]:
-            lines += _md_table(t)
+            if t["selected"]:
+                lines += _md_table(t)
+        left = [t["title"] for t in s["tables"] if not t["selected"]]
+        if left:
+            lines += [f"Tables with no run in this selection (in report.json): {'; '.join(left)}.", ""]
         failed = [x for x in s["run_status"] if x["status"] == "failed"]
         if failed:
             lines += ["Failed runs:", ""]

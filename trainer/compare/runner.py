@@ -163,11 +163,17 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
             fh.write(f"$ {' '.join(cmd)}\n".encode())
             fh.flush()
             try:
-                rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(threads_one),
-                                    cwd=os.getcwd()).returncode
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(threads_one),
+                                        cwd=os.getcwd())
             except OSError as e:
                 fh.write(f"cannot start: {e}\n".encode())
                 rc = 127
+            else:
+                _LIVE.add(proc)
+                try:
+                    rc = proc.wait()
+                finally:
+                    _LIVE.discard(proc)
         record["steps"].append({"step": name, "command": cmd, "exit_code": rc, "seconds": round(time.time() - t, 2)})
         if rc in INTERRUPTED:               # Ctrl-C / termination: resumable, not a failure
             record.update(status="interrupted", exit_code=rc, seconds=round(time.time() - t0, 2))
@@ -187,6 +193,23 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
     else:
         _write_json(run_dir / "compare_run.json", record)
     return record
+
+
+_LIVE: set = set()          # trainer processes running now (stopped together on Ctrl-C / SIGTERM)
+
+
+def live_children() -> int:
+    return len(_LIVE)
+
+
+def stop_children():
+    """SIGTERM every trainer process this runner started and is waiting
+    on; their runs are recorded as interrupted and resume next time."""
+    for proc in list(_LIVE):
+        try:
+            proc.terminate()
+        except OSError:
+            pass
 
 
 def _write_json(path: Path, obj):
@@ -228,9 +251,11 @@ def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
             records.append(rec)
             extra = f": exit {rec['exit_code']} in {rec['failed_step']}" if rec["status"] == "failed" else ""
             say(f"[{i}/{len(todo)}] {rec['status']} {rec['run_id']} ({rec['seconds']:.0f} s){extra}")
+    except KeyboardInterrupt:
+        stop_children()                 # a terminal's Ctrl-C reached them already; a SIGTERM did not
+        raise
     finally:
-        # on Ctrl-C the running children got the signal too; queued runs must not start
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)       # queued runs must not start
     return records
 
 

@@ -44,7 +44,7 @@ from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.models.fixed_point import (add_weight_norm, ift_gradient, phantom_gradient,
                                         reset_variational_dropout, reset_weight_norm, solve, unroll)
 from trainer.models.llama import LLAMA_CPU, LLAMA_DEFAULTS, LLAMA_PAPER, ImplicitLlamaCore
-from trainer.models.mamba2 import MAMBA2_CPU, MAMBA2_DEFAULTS, MAMBA2_PAPER, ImplicitMamba2Core
+from trainer.models.mamba2 import MAMBA2_CPU, MAMBA2_DEFAULTS, MAMBA2_PAPER, ImplicitMamba2Core, causal_presets
 
 # MODELS.md §1.7.4–1.7.5: MSI's state-tracking config (4005 warm-up steps with
 # 4 iterations, DEQ f_max_iter 32, f_tol 0.05, phantom 4, τ 0.8, test cap 2048).
@@ -192,8 +192,7 @@ DEQ_PAPER = dict(warmup_steps=4005, warmup_iter=4, f_max_iter=32, grad=4, tau=0.
 
 def implicit_presets(cpu: dict, paper: dict) -> dict:
     """presets[preset][task family] for an implicit model."""
-    cpu, paper = with_deq(cpu, DEQ_CPU), with_deq(paper, DEQ_PAPER)
-    return {"cpu": {"words": cpu, "counting": cpu}, "paper": {"words": paper, "counting": paper}}
+    return causal_presets(with_deq(cpu, DEQ_CPU), with_deq(paper, DEQ_PAPER))
 
 
 def build_implicit_mamba2(cfg):

@@ -15,7 +15,12 @@ position.
            `selective_scan_ref`]: ZOH for A (exp(ΔA)), Euler for B (ΔB) —
            MODELS.md §5 #13 (P3 Eq. 11 writes a bilinear form; we follow the
            Mamba code).  Pre-norm residual blocks and a final norm (MixerModel).
-    nru    P3 Eq. 5: one write/erase head, ReLU, memory vector of `memory_size`.
+           Sequential scan; a chunked parallel form gives the same outputs
+           (tested) and is the one to use on an accelerator.
+    nru    P3 Eq. 5: one write/erase head, ReLU, memory vector of `memory_size`;
+           write/erase vectors L5-normalised as in the NRU code, memory-read
+           weights initialised at zero (without both the state overflows on
+           200-token counting signals; see NRULayer).
     ids4   per-layer input-dependent N×N transition, cumulative matrix product
            (P3 §4.1: "significant numerical issues … incapable of modeling
            sequences longer than 20 tokens" — the product of L random-ish

@@ -21,7 +21,7 @@ from rasp.errors import RaspError
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.models.blocks import Rotary
 from trainer.models.fixed_point import InjectedCore, VariationalDropout
-from trainer.models.mamba2 import extra_with_defaults, init_out_proj
+from trainer.models.mamba2 import causal_presets, extra_with_defaults, init_out_proj
 
 
 class LlamaAttention(nn.Module):
@@ -140,8 +140,7 @@ register_encoder(EncoderSpec(
     name="llama", build=LlamaEncoder, family="llama",
     description="explicit Llama-3 blocks: RMSNorm, RoPE θ=500000, SwiGLU (MODELS.md §1.8)",
     defaults=LLAMA_DEFAULTS,
-    presets={"cpu": {"words": LLAMA_CPU, "counting": LLAMA_CPU},
-             "paper": {"words": LLAMA_PAPER, "counting": LLAMA_PAPER}}))
+    presets=causal_presets(LLAMA_CPU, LLAMA_PAPER)))
 
 
 class ImplicitLlamaCore(InjectedCore):

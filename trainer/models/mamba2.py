@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rasp.errors import RaspError
-from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
+from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder, tag_optim
 from trainer.models.fixed_point import InjectedCore, VariationalDropout
 
 
@@ -119,9 +119,11 @@ class Mamba2Mixer(nn.Module):
                                 padding=d_conv - 1, bias=True)
         dt = torch.exp(torch.rand(self.nheads) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
         dt = dt.clamp(min=dt_init_floor)
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))      # softplus^-1(dt)
-        self.A_log = nn.Parameter(torch.log(torch.empty(self.nheads).uniform_(*A_init_range)))
-        self.D = nn.Parameter(torch.ones(self.nheads))
+        # dt_bias, A_log and D are never weight-decayed (mamba_ssm's `_no_weight_decay`)
+        self.dt_bias = tag_optim(nn.Parameter(dt + torch.log(-torch.expm1(-dt))), weight_decay=0.0)  # softplus^-1
+        self.A_log = tag_optim(nn.Parameter(torch.log(torch.empty(self.nheads).uniform_(*A_init_range))),
+                               weight_decay=0.0)
+        self.D = tag_optim(nn.Parameter(torch.ones(self.nheads)), weight_decay=0.0)
         self.norm = nn.RMSNorm(self.d_inner, eps=1e-5)
         self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
 
@@ -196,6 +198,16 @@ class Mamba2Block(nn.Module):
         return z + self.dropout(out), cache
 
 
+# The causal per-position task families these models are compared on; the
+# same sizes serve each (the word-problem sizes of BENCHMARKS.md §4.2).
+CAUSAL_FAMILIES = ("words", "counting", "flipflop", "copying")
+
+
+def causal_presets(cpu: dict, paper: dict) -> dict:
+    """presets[preset][task family] with one size per preset for every causal family."""
+    return {"cpu": {fam: cpu for fam in CAUSAL_FAMILIES}, "paper": {fam: paper for fam in CAUSAL_FAMILIES}}
+
+
 def extra_with_defaults(cfg, defaults: dict) -> dict:
     """cfg.extra over the model's defaults (a config built by hand may omit keys)."""
     return {**defaults, **cfg.extra}
@@ -241,8 +253,7 @@ register_encoder(EncoderSpec(
     name="mamba2", build=Mamba2Encoder, family="mamba2",
     description="explicit Mamba2 (plain-PyTorch SSD), N pre-norm layers (MODELS.md §1.7.1)",
     defaults=MAMBA2_DEFAULTS,
-    presets={"cpu": {"words": MAMBA2_CPU, "counting": MAMBA2_CPU},
-             "paper": {"words": MAMBA2_PAPER, "counting": MAMBA2_PAPER}}))
+    presets=causal_presets(MAMBA2_CPU, MAMBA2_PAPER)))
 
 
 class ImplicitMamba2Core(InjectedCore):

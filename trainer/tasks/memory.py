@@ -15,20 +15,22 @@ S in {2..10 step 2} (`train_s`).  Extrapolation sweeps: (a) T up to 500 with
 S = 10 (`test_T100` … `test_T500`); (b) S up to 100 with T = 50 (`test_S20` …
 `test_S100`).  Test sizes are not in P3 (1 000 here).
 
-Labels come from the plain-Python reference below, not from a program: a
-copying program in programs/ would have to join the programs' reference and
-compile suites (tests/test_programs.py requires every program there to have a
-reference sampler, tests/test_compiler.py compiles each at 4x its length), which
-was not done in the session that wrote this module.
+Copying labels come from `programs/copying.rasp` through `ProgramLabeler`
+(`reference_targets` below is the independent check).  Denoising has no
+program yet (output slot j needs the j-th non-blank symbol, a rank-based
+gather not written so far); its labels are the plain-Python
+`reference_targets`.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
 from rasp.errors import RaspError
 from trainer.tasks.base import Example, SeqTask, Split
 from trainer.tasks.common import pick
-from trainer.tasks.fan import register
+from trainer.tasks.fan import PROGRAMS, register
 
 SYMBOLS = tuple(str(i) for i in range(8))
 BLANK, INDICATOR = "_", ":"
@@ -58,6 +60,25 @@ def reference_targets(ids: list) -> list:
     return out
 
 
+@lru_cache(maxsize=1)
+def copying_labeler():
+    from trainer.labels import ProgramLabeler
+    return ProgramLabeler(PROGRAMS / "copying.rasp")
+
+
+def program_targets(batch: list) -> list:
+    """programs/copying.rasp's outputs at the S output slots, -1 elsewhere."""
+    lab = copying_labeler()
+    code = {B_ID: lab.symbols[BLANK], I_ID: lab.symbols[INDICATOR]}
+    outputs, _ = lab([[code.get(i, i - 1) for i in ids] for ids in batch])
+    out = []
+    for ids, o in zip(batch, outputs):
+        at = ids.index(I_ID)
+        S = len(ids) - at - 1
+        out.append([-1] * (at + 1) + [int(v) for v in o[at + 1:at + 1 + S]])
+    return out
+
+
 def generator(kind: str):
     def generate(rng: np.random.Generator, params: dict, n: int) -> list:
         out = []
@@ -68,7 +89,11 @@ def generator(kind: str):
             data = [int(v) for v in rng.integers(0, len(SYMBOLS), size=S)]
             positions = sorted(rng.choice(S + T, size=S, replace=False).tolist()) if kind == "denoising" else None
             ids = layout(kind, data, T, positions)
-            out.append(Example(input=ids, target=reference_targets(ids), group=S))
+            out.append(Example(input=ids, target=None, group=S))
+        targets = (program_targets([e.input for e in out]) if kind == "copying"
+                   else [reference_targets(e.input) for e in out])
+        for e, t in zip(out, targets):
+            e.target = t
         return out
     return generate
 

@@ -20,15 +20,17 @@ monoid part uniform over E A B X, the A5 part the identity with probability
 1 - p and each of the 59 other elements with p/59.  Train p = 0.1, tests
 p = 0.5 (out of distribution) and 0.1, at L = 256 and 1024.
 
-Labels.  The prefix product in Python (`Monoid.prefix_products`) labels the
-data until the language's lookup-table constants are merged; then
-`programs/words_<group>.rasp` (written by trainer/tasks/word_programs.py) are
-the source and this product is the independent test reference.
+Labels come from `programs/words_<group>.rasp` (lookup-table programs written
+by trainer/tasks/word_programs.py from the tables of groups.py) through
+`ProgramLabeler`; the direct product `Monoid.prefix_products` and the
+permutation compositions of tests/test_tasks_words.py are the independent
+references.
 """
 from __future__ import annotations
 
 import csv
 import io
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +38,7 @@ import numpy as np
 from rasp.errors import RaspError
 from trainer.tasks import groups
 from trainer.tasks.base import Example, SeqTask, Split
-from trainer.tasks.fan import register
+from trainer.tasks.fan import PROGRAMS, register
 
 CAP = 1_000_000                      # words per length file (WP PR #36, P3 App. B)
 TRAIN_K = 8                          # P3 Table 2 and the cpu preset
@@ -74,8 +76,16 @@ def draw_mixed(rng, L: int, p: float, n: int) -> np.ndarray:
     return m * 60 + g
 
 
-def prefix_targets(group_name: str, words: np.ndarray) -> np.ndarray:
-    return groups.get(group_name).prefix_products(words)
+@lru_cache(maxsize=None)
+def labeler(group_name: str):
+    from trainer.labels import ProgramLabeler
+    return ProgramLabeler(PROGRAMS / f"words_{group_name}.rasp")
+
+
+def prefix_targets(group_name: str, words: np.ndarray) -> list:
+    """The program's outputs (programs/words_<group>.rasp) = the prefix products."""
+    outputs, _ = labeler(group_name)([list(map(int, w)) for w in words])
+    return outputs
 
 
 def _examples(group_name, words) -> list:
