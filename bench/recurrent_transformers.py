@@ -152,7 +152,8 @@ def report(results: list, args, started: float, loads: tuple) -> str:
     for task in PLAN:
         rs = [r for r in results if r["task"] == task]
         if not rs:
-            lines += [f"## {task}", "", "not run (task not available or not asked for).", ""]
+            lines += [f"## {task}", "", f"not run here (task missing or not asked for): "
+                      f"`python bench/recurrent_transformers.py --tasks {task}`.", ""]
             continue
         table = {MODELS[r["model"]]: cells(task, r) for r in rs}
         cols = list(next(iter(table.values())))
