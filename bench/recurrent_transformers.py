@@ -145,8 +145,10 @@ def report(results: list, args, started: float, loads: tuple) -> str:
              f"Written by `bench/recurrent_transformers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
              f"seed {args.seed}, {args.n} test examples per split, "
              f"training steps as in each table's steps column ({'the cpu preset' if not args.steps else 'fewer than the cpu preset: the machine was shared'}), "
-             f"one thread per run, {args.jobs} runs at a time.  Load average at start / end: "
-             f"{loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; total {(time.time() - started) / 60:.0f} min.",
+             f"one thread per run, {args.jobs} runs at a time.  "
+             + ("Tabulated from finished runs (--report-only)." if args.report_only else
+                f"Load average at start / end: {loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; "
+                f"total {(time.time() - started) / 60:.0f} min."),
              "", "Cells: accuracy % (mean executed depth: layers for Transformer/UT/GUT, layers per chunk "
              "for TLB/GUTLB).  Single seed, so differences of a few points are noise.", ""]
     for task in PLAN:
