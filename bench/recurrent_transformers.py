@@ -115,7 +115,8 @@ def finished_run(task: str, model: str, out_root: Path):
 def cells(task: str, r: dict) -> dict:
     """column -> (accuracy %, mean depth)."""
     metric, out = PLAN[task]["metric"], {}
-    for name, e in r["eval"]["splits"].items():
+    names = PLAN[task]["splits"] or list(r["eval"]["splits"])      # the plan's order: in-distribution first
+    for name, e in ((n, r["eval"]["splits"][n]) for n in names if n in r["eval"]["splits"]):
         depth = e["stats"].get("depth", {}).get("mean", float("nan"))
         out[name] = (100 * e["metrics"][metric]["mean"], depth)
         if PLAN[task].get("by_group"):
@@ -145,14 +146,17 @@ def report(results: list, args, started: float, loads: tuple) -> str:
              f"Written by `bench/recurrent_transformers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
              f"seed {args.seed}, {args.n} test examples per split, "
              f"training steps as in each table's steps column ({'the cpu preset' if not args.steps else 'fewer than the cpu preset: the machine was shared'}), "
-             f"one thread per run, {args.jobs} runs at a time.  Load average at start / end: "
-             f"{loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; total {(time.time() - started) / 60:.0f} min.",
+             f"one thread per run, {args.jobs} runs at a time.  "
+             + ("Tabulated from finished runs (--report-only)." if args.report_only else
+                f"Load average at start / end: {loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; "
+                f"total {(time.time() - started) / 60:.0f} min."),
              "", "Cells: accuracy % (mean executed depth: layers for Transformer/UT/GUT, layers per chunk "
              "for TLB/GUTLB).  Single seed, so differences of a few points are noise.", ""]
     for task in PLAN:
         rs = [r for r in results if r["task"] == task]
         if not rs:
-            lines += [f"## {task}", "", "not run (task not available or not asked for).", ""]
+            lines += [f"## {task}", "", f"not run here (task missing or not asked for): "
+                      f"`python bench/recurrent_transformers.py --tasks {task}`.", ""]
             continue
         table = {MODELS[r["model"]]: cells(task, r) for r in rs}
         cols = list(next(iter(table.values())))
