@@ -724,6 +724,22 @@ class Crafter:
         self.onehots[key] = out
         return out
 
+    def onehot(self, node, r):
+        """A numeric s-op as a one-hot code over its range at the design length
+        (one table; cached per stage).  Exact for inputs up to L; beyond L the
+        table holds its last value."""
+        if isinstance(r, Cat):
+            return r
+        key = (node, self.stage)
+        if key not in self.onehots:
+            lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
+            if hi - lo > self.ONEHOT_LIMIT:
+                raise self.error(node, f"{self.what(node)} ranges over {hi - lo + 1} values at length "
+                                 f"{self.L}; a select comparing it with another number needs a one-hot "
+                                 f"code of at most {self.ONEHOT_LIMIT + 1} values")
+            self.onehots[key] = self.tabulate(node, r, lambda v: v, True)
+        return self.onehots[key]
+
     def attn(self, label, spec, outs):
         op = Op("attn", label, self.stage, q=spec["q"], k=spec["k"], k_bos=spec["k_bos"],
                 v=spec["v"], v_bos=spec["v_bos"], o=outs)
