@@ -49,14 +49,14 @@ def score_rows(kind, k, q, pred, sel):
             ks = [lin_add(*[kl for kv, kl in k.vals.items() if test(kv, qv)]) for qv in q.vals]
         return qs, ks
     if kind == "digits":
-        # k, q: lists of digit Nums (same base on both sides): k == q exactly
-        # when every digit agrees, and the score drops by >= EQ_GAP otherwise
-        b = EQ_GAP
+        # k, q: [high, low] one-hot digits (one base on both sides): sel per
+        # matching digit, minus sel, so sel when both match, <= 0 otherwise
         qs, ks = [], []
         for kd, qd in zip(k, q):
-            qs += [lin_scale(qd.numeric(), 2 * b), lin_scale(NOTBOS, -b)]
-            ks += [kd.numeric(), kd.square()]
-        qs.append(lin_add(*[(-b, qd.square()) for qd in q], (sel, NOTBOS)))
+            dq, dk = score_rows("cat", kd, qd, "eq", sel)
+            qs += dq
+            ks += dk
+        qs.append(lin_scale(NOTBOS, -sel))
         ks.append({ONE: 1.0})
         return qs, ks
     # numeric equality: sel - EQ_GAP * (k - q)^2

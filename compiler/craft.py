@@ -671,33 +671,37 @@ class Crafter:
     def digit_select(self, sel, k, q):
         """Numeric equality of wide numbers (|value| > 362, where the quadratic
         score's float32 rounding would reach its margin): both sides written
-        in one base B ~ sqrt(range), v - lo = B*a + r, and the score
-        SEL - EQ_GAP ((a_k - a_q)^2 + (r_k - r_q)^2) compares the two small
-        digits.  Exact for every value in the range at L (beyond it the high
-        digit's table holds its last value); digits up to 362 (ranges up to
-        ~131,000 values), wider is a located refusal."""
+        in one base B ~ sqrt(range), v - lo = B*a + r, each digit one-hot
+        (about 2 sqrt(range) dims and 4 sqrt(range) units per side instead of
+        range dims and 2 range units), and the head scores SEL per matching
+        digit minus SEL (attn.score_rows).  Exact for every value in the
+        range at L (beyond it the high digit's table holds its last value);
+        ranges over 4096^2 values are a located refusal."""
         lo = int(np.floor(min(k.lo, q.lo)))
         span = int(np.ceil(max(k.hi, q.hi))) - lo
         base = int(np.ceil(np.sqrt(span + 1)))
-        if not A.numeric_eq_exact([base, span // base + 1]):
+        if base > self.ONEHOT_LIMIT:
             raise self.error(sel, f"the numbers compared by this select range over {span + 1} values at "
-                             f"length {self.L}; exact equality needs at most {363 ** 2} "
+                             f"length {self.L}; exact equality needs at most {self.ONEHOT_LIMIT ** 2} "
                              "(use a smaller --max-len)")
         return "digits", self.digits(sel.key, k, lo, base), self.digits(sel.query, q, lo, base)
 
     def digits(self, node, r, lo, base):
-        """[high, low] digit Nums (with squares) of v - lo in base `base`.
-        A one-hot value gives linear forms; a number one MLP of steps for the
-        high digit and its square (2 units per multiple of base), then a
-        square table of the low digit (base units).  Built in the stage that
-        computes the node (a prelude value's digits are not recomputed at
-        every loop iteration); cached."""
+        """[high, low] digits of v - lo in base `base`, each a one-hot Cat.
+        A one-hot value gives linear forms; a number one table of steps for
+        the high digit (2 units per multiple of base), then one for the low
+        digit r = (v - lo) - base * high (2 units per value).  Steps are flat
+        around every integer, so float noise in v does not reach the score.
+        Built in the stage that computes the node (a prelude value's digits
+        are not recomputed at every loop iteration); cached."""
         if isinstance(r, Cat):
-            hi_d = {v: (v - lo) // base for v in r.vals}
-            lo_d = {v: (v - lo) % base for v in r.vals}
-            return [Num(lin_add(*[(float(f[v]), l) for v, l in r.vals.items()]), min(f.values()), max(f.values()),
-                        lin_add(*[(float(f[v]) ** 2, l) for v, l in r.vals.items()]))
-                    for f in (hi_d, lo_d)]
+            out = []
+            for f in (lambda v: (v - lo) // base, lambda v: (v - lo) % base):
+                vals = {}
+                for v, l in r.vals.items():
+                    vals[f(v)] = lin_add(vals.get(f(v), {}), l)
+                out.append(Cat(vals))
+            return out
         stage = self.pg.stage.get(node, self.stage)
         key = (node, stage, lo, base)
         if key in self.onehots:
@@ -705,16 +709,16 @@ class Crafter:
         outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
         try:
             x = lin_add(r.numeric(), (-float(lo), NOTBOS))
-            top = (int(np.ceil(r.hi)) - lo) // base
-            da, da2 = self.alloc("digit hi"), self.alloc("digit hi^2")
-            units = []
-            for j in range(1, top + 1):       # a = number of multiples of base <= x
-                units += M.step_units(x, float(j * base), {da: 1.0, da2: float(j * j - (j - 1) ** 2)})
-            self.mlp(self.op_label("digits", node), units, {da, da2})
-            low = lin_add(x, (-float(base), {da: 1.0}))
-            sq, units = M.square_table(low, 0, base - 1, self.alloc)
-            self.mlp(self.op_label("digit lo^2", node), units, self.unit_writes(units))
-            out = [Num({da: 1.0}, 0, top, {da2: 1.0}), Num(low, 0, base - 1, sq)]
+            top = int(np.ceil(r.hi)) - lo
+            low_x = int(np.floor(r.lo)) - lo
+            fh = {t: t // base for t in range(low_x, top + 1)}
+            high, units = M.table(x, low_x, top, fh, sorted(set(fh.values())), self.alloc)
+            self.mlp(self.op_label("digit hi", node), units, self.unit_writes(units))
+            rest = lin_add(x, (-float(base), high.numeric()))
+            fl = {t: t for t in range(base)}
+            low, units = M.table(rest, 0, base - 1, fl, list(range(base)), self.alloc)
+            self.mlp(self.op_label("digit lo", node), units, self.unit_writes(units))
+            out = [high, low]
         finally:
             self.stage = outer
         self.onehots[key] = out
