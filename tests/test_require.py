@@ -130,6 +130,8 @@ MUTATIONS["multiplication"] = FAP_MUTATIONS + [
     ("empty first factor", ALWAYS, _empty_first_factor, "first factor"),
 ]
 MUTATIONS["flip_flop"] = [("broken alternation", ALWAYS, _flip_flop_break, "alternate")]
+MUTATIONS["copying"] = [("missing :", ALWAYS, _remove(":"), "exactly one indicator"),
+                        ("extra :", ALWAYS, _insert_anywhere(":"), "exactly one indicator")]
 
 
 def run_cli(*argv):
