@@ -73,6 +73,20 @@ def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train
 def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> list:
     pdir = Path(out) / "plots"
     made = []
+
+    def per_split(series: dict, task: str, quantity: str, train_max, unit_range: bool):
+        """One plot per split of `series` ({(split, run key): {length: value}})."""
+        for split in sorted({k[0] for k in series}):
+            ser = {k: v for k, v in series.items() if k[0] == split and len(v) > 1}
+            if not ser:
+                continue
+            pdir.mkdir(exist_ok=True)
+            name = f"{suite.name}_{preset}_{task}_{split}_{quantity}.png"
+            labels = {k: _label(suite, k) for k in ser}
+            title = f"{suite.name} / {task} / {split}: {quantity} vs length ({preset})"
+            _plot(ser, labels, pdir / name, title, quantity, train_max, unit_range=unit_range)
+            made.append({"title": title, "path": f"plots/{name}"})
+
     for t in suite.tasks:
         res = [r for r in results if r.spec.task_entry == t.name]
         if not res:
@@ -81,26 +95,8 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
         acc = _series(res, lambda d: {L: row.get(metric) for L, row in d.get("by_length", {}).items()})
         train_max = next((d.get("train_max_n") for r in res if r.status == "finished"
                           for s in r.evals.values() for d in s.values() if d.get("train_max_n")), None)
-        for split in sorted({k[0] for k in acc}):
-            ser = {k: v for k, v in acc.items() if k[0] == split and len(v) > 1}
-            if not ser:
-                continue
-            pdir.mkdir(exist_ok=True)
-            name = f"{suite.name}_{preset}_{t.name}_{split}_{metric}.png"
-            labels = {k: _label(suite, k) for k in ser}
-            title = f"{suite.name} / {t.name} / {split}: {metric} vs length ({preset})"
-            _plot(ser, labels, pdir / name, title, metric, train_max)
-            made.append({"title": title, "path": f"plots/{name}"})
+        per_split(acc, t.name, metric, train_max, unit_range=True)
         for stat in DEPTH_STATS:
             dep = _series(res, lambda d: d.get("stats", {}).get(stat, {}).get("by_length", {}))
-            for split in sorted({k[0] for k in dep}):
-                ser = {k: v for k, v in dep.items() if k[0] == split and len(v) > 1}
-                if not ser:
-                    continue
-                pdir.mkdir(exist_ok=True)
-                name = f"{suite.name}_{preset}_{t.name}_{split}_{stat}.png"
-                labels = {k: _label(suite, k) for k in ser}
-                title = f"{suite.name} / {t.name} / {split}: {stat} vs length ({preset})"
-                _plot(ser, labels, pdir / name, title, stat, train_max, unit_range=False)
-                made.append({"title": title, "path": f"plots/{name}"})
+            per_split(dep, t.name, stat, train_max, unit_range=False)
     return made

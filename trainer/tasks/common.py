@@ -8,11 +8,13 @@
     distinct                 draw until n distinct items (JRC/NB keep distinct sequences)
     derive_split             a new `Split` from an existing one with some parameters
                              changed (what `--set` / flags make)
+    read_tab_lines           the released tab-separated files, errors at PATH:LINE
 """
 from __future__ import annotations
 
 import random
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable, Hashable
 
 import numpy as np
@@ -77,3 +79,24 @@ def derive_split(task: SeqTask, base: str, name: str = "", size: int = 0, **para
     new = {**old.params, **params}
     label = name or base + "".join(f"_{k}{v}" for k, v in params.items())
     return replace(old, name=label, params=new, size=size or old.size)
+
+
+def read_tab_lines(path, what: str, parse_line: Callable[[list], object]) -> list:
+    """`parse_line(fields)` over every non-blank line of a released tab-separated
+    file; a line it rejects (ValueError / RaspError) is a RaspError naming
+    PATH:LINE and `what` ("ListOps", "Logic")."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise RaspError(f"{path}: cannot read ({e})") from None
+    out = []
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_line(line.split("\t")))
+        except (ValueError, RaspError) as e:
+            msg = e.message if isinstance(e, RaspError) else str(e)
+            raise RaspError(f"{path}:{line_no}: bad {what} line ({msg})") from None
+    return out

@@ -29,7 +29,7 @@ import numpy as np
 
 from rasp.errors import RaspError
 from trainer.tasks.base import Example, SeqTask, Split
-from trainer.tasks.common import distinct, python_random
+from trainer.tasks.common import distinct, python_random, read_tab_lines
 from trainer.tasks.fan import register
 
 MIN, MAX, MED, SM, END = "[MIN", "[MAX", "[MED", "[SM", "]"
@@ -248,26 +248,14 @@ def generate(rng: np.random.Generator, params: dict, n: int) -> list:
 
 def load_tsv(path) -> list:
     """Examples from a NB/OM `.tsv` file; bad lines are RaspErrors naming PATH:LINE."""
-    path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise RaspError(f"{path}: cannot read ({e})") from None
-    out = []
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            label, expr = line.split("\t")
-            toks = strip_brackets(expr)
-            ex = example(toks)
-            ex.target = int(label)
-            if not 0 <= ex.target <= 9:
-                raise ValueError(f"label {label} is not a digit")
-        except (ValueError, RaspError) as e:
-            raise RaspError(f"{path}:{line_no}: bad ListOps line ({e})") from None
-        out.append(ex)
-    return out
+    def parse_line(fields):
+        label, expr = fields
+        ex = example(strip_brackets(expr))
+        ex.target = int(label)
+        if not 0 <= ex.target <= 9:
+            raise ValueError(f"label {label} is not a digit")
+        return ex
+    return read_tab_lines(path, "ListOps", parse_line)
 
 
 def write_tsv(path, trees):

@@ -29,7 +29,7 @@ import numpy as np
 
 from rasp.errors import RaspError
 from trainer.tasks.base import Example, SeqTask, Split
-from trainer.tasks.common import distinct, python_random
+from trainer.tasks.common import distinct, python_random, read_tab_lines
 from trainer.tasks.fan import register
 
 VARIABLES = ("a", "b", "c", "d", "e", "f")
@@ -221,27 +221,15 @@ def generate(rng: np.random.Generator, params: dict, n: int) -> list:
 # ---- the released files: REL<TAB>formula1<TAB>formula2, N = group ----
 
 def load_file(path, group: int | None = None) -> list:
-    path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise RaspError(f"{path}: cannot read ({e})") from None
-    out = []
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rel, f1, f2 = line.split("\t")
-            if rel not in LABELS:
-                raise RaspError(f"unknown relation {rel!r}")
-            t1, t2 = f1.split(), f2.split()
-            parse(t1)
-            parse(t2)
-        except (ValueError, RaspError) as e:
-            msg = e.message if isinstance(e, RaspError) else str(e)
-            raise RaspError(f"{path}:{line_no}: bad Logic line ({msg})") from None
-        out.append(example(t1, t2, rel, group))
-    return out
+    def parse_line(fields):
+        rel, f1, f2 = fields
+        if rel not in LABELS:
+            raise RaspError(f"unknown relation {rel!r}")
+        t1, t2 = f1.split(), f2.split()
+        parse(t1)
+        parse(t2)
+        return example(t1, t2, rel, group)
+    return read_tab_lines(path, "Logic", parse_line)
 
 
 def load_released(folder, split: str) -> list:
