@@ -3,6 +3,7 @@ stopping rules, checkpoint plumbing, compiled-weight surgery.  Seconds."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -309,6 +310,32 @@ def test_gpt2_init_statistics_match_fan_et_al():
     assert wide.embed.weight.abs().max() <= 1 / math.sqrt(6) < 0.5
     emb = gpt2_init_(LoopedTransformer(LoopedConfig(vocab_size=52, d_model=256, n_head=8)), "embedding")
     assert emb.embed.weight.std().item() == pytest.approx(1.0, rel=0.05)   # nn.Embedding default (unique set)
+
+
+def test_read_out_dims_widens_the_read_out_with_never_targeted_logits():
+    """--read-out-dims 6 (Fan et al.'s n_dims): six read-out logits for parity's three
+    outputs; the extra ones share the softmax, so the loss of the same hidden state
+    is higher while they are not yet pushed down.  Never fewer rows than outputs."""
+    from trainer.models import get_model_spec
+    from trainer.objectives import loss_and_accuracy
+    from trainer.train import build_data
+    spec = get_model_spec("looped")
+    hp = make_hparams("cpu", TASKS["parity"], read_out_dims=6)
+    data = build_data("parity", spec, hp)
+    assert len(data.output_tokens) == 3
+    torch.manual_seed(0)
+    wide = spec.make(hp, data)
+    assert wide.unembed.out_features == 6
+    assert spec.make(replace(hp, read_out_dims=2), data).unembed.out_features == 3
+    assert spec.make(replace(hp, read_out_dims=None), data).unembed.out_features == 3
+    batch = data.make_batch(data.sample_inputs(np.random.default_rng(0), [4, 7]), [4, 7])
+    logits = wide(batch.tokens, batch.steps)
+    assert logits.shape[-1] == 6
+    full, _ = loss_and_accuracy(logits, batch, "token")
+    narrow, _ = loss_and_accuracy(logits[..., :3], batch, "token")
+    assert full.item() > narrow.item()       # the never-target logits take softmax mass
+    full.backward()
+    assert wide.unembed.weight.grad[3:].abs().sum() > 0   # ... and are trained down
 
 
 def test_weight_decay_param_groups():

@@ -34,6 +34,7 @@ class HParams:
     loss_reduction: str = "token"  # "token" (Fan et al.: mean over all answer tokens of the batch) | "sample"
     padding: str = "scored"       # "scored" (Fan et al.: rows padded to the curriculum's longest, padding scored as `#`) | "ignored"
     read_in_dims: Optional[int] = None  # fan-in of the one-hot read-in's init (Fan et al.: their n_dims; None: our vocab)
+    read_out_dims: Optional[int] = None  # read-out logits (Fan et al.: their n_dims, the extra never targets; None: our outputs)
     steps: int = 100_000          # total optimizer steps
     grad_clip: float = 1.0
     start_n: int = 1              # curriculum: max length at step 0

@@ -66,7 +66,7 @@ HP_FLAG_TYPES = {
     "eval_every": int_in(0, 10 ** 9), "eval_samples": int_in(1, 1 << 20), "seed": int_in(0, MAX_SEED),
     "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
     "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9),
-    "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "read_in_dims": size,
+    "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "read_in_dims": size, "read_out_dims": size,
     **{name: one_of(allowed) for name, allowed in CHOICES.items()}}
 COMPRESS = size
 MAX_WALL = float_in(0.0, math.inf, lo_open=True)

@@ -63,8 +63,12 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
     # arch "fan": Fan et al.'s code -- GPT-2's tanh GELU, a read-in Linear with
     # bias on one-hot tokens, the read-out straight after the block's ln_f.
     fan = hp.arch == "fan"
+    # read_out_dims: Fan et al.'s read-out has n_dims logits, more than the task's
+    # outputs; the extra ones are never targets but share the softmax.  Never
+    # fewer rows than outputs.
+    n_out = max(len(data.output_tokens), getattr(hp, "read_out_dims", None) or 0)
     return LoopedConfig(
-        vocab_size=len(data.input_tokens), out_vocab_size=len(data.output_tokens),
+        vocab_size=len(data.input_tokens), out_vocab_size=n_out,
         d_model=hp.d_model, n_head=hp.n_head, d_mlp=hp.d_mlp, n_body=layers,
         input_injection=spec.injection,
         activation="gelu_tanh" if fan else "gelu",
