@@ -241,7 +241,7 @@ def main(argv=None):
     if not args.report:
         launch(args, models)
     if args.runs:
-        pairs = [item.split("=", 1) for item in args.runs.split(",") if item]
+        pairs = [item.rsplit("=", 1) for item in args.runs.split(",") if item]
         if any(len(p) != 2 for p in pairs):
             ap.error("--runs takes LABEL=DIR,...")
         results = [r for r in (collect(Path(args.out), lab.split()[0], Path(d), lab) for lab, d in pairs) if r]
