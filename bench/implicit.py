@@ -29,11 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # the repository before bench/ itself (bench/compiler.py would shadow the package)
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 
-MODELS = ("mamba2", "implicit_mamba2", "llama", "implicit_llama")
+MODELS = ("mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "transformer")
 # Explicit steps are ~10x cheaper; BENCHMARKS.md §4.2 gave the explicit block
 # 3 852 steps and the implicit one ~1 100.  An implicit Llama step costs ~2x an
 # implicit Mamba2 step on the CPU (its f has an MLP), hence fewer steps.
-STEPS = {"mamba2": 4000, "llama": 4000, "implicit_mamba2": 1200, "implicit_llama": 800}
+STEPS = {"mamba2": 4000, "llama": 4000, "implicit_mamba2": 1200, "implicit_llama": 800,
+         "gru": 1500, "transformer": 1500}
 LOCAL_TASK = "z60_local"
 
 
@@ -156,12 +157,15 @@ def launch(args, models):
     return results
 
 
-def collect(out: Path, model: str):
-    """A finished model's entry from its run directory (None when it has no eval.json)."""
-    run = out / model
+def collect(out: Path, model: str, run: Path = None, label: str = None):
+    """A finished model's entry from its run directory (OUT/<model>, or `run`,
+    e.g. one made by `rasp train`; None when it has no eval.json).  `label`
+    names the row (default: the model)."""
+    run = Path(run) if run is not None else out / model
     if not (run / "eval.json").exists():
         return None
     summary = json.loads((run / "summary.json").read_text())
+    model = label or summary.get("model", model)
     spent = run / "bench_seconds.json"
     seconds = json.loads(spent.read_text())["seconds"] if spent.exists() else summary["seconds"]
     return {"model": model, "task": summary["task"], "train_s": seconds, "steps": summary["step"],
@@ -187,7 +191,10 @@ def table(results, load: str) -> str:
                 rows.append((label, int(L), by.get("seq_acc"), by.get("token_acc"), by["n"],
                              f"{it['by_length'][L]:.1f} / {it['max']:.0f}" if it else "—",
                              f"{res['by_length'][L]:.3f}" if res else "—", r["steps"], r["train_s"]))
-    rows.sort(key=lambda x: (MODELS.index(x[0].split()[0]), x[0], x[1]))
+    def order(row):
+        base = row[0].split()[0]
+        return (MODELS.index(base) if base in MODELS else len(MODELS), row[0], row[1])
+    rows.sort(key=order)
     lines = ["| model | L | seq acc | token acc | n | iterations mean / split max | residual | steps | train s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for m, L, sa, ta, n, it, res, steps, s in rows:
@@ -220,6 +227,9 @@ def main(argv=None):
     ap.add_argument("--md", default=str(ROOT / "bench" / "implicit.md"))
     ap.add_argument("--eval-only", action="store_true", help="evaluate the existing runs again, no training")
     ap.add_argument("--report", action="store_true", help="only rewrite the table from the runs in --out")
+    ap.add_argument("--runs", default="",
+                    help="with --report: LABEL=DIR,... run directories (e.g. made by `rasp train` + `rasp eval`) "
+                         "tabled instead of OUT/<model>; LABEL's first word is the model")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -230,7 +240,13 @@ def main(argv=None):
         ap.error(f"unknown model {unknown[0]!r} (choose from {', '.join(MODELS)})")
     if not args.report:
         launch(args, models)
-    results = [r for r in (collect(Path(args.out), m) for m in models) if r]
+    if args.runs:
+        pairs = [item.rsplit("=", 1) for item in args.runs.split(",") if item]
+        if any(len(p) != 2 for p in pairs):
+            ap.error("--runs takes LABEL=DIR,...")
+        results = [r for r in (collect(Path(args.out), lab.split()[0], Path(d), lab) for lab, d in pairs) if r]
+    else:
+        results = [r for r in (collect(Path(args.out), m) for m in models) if r]
     load = os.getloadavg()
     md = table(results, f"load average {load[0]:.1f} when the table was written")
     Path(args.md).write_text(md)

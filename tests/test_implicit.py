@@ -279,3 +279,20 @@ def test_cpu_preset_reaches_the_encoder(name):
         assert (hp.extra["warmup_steps"], hp.extra["f_max_iter"], hp.extra["grad"]) == (150, 16, 4)
         model = spec.build(EncoderConfig(vocab_size=61, **hp.encoder_fields(), extra=dict(hp.extra)))
         assert model.extra["test_max_iter"] == 7
+
+
+def test_implicit_mamba2_cpu_words_trains_at_one_length():
+    """bench/implicit.md: on the word problems the cpu preset trains implicit
+    Mamba2 at length k only with a constant lr; other families and models keep
+    the mixed-length `train` split."""
+    from trainer.seqpresets import make_seq_hparams
+    from trainer.seqtrain import check_splits, seq_task
+    from trainer.tasks import TASKS
+    for task_name in [n for n in TASKS if n.startswith("words_")]:
+        task = seq_task(task_name)
+        hp = make_seq_hparams("cpu", task, ENCODERS.lookup("implicit_mamba2"), {}, {})
+        check_splits(task, hp)
+        assert (hp.train_split, hp.schedule) == ("train_k", "constant")
+        assert make_seq_hparams("cpu", task, ENCODERS.lookup("mamba2"), {}, {}).train_split == "train"
+    hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup("implicit_mamba2"), {}, {})
+    assert hp.train_split == "train"

@@ -131,10 +131,12 @@ def test_splits_and_metrics():
         assert t.kind == "per_position" and t.metrics == ("token_acc", "seq_acc")
         assert {f"test_{L}" for L in (16, 24, 32, 40, 64, 128, 256, 512)} <= set(t.splits)
         assert t.splits["valid"].params == {"min_len": 8, "max_len": 8}
+        assert t.splits["train_k"].params == {"min_len": 8, "max_len": 8}      # P2's single length
         ex = t.generate(np.random.default_rng(0), t.splits["test_16"].params, 1)[0]
         assert len(ex.input) == 16 and all(v >= 0 for v in ex.target)     # every position scored
     m = TASKS["words_mixed"]
     assert m.splits["train"].params == {"L": 256, "p": 0.1} and m.splits["test_256_p0.5"].params["p"] == 0.5
+    assert m.splits["train_k"].params == m.splits["train"].params
     target = [3, 5, 7]
     assert score("token_acc", [3, 5, 0], target) == pytest.approx(2 / 3)
     assert score("seq_acc", [3, 5, 0], target) == 0.0 and score("seq_acc", target, target) == 1.0

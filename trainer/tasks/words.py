@@ -118,6 +118,10 @@ def p3_splits(order: int, k: int = TRAIN_K) -> dict:
                        f"P3: length {k} (80 %) with all lengths 2..{k - 1} mixed in, <= 10^6 words per length"),
         "valid": Split("valid", {"min_len": k, "max_len": k}, int(0.2 * sizes[-1]),
                        f"the held-out 20 % at the training length {k}"),
+        # P2 trains at one length (Fig. 1: L = 32 only); the implicit models'
+        # cpu preset uses it (trainer/models/implicit.py, bench/implicit.md).
+        "train_k": Split("train_k", {"min_len": k, "max_len": k}, int(0.8 * sizes[-1]),
+                         f"length k = {k} only (P2's single training length): the G={k} file's 80 %"),
     }
     for L in [m * k for m in range(2, 6)] + [64, 128, 256, 512]:
         splits[f"test_{L}"] = Split(f"test_{L}", {"min_len": L, "max_len": L}, TEST_SIZE,
@@ -131,6 +135,8 @@ def mixed_splits() -> dict:
         "train": Split("train", {"L": 256, "p": 0.1}, 512 * 16_384, "P2: L = 256, p = 0.1 (512 x 16 384 words)"),
         "valid": Split("valid", {"L": 256, "p": 0.1}, 4_096, "in distribution"),
         "train_64": Split("train_64", {"L": 64, "p": 0.1}, 512 * 16_384, "cpu-sized training length"),
+        # every word task has a `train_k` (one training length); here it is `train`'s
+        "train_k": Split("train_k", {"L": 256, "p": 0.1}, 512 * 16_384, "P2: L = 256, p = 0.1 (as train)"),
     }
     for L, p in [(256, 0.5), (1024, 0.5), (256, 0.1), (1024, 0.1), (64, 0.5), (128, 0.5)]:
         name = f"test_{L}_p{p:g}"
