@@ -140,10 +140,13 @@ def concordance(ours: dict, paper: dict) -> tuple:
 
 
 def report(results: list, args, started: float, loads: tuple) -> str:
+    from trainer.seqpresets import FAMILY
+    preset_steps = ", ".join(f"{t} {FAMILY['cpu'][t]['steps']}" for t in PLAN)
     lines = ["# Recurrent transformers with dynamic halting: cpu-preset evidence (issue 11)", "",
              f"Written by `bench/recurrent_transformers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
              f"seed {args.seed}, "
-             f"training steps as in each table's steps column ({'the cpu preset' if not args.steps else 'fewer than the cpu preset: the machine was shared'}), "
+             f"training steps as in each table's steps column (the cpu preset has {preset_steps}; fewer means capped: "
+             f"the machine was shared), "
              f"one thread per run, {args.jobs} runs at a time.  "
              + ("Tabulated from finished runs (--report-only)." if args.report_only else
                 f"Load average at start / end: {loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; "
