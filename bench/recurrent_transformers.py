@@ -116,7 +116,7 @@ def finished_run(task: str, model: str, out_root: Path):
 def cells(task: str, r: dict) -> dict:
     """column -> (accuracy %, mean depth)."""
     metric, out = PLAN[task]["metric"], {}
-    names = PLAN[task]["splits"] or list(r["eval"]["splits"])      # the plan's order: in-distribution first
+    names = PLAN[task]["splits"] or task_splits(task)   # the plan's / task's order (eval.json sorts its keys: test10 < test7)
     for name, e in ((n, r["eval"]["splits"][n]) for n in names if n in r["eval"]["splits"]):
         depth = e["stats"].get("depth", {}).get("mean", float("nan"))
         out[name] = (100 * e["metrics"][metric]["mean"], depth)
