@@ -61,7 +61,8 @@ PLAN = {
                  "metric": "last_read_acc"},
     "listops": {"train": ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu", "--set", "eval_every=0"],
                 "splits": ["valid_cpu", "test_cpu_51_100"], "metric": "acc"},       # depth <= 6: <= 50 / 51-100 tokens
-    "logic": {"train": ["--set", "eval_every=0"], "splits": None, "metric": "acc", "by_group": True},
+    # test7..test12: one split per operator count (each split is one group, so no by-group columns)
+    "logic": {"train": ["--set", "eval_every=0"], "splits": None, "metric": "acc"},
 }
 
 
@@ -115,13 +116,10 @@ def finished_run(task: str, model: str, out_root: Path):
 def cells(task: str, r: dict) -> dict:
     """column -> (accuracy %, mean depth)."""
     metric, out = PLAN[task]["metric"], {}
-    names = PLAN[task]["splits"] or list(r["eval"]["splits"])      # the plan's order: in-distribution first
+    names = PLAN[task]["splits"] or task_splits(task)   # the plan's / task's order (eval.json sorts its keys: test10 < test7)
     for name, e in ((n, r["eval"]["splits"][n]) for n in names if n in r["eval"]["splits"]):
         depth = e["stats"].get("depth", {}).get("mean", float("nan"))
         out[name] = (100 * e["metrics"][metric]["mean"], depth)
-        if PLAN[task].get("by_group"):
-            for g, row in sorted(e.get("by_group", {}).items(), key=lambda kv: int(kv[0])):
-                out[f"{g} ops"] = (100 * row[metric], float("nan"))
     return out
 
 
@@ -142,10 +140,13 @@ def concordance(ours: dict, paper: dict) -> tuple:
 
 
 def report(results: list, args, started: float, loads: tuple) -> str:
+    from trainer.seqpresets import FAMILY
+    preset_steps = ", ".join(f"{t} {FAMILY['cpu'][t]['steps']}" for t in PLAN)
     lines = ["# Recurrent transformers with dynamic halting: cpu-preset evidence (issue 11)", "",
              f"Written by `bench/recurrent_transformers.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
-             f"seed {args.seed}, {args.n} test examples per split, "
-             f"training steps as in each table's steps column ({'the cpu preset' if not args.steps else 'fewer than the cpu preset: the machine was shared'}), "
+             f"seed {args.seed}, "
+             f"training steps as in each table's steps column (the cpu preset has {preset_steps}; fewer means capped: "
+             f"the machine was shared), "
              f"one thread per run, {args.jobs} runs at a time.  "
              + ("Tabulated from finished runs (--report-only)." if args.report_only else
                 f"Load average at start / end: {loads[0]:.1f} / {loads[1]:.1f} on {os.cpu_count()} cores; "
@@ -160,7 +161,8 @@ def report(results: list, args, started: float, loads: tuple) -> str:
             continue
         table = {MODELS[r["model"]]: cells(task, r) for r in rs}
         cols = list(next(iter(table.values())))
-        lines += [f"## {task} (metric: {PLAN[task]['metric']})", "",
+        sizes = sorted({e["n"] for r in rs for e in r["eval"]["splits"].values()})
+        lines += [f"## {task} (metric: {PLAN[task]['metric']}; {'/'.join(map(str, sizes))} test examples per split)", "",
                   "| model | " + " | ".join(cols) + " | train s | steps |",
                   "|---|" + "---|" * (len(cols) + 2)]
         for r in rs:
@@ -173,8 +175,7 @@ def report(results: list, args, started: float, loads: tuple) -> str:
         lines += ["", p1["title"] + ":", "", "| model | " + " | ".join(p1["columns"]) + " |",
                   "|---|" + "---|" * len(p1["columns"])]
         lines += [f"| {m} | " + " | ".join(f"{v:g}" for v in vals) + " |" for m, vals in p1["rows"].items()]
-        judge_cols = [cols[i] for i in p1["judge"] if i < len(cols)] if task != "logic" else \
-            [c for c in cols if c.endswith(" ops") and 7 <= int(c.split()[0]) <= 12] or cols
+        judge_cols = [cols[i] for i in p1["judge"] if i < len(cols)]
         ours = {m: sum(table[m][c][0] for c in judge_cols) / len(judge_cols) for m in table}
         paper = {m: sum(p1["rows"][m][i] for i in p1["judge"]) / len(p1["judge"]) for m in p1["rows"]}
         agree, total, flips = concordance(ours, paper)
