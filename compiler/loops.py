@@ -49,17 +49,41 @@ def one_loop(prog: ir.ProgramIR) -> ir.ProgramIR:
 
 
 def drop_empty_loops(prog: ir.ProgramIR) -> ir.ProgramIR:
-    """`prog` itself when no top-level loop has a constant count <= 0, else a
-    copy without those loops: after such a loop every variable holds its
-    initial value (a body that never runs needs no construction, and its value
-    sets would be empty)."""
-    empty = [l for l in prog.body.items if isinstance(l, ir.Loop)
-             and (c := const_count(prog, l.count)) is not None and c <= 0]
+    """`prog` itself when no loop (top-level or nested) has a constant count
+    <= 0, else a copy without those loops: after such a loop every variable
+    holds its initial value (a body that never runs needs no construction, and
+    its value sets would be empty).  Loops that hold a dropped loop are copied."""
+    empty = {l for l in prog.loops if (c := const_count(prog, l.count)) is not None and c <= 0}
     if not empty:
         return prog
     top = ir.Block()
-    post = {}
-    for it in prog.body.items:
+    post, undefined = {}, []
+    _copy_items(prog.body.items, post, top, empty, prog, undefined)
+    output = _rebuild(prog.output, post, top, None)
+    for n in undefined:
+        if _depends_on(output, n):
+            raise RaspError(f"loop variable '{n.var.name}' is first defined inside this loop, which runs 0 "
+                            "times: it has no value after it", loc=n.loop.loc, source=prog.source)
+    loops = _all_loops(top)
+    for n, l in enumerate(loops):
+        l.index = n
+    return dataclasses.replace(prog, body=top, output=output, loops=loops)
+
+
+def _all_loops(block) -> list:
+    """Every loop in `block`, nested ones included, in source order."""
+    out = []
+    for it in block.items:
+        if isinstance(it, ir.Loop):
+            out.append(it)
+            out += _all_loops(it.body)
+    return out
+
+
+def _copy_items(items, post, block, empty, prog, undefined):
+    """Copy a block's items into `block` (new nodes through post: old -> new),
+    leaving out the loops in `empty` (their variables keep their initial values)."""
+    for it in items:
         if it in empty:
             for v in it.vars:
                 o = getattr(v, "out", None)
@@ -68,24 +92,46 @@ def drop_empty_loops(prog: ir.ProgramIR) -> ir.ProgramIR:
                 if v.init is None:
                     # read after a loop that never runs: the interpreter has no value either
                     post[o] = _Undefined(v, it, prog)
+                    undefined.append(post[o])
                 else:
-                    post[o] = _rebuild(v.init, post, top, None)
+                    post[o] = _rebuild(v.init, post, block, None)
         elif isinstance(it, ir.Node):
-            if _rebuild(it, post, top, None) is it:      # (a rebuilt copy is already listed)
-                top.items.append(it)
+            if _rebuild(it, post, block, None) is it:      # (a rebuilt copy is already listed)
+                block.items.append(it)
         elif isinstance(it, ir.Bind):
-            top.items.append(ir.Bind(it.name, _rebuild(it.node, post, top, None), it.loc))
+            block.items.append(ir.Bind(it.name, _rebuild(it.node, post, block, None), it.loc))
+        elif _all_loops(it.body) or _reads_any(it, post):
+            block.items.append(_copy_loop(it, post, block, empty, prog, undefined))
         else:
-            top.items.append(_rebuild_flat(it, post, top) if _reads_any(it, post) else it)
-    output = _rebuild(prog.output, post, top, None)
-    for n in post.values():
-        if isinstance(n, _Undefined) and _depends_on(output, n):
-            raise RaspError(f"loop variable '{n.var.name}' is first defined inside this loop, which runs 0 "
-                            "times: it has no value after it", loc=n.loop.loc, source=prog.source)
-    loops = [i for i in top.items if isinstance(i, ir.Loop)]
-    for n, l in enumerate(loops):
-        l.index = n
-    return dataclasses.replace(prog, body=top, output=output, loops=loops)
+            block.items.append(it)
+
+
+def _copy_loop(old, post, parent, empty, prog, undefined):
+    """A copy of loop `old` in block `parent` reading the values in `post`,
+    its nested loops copied (the ones in `empty` left out); its outputs are
+    added to post."""
+    body = ir.Block(parent=parent)
+    loop = ir.Loop(old.count, old.until_stable, body, [], 0, old.loc)
+    body.loop = loop
+    memo = dict(post)
+    new = {}
+    for v in old.vars:
+        nv = ir.LoopVar(v.name, v.kind, _rebuild(v.init, post, parent, None) if v.init is not None else None)
+        nv.state = ir.LoopState(loop, nv)
+        nv.state.loc, nv.state.block = v.state.loc, body
+        memo[v.state] = nv.state
+        new[v] = nv
+        loop.vars.append(nv)
+    _copy_items(old.body.items, memo, body, empty, prog, undefined)
+    for v in old.vars:
+        new[v].update = _rebuild(v.update, memo, body, None)
+    for v in old.vars:
+        if getattr(v, "out", None) is not None:
+            o = ir.LoopOut(loop, new[v])
+            o.loc, o.block = v.out.loc, parent
+            new[v].out = o
+            post[v.out] = o
+    return loop
 
 
 class _Undefined(ir.Node):

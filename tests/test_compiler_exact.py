@@ -331,6 +331,39 @@ loop 3:
     c = d | seq
 output c
 """,
+    "inner_loop_zero": """input seq: {0, 1, 2}
+x = seq
+s = full(seq, 0)
+loop len(seq):
+    y = x
+    loop 0:
+        y = shift_right(y, 1, 0) + (y == 1)
+    s = (s + y) % 5
+    x = where(x == 2, 0, x + 1)
+output s * 10 + x
+""",
+    "inner_loop_zero_updates_outer_variable": """input seq: {0, 1}
+c = full(seq, 0)
+loop 3:
+    loop 1 - 1:
+        c = c + 5
+    c = (c + seq) % 3
+output c
+""",
+    "outer_loop_zero_then_nested": """input seq: {0, 1}
+c = seq
+loop 0:
+    loop 2:
+        c = 1 - c
+d = c
+loop 2:
+    loop 0:
+        d = d * 0
+    loop 0:
+        d = d + 7
+    d = shift_right(d, 1, 1)
+output d * 2 + c
+""",
     "nested_then_sequential": """input seq: {0, 1}
 c = full(seq, 0)
 loop 2:
@@ -349,6 +382,13 @@ output e
 @pytest.mark.parametrize("name", sorted(NESTED))
 def test_nested_loops_compile_exactly(name):
     assert_loops_compile_exactly(NESTED[name], 13, 120)
+
+
+def test_variable_first_defined_in_an_inner_loop_zero_is_a_located_refusal():
+    prog = loads("input seq: {0, 1}\nc = seq\nloop 2:\n    loop 0:\n        d = c\n    c = d\noutput c\n")
+    with pytest.raises(RaspError) as info:
+        compile_program(prog, 4)
+    assert info.value.loc.line == 4 and "runs 0 times" in info.value.message
 
 
 def test_inner_loop_with_input_dependent_count_is_a_located_refusal():
