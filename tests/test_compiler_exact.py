@@ -431,3 +431,47 @@ def test_loop_update_not_reading_the_state(name, count):
     rng = random.Random(count)
     batch = [[rng.choice([0, 1]) for _ in range(n)] for n in range(1, 17) for _ in range(4)]
     assert_same(prog, cm, batch, scored=False)
+
+
+# ---- params used as values: the causal s-op where every scored position knows it -------------
+
+PARAM_HEAD = "const EOQ = \">\"\ninput seq: {0, 1, 2, EOQ}\n"
+PARAM_REQ = "require count(seq, EOQ) >= 1, \"needs a >\"\n"
+PARAM_VALUES = {
+    "elementwise": PARAM_REQ + "param n = count_before(seq, EOQ)\noutput seq + n\n",
+    "in_a_loop": PARAM_REQ + "param n = count_before(seq, EOQ)\nx = seq + n\nloop 2:\n"
+                 "    x = where(x == 1, x + 2 * n - 1, x)\noutput x\n",
+    "derived_param": "require count(seq, EOQ) == 1, \"one >\"\nparam n = count_before(seq, EOQ)\n"
+                     "param m = 3 * n - 2\noutput where(seq == 1, m, seq)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAM_VALUES))
+def test_param_used_as_a_value_compiles_exactly_at_scored_positions(name):
+    prog = loads(PARAM_HEAD + PARAM_VALUES[name])
+    cm = compile_program(prog, 4)
+    rng = random.Random(5)
+    batch = [[rng.choice([0, 1, 2, -1]) for _ in range(rng.randint(1, 16))] for _ in range(200)]
+    batch = [x for x in batch if -1 in x]
+    assert len(batch) > 50
+    assert_same(prog, cm, batch)
+    with pytest.raises(RaspError):
+        cm.run_batch(batch[:1], {"n": 3})        # the model computes n itself
+
+
+PARAM_REFUSED = {
+    "len": ("param n = len(seq)\noutput seq + n\n", 3, "last position"),
+    "count": ("param n = count(seq, 1)\noutput seq + n\n", 3, "last position"),
+    "no_require": ("param n = count_before(seq, EOQ)\noutput seq + n\n", 4, "require"),
+    "read_by_attention": (PARAM_REQ + "param n = count_before(seq, EOQ)\noutput shift_right(seq + n, 1)\n",
+                          5, "before it"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAM_REFUSED))
+def test_param_value_a_causal_model_cannot_know_is_a_located_refusal(name):
+    src, line, why = PARAM_REFUSED[name]
+    with pytest.raises(RaspError) as info:
+        compile_program(loads(PARAM_HEAD + src), 4)
+    assert info.value.loc is not None and info.value.loc.line == line and why in info.value.message, \
+        (info.value.loc, info.value.message)
