@@ -41,6 +41,29 @@ def const_count(prog: ir.ProgramIR, e: ir.HostExpr):
     return None
 
 
+def _count_text(prog, e: ir.HostExpr) -> str:
+    """`n1 (= len(seq))` for a param, the expression itself otherwise."""
+    if e.op == "param" and e.args[0] in prog.params:
+        return f"{e} (= {_count_text(prog, prog.params[e.args[0]].expr)})"
+    return str(e)
+
+
+def _when_known(prog, e: ir.HostExpr) -> str:
+    """When a causal model could know host expression e, in words."""
+    ops, stack = set(), [e]
+    while stack:
+        x = stack.pop()
+        if x.op == "param" and x.args[0] in prog.params:
+            stack.append(prog.params[x.args[0]].expr)
+        ops.add(x.op)
+        stack += [a for a in x.args if isinstance(a, ir.HostExpr)]
+    if ops & {"len", "count"}:
+        return "needs len(seq) or count(seq, ...): only the last position sees the whole input"
+    if "count_before" in ops:
+        return "knows count_before(seq, TOK) only from the first TOK on"
+    return "is a param, which --param may change per run"
+
+
 def one_loop(prog: ir.ProgramIR) -> ir.ProgramIR:
     """The program as the compiled model runs it: loops of constant count 0
     removed, nested loops flattened, sequential loops merged (at most one
@@ -189,10 +212,13 @@ def merge_sequential(prog: ir.ProgramIR) -> ir.ProgramIR:
         if j < len(loops) - 1:
             c = const_count(prog, loop.count)
             if c is None:
-                raise err(f"this loop's count {loop.count} is known only from the whole input, and another "
-                          "loop follows it: a causal model cannot tell, at the positions before that is "
-                          "known, when the next loop starts (use a constant count for every loop but the "
-                          "last)", loop.loc)
+                nxt = loops[j + 1]
+                raise err(f"this loop's count {_count_text(prog, loop.count)} depends on the input, and the loop "
+                          f"at line {nxt.loc.line if nxt.loc else '?'} follows it: the compiler merges sequential "
+                          "loops into one looped block that switches to the next loop after a step it counts "
+                          "itself, and a causal model does not know this count at every position (it "
+                          f"{_when_known(prog, loop.count)}), so positions would switch at the wrong step; give every "
+                          "loop but the last a constant count, or make the input-dependent loop the last one", loop.loc)
             total += max(c, 0)
     first = loops[0]
     count = first.count
