@@ -44,7 +44,7 @@ def const_count(prog: ir.ProgramIR, e: ir.HostExpr):
 def _count_text(prog, e: ir.HostExpr) -> str:
     """`n1 (= len(seq))` for a param, the expression itself otherwise."""
     if e.op == "param" and e.args[0] in prog.params:
-        return f"{e} (= {_count_text(prog, prog.params[e.args[0]].expr)})"
+        return f"{e} = {_count_text(prog, prog.params[e.args[0]].expr)}"
     return str(e)
 
 
@@ -213,8 +213,8 @@ def merge_sequential(prog: ir.ProgramIR) -> ir.ProgramIR:
             c = const_count(prog, loop.count)
             if c is None:
                 nxt = loops[j + 1]
-                raise err(f"this loop's count {_count_text(prog, loop.count)} depends on the input, and the loop "
-                          f"at line {nxt.loc.line if nxt.loc else '?'} follows it: the compiler merges sequential "
+                raise err(f"this loop's count depends on the input ({_count_text(prog, loop.count)}), and the "
+                          f"loop at line {nxt.loc.line if nxt.loc else '?'} follows it: the compiler merges sequential "
                           "loops into one looped block that switches to the next loop after a step it counts "
                           "itself, and a causal model does not know this count at every position (it "
                           f"{_when_known(prog, loop.count)}), so positions would switch at the wrong step; give every "

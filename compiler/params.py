@@ -24,7 +24,7 @@ from rasp import ir
 from rasp.errors import RaspError
 
 from .clock import NoClock, _Builder
-from .loops import _all_loops, _copy_items, _rebuild
+from .loops import _all_loops, _copy_items, _count_text, _rebuild
 
 
 def _host_ops(e: ir.HostExpr, prog, out: set):
@@ -93,22 +93,37 @@ def causal_params(prog: ir.ProgramIR) -> ir.ProgramIR:
         return prog
     err = lambda msg, node: RaspError(msg, loc=node.loc, source=prog.source)
     eoq = prog.symbols.get(">")
+    users = {}
+    for n in nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n)
+
+    def use(h):
+        """The first s-op that reads h (through scalar arithmetic): where it is used as a value."""
+        stack = [h]
+        while stack:
+            x = stack.pop(0)
+            for u in users.get(x, []):
+                if u.kind != ir.SCALAR:
+                    return u if u.loc is not None else h
+                stack.append(u)
+        return h
     for h in hosts:
-        what = f"param '{h.name}' ({h.expr})" if h.name else f"the host value {h.expr}"
+        what = f"a param used as a value ({_count_text(prog, h.expr)})"
         ops = set()
         _host_ops(h.expr, prog, ops)
         for op, arg in sorted(ops, key=str):
             if op in ("len", "count"):
                 raise err(f"{what} uses {op}(...), which a causal model knows only at the last position "
                           "(it needs the whole input); the compiler can use params as values only when they "
-                          "are built from count_before(seq, >), constants, + - and constant multiples", h)
+                          "are built from count_before(seq, >), constants, + - and constant multiples", use(h))
             if op == "count_before" and arg != eoq:
                 raise err(f"{what} uses count_before of a token other than the end-of-query symbol '>': a "
-                          "causal model knows it only from that token on, but positions before it are scored", h)
+                          "causal model knows it only from that token on, but positions before it are scored", use(h))
             if op == "count_before" and not _guarantees(prog, eoq):
                 raise err(f"{what} uses count_before(seq, >), which equals len(seq) (known only at the last "
                           "position) when '>' is absent; add `require count(seq, EOQ) >= 1` (with EOQ the "
-                          "'>' symbol) so that the compiled model can compute it causally", h)
+                          "'>' symbol) so that the compiled model can compute it causally", use(h))
     # what is computed from a host value must never be read by attention (keys before '>' are wrong)
     tainted = set(hosts)
     changed = True
