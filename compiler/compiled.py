@@ -23,6 +23,7 @@ from .craft import Crafter
 from .graph import ProgramGraph
 from .layers import plan_body, schedule
 from .loops import one_loop
+from .params import causal_params, value_params
 from .values import ValueSets
 
 DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * max_len
@@ -42,6 +43,8 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
         raise RaspError("--max-len must be at least 1")
     L = design_factor * max_len
     pir = one_loop(pir)     # empty loops dropped, nested then sequential loops -> one looped block
+    computed = value_params(pir)
+    pir = causal_params(pir)    # params used as values -> causal s-ops (or a located refusal)
     gate, why = None, "not asked for" if not clock else "the loop runs a fixed --steps count"
     if clock and steps is None:
         clocked, got = try_clock(pir, L)
@@ -58,6 +61,7 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
     info = model.cfg.extra["compiler"]
     info["clock"] = {"count": gate.count, "offset": gate.offset} if gate else {"none": why}
     # the input contract: not in the weights; the runner checks it on program.rasp
+    info["value_params"] = computed      # computed by the model: not overridable at run time
     info["requires"] = [{"condition": r.text, "message": r.message, "line": r.loc.line if r.loc else None}
                         for r in pir.requires]
     elapsed = time.perf_counter() - t0
@@ -201,6 +205,11 @@ class CompiledModel:
         batch = [list(map(int, x)) for x in batch]
         self.program.check_batch(batch, rasp.program.RunLimits())
         self.program.check_params(params)
+        fixed = sorted(set(params or {}) & set(self.model.cfg.extra["compiler"].get("value_params", ())))
+        if fixed:       # the model computes these from the input, like the interpreter does without --param
+            raise RaspError(f"--param {fixed[0]}: the compiled model computes this param from the input (the "
+                            "program uses it as a value), so it cannot be overridden; recompile the program "
+                            "with the value written in")
         self.program.check_requires(batch, params)      # the input contract, host-side
         counts = self.loop_counts(batch, params)
         outs = []

@@ -41,6 +41,29 @@ def const_count(prog: ir.ProgramIR, e: ir.HostExpr):
     return None
 
 
+def _count_text(prog, e: ir.HostExpr) -> str:
+    """`n1 (= len(seq))` for a param, the expression itself otherwise."""
+    if e.op == "param" and e.args[0] in prog.params:
+        return f"{e} = {_count_text(prog, prog.params[e.args[0]].expr)}"
+    return str(e)
+
+
+def _when_known(prog, e: ir.HostExpr) -> str:
+    """When a causal model could know host expression e, in words."""
+    ops, stack = set(), [e]
+    while stack:
+        x = stack.pop()
+        if x.op == "param" and x.args[0] in prog.params:
+            stack.append(prog.params[x.args[0]].expr)
+        ops.add(x.op)
+        stack += [a for a in x.args if isinstance(a, ir.HostExpr)]
+    if ops & {"len", "count"}:
+        return "needs len(seq) or count(seq, ...): only the last position sees the whole input"
+    if "count_before" in ops:
+        return "knows count_before(seq, TOK) only from the first TOK on"
+    return "is a param, which --param may change per run"
+
+
 def one_loop(prog: ir.ProgramIR) -> ir.ProgramIR:
     """The program as the compiled model runs it: loops of constant count 0
     removed, nested loops flattened, sequential loops merged (at most one
@@ -49,17 +72,41 @@ def one_loop(prog: ir.ProgramIR) -> ir.ProgramIR:
 
 
 def drop_empty_loops(prog: ir.ProgramIR) -> ir.ProgramIR:
-    """`prog` itself when no top-level loop has a constant count <= 0, else a
-    copy without those loops: after such a loop every variable holds its
-    initial value (a body that never runs needs no construction, and its value
-    sets would be empty)."""
-    empty = [l for l in prog.body.items if isinstance(l, ir.Loop)
-             and (c := const_count(prog, l.count)) is not None and c <= 0]
+    """`prog` itself when no loop (top-level or nested) has a constant count
+    <= 0, else a copy without those loops: after such a loop every variable
+    holds its initial value (a body that never runs needs no construction, and
+    its value sets would be empty).  Loops that hold a dropped loop are copied."""
+    empty = {l for l in prog.loops if (c := const_count(prog, l.count)) is not None and c <= 0}
     if not empty:
         return prog
     top = ir.Block()
-    post = {}
-    for it in prog.body.items:
+    post, undefined = {}, []
+    _copy_items(prog.body.items, post, top, empty, prog, undefined)
+    output = _rebuild(prog.output, post, top, None)
+    for n in undefined:
+        if _depends_on(output, n):
+            raise RaspError(f"loop variable '{n.var.name}' is first defined inside this loop, which runs 0 "
+                            "times: it has no value after it", loc=n.loop.loc, source=prog.source)
+    loops = _all_loops(top)
+    for n, l in enumerate(loops):
+        l.index = n
+    return dataclasses.replace(prog, body=top, output=output, loops=loops)
+
+
+def _all_loops(block) -> list:
+    """Every loop in `block`, nested ones included, in source order."""
+    out = []
+    for it in block.items:
+        if isinstance(it, ir.Loop):
+            out.append(it)
+            out += _all_loops(it.body)
+    return out
+
+
+def _copy_items(items, post, block, empty, prog, undefined):
+    """Copy a block's items into `block` (new nodes through post: old -> new),
+    leaving out the loops in `empty` (their variables keep their initial values)."""
+    for it in items:
         if it in empty:
             for v in it.vars:
                 o = getattr(v, "out", None)
@@ -68,24 +115,46 @@ def drop_empty_loops(prog: ir.ProgramIR) -> ir.ProgramIR:
                 if v.init is None:
                     # read after a loop that never runs: the interpreter has no value either
                     post[o] = _Undefined(v, it, prog)
+                    undefined.append(post[o])
                 else:
-                    post[o] = _rebuild(v.init, post, top, None)
+                    post[o] = _rebuild(v.init, post, block, None)
         elif isinstance(it, ir.Node):
-            if _rebuild(it, post, top, None) is it:      # (a rebuilt copy is already listed)
-                top.items.append(it)
+            if _rebuild(it, post, block, None) is it:      # (a rebuilt copy is already listed)
+                block.items.append(it)
         elif isinstance(it, ir.Bind):
-            top.items.append(ir.Bind(it.name, _rebuild(it.node, post, top, None), it.loc))
+            block.items.append(ir.Bind(it.name, _rebuild(it.node, post, block, None), it.loc))
+        elif _all_loops(it.body) or _reads_any(it, post):
+            block.items.append(_copy_loop(it, post, block, empty, prog, undefined))
         else:
-            top.items.append(_rebuild_flat(it, post, top) if _reads_any(it, post) else it)
-    output = _rebuild(prog.output, post, top, None)
-    for n in post.values():
-        if isinstance(n, _Undefined) and _depends_on(output, n):
-            raise RaspError(f"loop variable '{n.var.name}' is first defined inside this loop, which runs 0 "
-                            "times: it has no value after it", loc=n.loop.loc, source=prog.source)
-    loops = [i for i in top.items if isinstance(i, ir.Loop)]
-    for n, l in enumerate(loops):
-        l.index = n
-    return dataclasses.replace(prog, body=top, output=output, loops=loops)
+            block.items.append(it)
+
+
+def _copy_loop(old, post, parent, empty, prog, undefined):
+    """A copy of loop `old` in block `parent` reading the values in `post`,
+    its nested loops copied (the ones in `empty` left out); its outputs are
+    added to post."""
+    body = ir.Block(parent=parent)
+    loop = ir.Loop(old.count, old.until_stable, body, [], 0, old.loc)
+    body.loop = loop
+    memo = dict(post)
+    new = {}
+    for v in old.vars:
+        nv = ir.LoopVar(v.name, v.kind, _rebuild(v.init, post, parent, None) if v.init is not None else None)
+        nv.state = ir.LoopState(loop, nv)
+        nv.state.loc, nv.state.block = v.state.loc, body
+        memo[v.state] = nv.state
+        new[v] = nv
+        loop.vars.append(nv)
+    _copy_items(old.body.items, memo, body, empty, prog, undefined)
+    for v in old.vars:
+        new[v].update = _rebuild(v.update, memo, body, None)
+    for v in old.vars:
+        if getattr(v, "out", None) is not None:
+            o = ir.LoopOut(loop, new[v])
+            o.loc, o.block = v.out.loc, parent
+            new[v].out = o
+            post[v.out] = o
+    return loop
 
 
 class _Undefined(ir.Node):
@@ -143,10 +212,13 @@ def merge_sequential(prog: ir.ProgramIR) -> ir.ProgramIR:
         if j < len(loops) - 1:
             c = const_count(prog, loop.count)
             if c is None:
-                raise err(f"this loop's count {loop.count} is known only from the whole input, and another "
-                          "loop follows it: a causal model cannot tell, at the positions before that is "
-                          "known, when the next loop starts (use a constant count for every loop but the "
-                          "last)", loop.loc)
+                nxt = loops[j + 1]
+                raise err(f"this loop's count depends on the input ({_count_text(prog, loop.count)}), and the "
+                          f"loop at line {nxt.loc.line if nxt.loc else '?'} follows it: the compiler merges sequential "
+                          "loops into one looped block that switches to the next loop after a step it counts "
+                          "itself, and a causal model does not know this count at every position (it "
+                          f"{_when_known(prog, loop.count)}), so positions would switch at the wrong step; give every "
+                          "loop but the last a constant count, or make the input-dependent loop the last one", loop.loc)
             total += max(c, 0)
     first = loops[0]
     count = first.count

@@ -9,7 +9,8 @@ What a program may hold: the primitives of docs/language.md (full, indices,
 tok_map, seq_map, select, sel_width, aggr, kqv), element-wise operators and
 comparisons, the library of §5, and sometimes a `loop COUNT:` (COUNT a literal
 or a param such as `len(seq)`, `count_before(seq, SYM)`), occasionally a
-second loop or a nested one.  Every value carries a loose interval `[lo, hi]`
+second loop or a nested one (a program with the symbol `>` and a count_before
+param requires a `>` in its input, so that its params can compile as values).  Every value carries a loose interval `[lo, hi]`
 valid for inputs up to NMAX tokens and loops of up to NMAX iterations, so
 that nothing leaves int64 and operands of products stay small; and the RASP-L
 index discipline (§6) is tracked so that index-derived s-ops are only
@@ -431,6 +432,11 @@ class Gen:
                 i += 1
         out = self.env[self.last] if self.last and self.ch.chance(0.7) else self.expr()
         self.lines.append(f"output {out.text}")
+        if self.symbol == ">" and any(ln.startswith("param ") and "count_before" in ln for ln in self.lines):
+            # the input contract under which a compiled model can know count_before(seq, >) at every
+            # scored position (compiler/params.py); drawn from no chooser, so other programs are unchanged
+            at = next(i for i, ln in enumerate(self.lines) if ln.startswith("input "))
+            self.lines.insert(at + 1, 'require count(seq, EOQ) >= 1, "the input needs a >"')
         return "\n".join(self.lines) + "\n"
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import rasp  # noqa: E402
 from compiler import compile_program  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
+from rasp.errors import RaspError, RaspRequireError  # noqa: E402
 from random_programs import programs, random_program  # noqa: E402
 from test_compiler import interpreter_ok  # noqa: E402
 
@@ -229,7 +229,12 @@ def test_generated_programs_check_without_warnings(src):
     assert not prog.warnings, (src, [w.format() for w in prog.warnings])
     rng = random.Random(0)
     vocab = list(prog.ir.vocab)
-    prog.run_batch([[rng.choice(vocab) for _ in range(n)] for n in (1, 5, 17)])
+    for n in (1, 5, 17):
+        x = [rng.choice(vocab) for _ in range(n)]
+        try:
+            prog.run(x)
+        except RaspRequireError:      # the input contract (a '>', where a count_before param needs one)
+            pass
 
 
 def saved_mismatches():

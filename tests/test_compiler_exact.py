@@ -331,6 +331,39 @@ loop 3:
     c = d | seq
 output c
 """,
+    "inner_loop_zero": """input seq: {0, 1, 2}
+x = seq
+s = full(seq, 0)
+loop len(seq):
+    y = x
+    loop 0:
+        y = shift_right(y, 1, 0) + (y == 1)
+    s = (s + y) % 5
+    x = where(x == 2, 0, x + 1)
+output s * 10 + x
+""",
+    "inner_loop_zero_updates_outer_variable": """input seq: {0, 1}
+c = full(seq, 0)
+loop 3:
+    loop 1 - 1:
+        c = c + 5
+    c = (c + seq) % 3
+output c
+""",
+    "outer_loop_zero_then_nested": """input seq: {0, 1}
+c = seq
+loop 0:
+    loop 2:
+        c = 1 - c
+d = c
+loop 2:
+    loop 0:
+        d = d * 0
+    loop 0:
+        d = d + 7
+    d = shift_right(d, 1, 1)
+output d * 2 + c
+""",
     "nested_then_sequential": """input seq: {0, 1}
 c = full(seq, 0)
 loop 2:
@@ -349,6 +382,13 @@ output e
 @pytest.mark.parametrize("name", sorted(NESTED))
 def test_nested_loops_compile_exactly(name):
     assert_loops_compile_exactly(NESTED[name], 13, 120)
+
+
+def test_variable_first_defined_in_an_inner_loop_zero_is_a_located_refusal():
+    prog = loads("input seq: {0, 1}\nc = seq\nloop 2:\n    loop 0:\n        d = c\n    c = d\noutput c\n")
+    with pytest.raises(RaspError) as info:
+        compile_program(prog, 4)
+    assert info.value.loc.line == 4 and "runs 0 times" in info.value.message
 
 
 def test_inner_loop_with_input_dependent_count_is_a_located_refusal():
@@ -391,3 +431,47 @@ def test_loop_update_not_reading_the_state(name, count):
     rng = random.Random(count)
     batch = [[rng.choice([0, 1]) for _ in range(n)] for n in range(1, 17) for _ in range(4)]
     assert_same(prog, cm, batch, scored=False)
+
+
+# ---- params used as values: the causal s-op where every scored position knows it -------------
+
+PARAM_HEAD = "const EOQ = \">\"\ninput seq: {0, 1, 2, EOQ}\n"
+PARAM_REQ = "require count(seq, EOQ) >= 1, \"needs a >\"\n"
+PARAM_VALUES = {
+    "elementwise": PARAM_REQ + "param n = count_before(seq, EOQ)\noutput seq + n\n",
+    "in_a_loop": PARAM_REQ + "param n = count_before(seq, EOQ)\nx = seq + n\nloop 2:\n"
+                 "    x = where(x == 1, x + 2 * n - 1, x)\noutput x\n",
+    "derived_param": "require count(seq, EOQ) == 1, \"one >\"\nparam n = count_before(seq, EOQ)\n"
+                     "param m = 3 * n - 2\noutput where(seq == 1, m, seq)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAM_VALUES))
+def test_param_used_as_a_value_compiles_exactly_at_scored_positions(name):
+    prog = loads(PARAM_HEAD + PARAM_VALUES[name])
+    cm = compile_program(prog, 4)
+    rng = random.Random(5)
+    batch = [[rng.choice([0, 1, 2, -1]) for _ in range(rng.randint(1, 16))] for _ in range(400)]
+    batch = [x for x in batch if _runs(prog, x)]        # the require: a '>' (one, for derived_param)
+    assert len(batch) > 50
+    assert_same(prog, cm, batch)
+    with pytest.raises(RaspError):
+        cm.run_batch(batch[:1], {"n": 3})        # the model computes n itself
+
+
+PARAM_REFUSED = {
+    "len": ("param n = len(seq)\noutput seq + n\n", 4, "last position"),
+    "count": ("param n = count(seq, 1)\noutput seq + n\n", 4, "last position"),
+    "no_require": ("param n = count_before(seq, EOQ)\noutput seq + n\n", 4, "require"),
+    "read_by_attention": (PARAM_REQ + "param n = count_before(seq, EOQ)\noutput shift_right(seq + n, 1)\n",
+                          5, "before it"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAM_REFUSED))
+def test_param_value_a_causal_model_cannot_know_is_a_located_refusal(name):
+    src, line, why = PARAM_REFUSED[name]
+    with pytest.raises(RaspError) as info:
+        compile_program(loads(PARAM_HEAD + src), 4)
+    assert info.value.loc is not None and info.value.loc.line == line and why in info.value.message, \
+        (info.value.loc, info.value.message)
