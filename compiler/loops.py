@@ -129,10 +129,9 @@ def _copy_items(items, post, block, empty, prog, undefined):
             block.items.append(it)
 
 
-def _copy_loop(old, post, parent, empty, prog, undefined):
-    """A copy of loop `old` in block `parent` reading the values in `post`,
-    its nested loops copied (the ones in `empty` left out); its outputs are
-    added to post."""
+def _loop_shell(old, post, parent):
+    """A new loop in block `parent` with copies of `old`'s variables, their
+    initial values read through post -> (loop, body, memo, old var -> new var)."""
     body = ir.Block(parent=parent)
     loop = ir.Loop(old.count, old.until_stable, body, [], 0, old.loc)
     body.loop = loop
@@ -145,7 +144,11 @@ def _copy_loop(old, post, parent, empty, prog, undefined):
         memo[v.state] = nv.state
         new[v] = nv
         loop.vars.append(nv)
-    _copy_items(old.body.items, memo, body, empty, prog, undefined)
+    return loop, body, memo, new
+
+
+def _finish_loop(old, loop, body, memo, new, post, parent):
+    """The copied variables' updates, and their outputs added to post."""
     for v in old.vars:
         new[v].update = _rebuild(v.update, memo, body, None)
     for v in old.vars:
@@ -155,6 +158,15 @@ def _copy_loop(old, post, parent, empty, prog, undefined):
             new[v].out = o
             post[v.out] = o
     return loop
+
+
+def _copy_loop(old, post, parent, empty, prog, undefined):
+    """A copy of loop `old` in block `parent` reading the values in `post`,
+    its nested loops copied (the ones in `empty` left out); its outputs are
+    added to post."""
+    loop, body, memo, new = _loop_shell(old, post, parent)
+    _copy_items(old.body.items, memo, body, empty, prog, undefined)
+    return _finish_loop(old, loop, body, memo, new, post, parent)
 
 
 class _Undefined(ir.Node):
@@ -465,24 +477,5 @@ def _flatten(prog, outer, inner, top):
 def _rebuild_flat(old, post, top):
     """A copy of flat loop `old` in block `top`, reading the values in `post`
     (old -> new nodes of the loops before it); its outputs are added to post."""
-    body = ir.Block(parent=top)
-    loop = ir.Loop(old.count, old.until_stable, body, [], 0, old.loc)
-    body.loop = loop
-    memo = dict(post)
-    new = {}
-    for v in old.vars:
-        nv = ir.LoopVar(v.name, v.kind, _rebuild(v.init, post, top, None) if v.init is not None else None)
-        nv.state = ir.LoopState(loop, nv)
-        nv.state.loc, nv.state.block = v.state.loc, body
-        memo[v.state] = nv.state
-        new[v] = nv
-        loop.vars.append(nv)
-    for v in old.vars:
-        new[v].update = _rebuild(v.update, memo, body, None)
-    for v in old.vars:
-        if getattr(v, "out", None) is not None:
-            o = ir.LoopOut(loop, new[v])
-            o.loc, o.block = v.out.loc, top
-            new[v].out = o
-            post[v.out] = o
-    return loop
+    loop, body, memo, new = _loop_shell(old, post, top)
+    return _finish_loop(old, loop, body, memo, new, post, top)

@@ -10,13 +10,11 @@ training loss over the same scored positions.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from trainer.seqdata import SeqBatch
-from trainer.tasks.scoring import METRICS, score  # noqa: F401  (the definitions)
+from trainer.tasks.scoring import METRICS, score, summary  # noqa: F401  (the definitions)
 
 
 def example_values(name: str, pred: torch.Tensor, batch: SeqBatch) -> list:
@@ -37,16 +35,3 @@ def loss_fn(logits: torch.Tensor, batch: SeqBatch) -> torch.Tensor:
 
 def predictions(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(-1)
-
-
-def summary(values) -> dict:
-    """{"mean", "se", "n"} over the examples with a value."""
-    xs = [float(v) for v in values if v is not None]
-    n = len(xs)
-    if n == 0:
-        return {"mean": None, "se": None, "n": 0}
-    mean = sum(xs) / n
-    if n < 2:
-        return {"mean": mean, "se": None, "n": n}
-    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
-    return {"mean": mean, "se": math.sqrt(var / n), "n": n}

@@ -6,7 +6,6 @@ Writes DIR/report.md, DIR/report.json and DIR/plots/*.png."""
 from __future__ import annotations
 
 import json
-import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +15,7 @@ from rasp.errors import RaspError
 from trainer.compare import grid as G
 from trainer.compare.results import RunResult, cell_value, load_run
 from trainer.compare.suite import Suite, Table, cell_attrs, load_suite
+from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"
 
@@ -59,15 +59,6 @@ def _write_atomic(path: Path, text: str):
 
 # ---- cells -----------------------------------------------------------------------
 
-def _mean_se(values: list):
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, None
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(var / n)
-
-
 def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite) -> dict:
     """Aggregate one table cell over the seeds' runs."""
     if not results:
@@ -102,7 +93,8 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
             text = ", ".join([f"{counts[k]} {k}" for k in kinds] + sorted(why_none))
         cell.update(status=status, text=text)
         return cell
-    mean, se = _mean_se(values)
+    stats = summary(values)                      # mean and standard error over the seeds
+    mean, se = stats["mean"], stats["se"]
     d = table.digits
     text = f"{mean * table.scale:.{d}f}" + (f" ± {se * table.scale:.{d}f}" if se is not None else "")
     if table.criterion is not None:

@@ -22,6 +22,7 @@ with a value, so standard errors and by-length tables come from these.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 
@@ -72,3 +73,17 @@ METRICS = {"acc": acc, "token_acc": acc, "seq_acc": seq_acc, "last_read_acc": la
 
 def score(name: str, prediction, target) -> Optional[float]:
     return METRICS[name](prediction, target)
+
+
+def summary(values) -> dict:
+    """{"mean", "se", "n"} over the values that are not None (a split's examples, or
+    a comparison cell's seeds); se = sample sd / sqrt(n)."""
+    xs = [float(v) for v in values if v is not None]
+    n = len(xs)
+    if n == 0:
+        return {"mean": None, "se": None, "n": 0}
+    mean = sum(xs) / n
+    if n < 2:
+        return {"mean": mean, "se": None, "n": n}
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+    return {"mean": mean, "se": math.sqrt(var / n), "n": n}
