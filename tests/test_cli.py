@@ -248,3 +248,11 @@ def test_threads_must_be_positive(tmp_path):
     pytest.importorskip("torch")
     done = _rasp("train", "--task", "parity", "--out", str(tmp_path / "r"), "--threads", "0", "--steps", "1")
     assert done.returncode == 2 and "--threads must be at least 1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_python_dash_m_rasp_is_the_rasp_command(tmp_path):
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "rasp", "run", PARITY, "--input", "1 0 1 1 > # #"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1", "1", "0", "1", "#", "#"]
