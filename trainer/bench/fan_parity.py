@@ -78,6 +78,11 @@ def run(args):
                      {r: {k: round(v[k], 3) for k in RANGES} for r, v in result["rules"].items()}))
 
 
+def _load(result) -> str:
+    load = (result.get("load_before") or [float("nan")])[0]
+    return "—" if load != load else f"{load:.1f}"
+
+
 def table(args):
     files = sorted(Path(args.out).glob("*_seed*/fan_parity.json"))
     res = [json.loads(f.read_text()) for f in files]
@@ -87,7 +92,7 @@ def table(args):
         for rule in [x for x in RULES if x in r["rules"]]:
             v = r["rules"][rule]
             lines.append(f"| {r['tag']} | {r['seed']} | {rule} | {v['1-10']:.3f} | {v['11-20']:.3f} | "
-                         f"{v['21-30']:.3f} | {r['steps_per_s']:.2f} | {r['load_before'][0]:.1f} |")
+                         f"{v['21-30']:.3f} | {r['steps_per_s']:.2f} | {_load(r)} |")
     for tag in sorted({r["tag"] for r in res}):
         rs = [r for r in res if r["tag"] == tag]
         for rule in [x for x in RULES if all(x in r["rules"] for r in rs)]:
@@ -97,7 +102,20 @@ def table(args):
                          f"{m['11-20']:.3f} (min {lo['11-20']:.3f}) | {m['21-30']:.3f} (min {lo['21-30']:.3f}) "
                          f"| {sum(r['steps_per_s'] for r in rs) / len(rs):.2f} | |")
     lines.append(f"| official code (issue 15) | 3 | oracle | | {OFFICIAL['11-20']:.2f} | {OFFICIAL['21-30']:.2f} | | |")
+    lines += ["", *speed_ratios(res)]
     print("\n".join(lines))
+
+
+def speed_ratios(res) -> list:
+    """Our steps/s over the official code's, per seed where both ran (official_fan_parity.py
+    and this script started together for each seed: the same load for both)."""
+    official = {r["seed"]: r for r in res if r["tag"] == "official"}
+    pairs = [(r["tag"], r["seed"], r["steps_per_s"] / official[r["seed"]]["steps_per_s"])
+             for r in res if r["tag"] != "official" and r["seed"] in official]
+    if not pairs:
+        return []
+    return ["| variant | seed | steps/s, ours / official |", "|---|---|---|",
+            *[f"| {tag} | {seed} | {ratio:.2f} |" for tag, seed, ratio in sorted(pairs)]]
 
 
 def main(argv=None):
