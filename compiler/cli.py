@@ -68,12 +68,8 @@ def run_compiled(args) -> int:
                        config_path=f"{args.program}/config.json")
     longer = cm.beyond_design(batch)
     if longer:
-        info = cm.model.cfg.extra["compiler"]
-        print(f"warning: {len(longer)} input(s) (first: input {longer[0] + 1}, {len(batch[longer[0]])} tokens) are "
-              f"longer than the {info['design_length']} tokens this model was built for "
-              f"(from --max-len {info['max_len']}); their outputs may be wrong: recompile with a larger --max-len",
-              file=sys.stderr)
-    outs = cm.run_batch(batch, parse_params(args.param))
+        print(f"warning: {cm.beyond_design_message(batch, longer)}", file=sys.stderr)
+    outs = cm.run_batch(batch, parse_params(args.param), beyond_design="run")     # warned above
     for values in outs:
         sys.stdout.write(cm.program.format_output(values) + "\n")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -27,6 +28,13 @@ from .params import causal_params, value_params
 from .values import ValueSets
 
 DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * max_len
+BEYOND_DESIGN = ("warn", "error", "run")
+
+
+class DesignLengthWarning(UserWarning):
+    """`CompiledModel.run_batch` got inputs longer than the design length
+    (4 x max-len): nothing promises their outputs (numeric tables, sel_width
+    decoders and one-hot codes end there), so they may be wrong."""
 
 
 def compile_program(prog, max_len: int, steps: Optional[int] = None,
@@ -199,11 +207,27 @@ class CompiledModel:
         L = self.model.cfg.extra["compiler"]["design_length"]
         return [i for i, x in enumerate(batch) if len(x) > L]
 
-    def run_batch(self, batch, params=None):
+    def beyond_design_message(self, batch, longer) -> str:
+        info = self.model.cfg.extra["compiler"]
+        return (f"{len(longer)} input(s) (first: input {longer[0] + 1}, {len(batch[longer[0]])} tokens) are "
+                f"longer than the {info['design_length']} tokens this model was built for "
+                f"(from --max-len {info['max_len']}); their outputs may be wrong: recompile with a larger --max-len")
+
+    def run_batch(self, batch, params=None, beyond_design: str = "warn"):
         """Same contract as Program.run_batch(...).outputs: list of token-value
-        lists.  Inputs are validated like the interpreter does."""
+        lists.  Inputs are validated like the interpreter does.  Inputs longer
+        than the design length (4 x max-len), where the model is not promised
+        to be exact, give a `DesignLengthWarning` (`beyond_design="warn"`), a
+        RaspError (`"error"`), or nothing (`"run"`: the caller has said so)."""
+        if beyond_design not in BEYOND_DESIGN:
+            raise ValueError(f"beyond_design must be one of {BEYOND_DESIGN}, not {beyond_design!r}")
         batch = [list(map(int, x)) for x in batch]
         self.program.check_batch(batch, rasp.program.RunLimits())
+        longer = self.beyond_design(batch)
+        if longer and beyond_design == "error":
+            raise RaspError(self.beyond_design_message(batch, longer))
+        if longer and beyond_design == "warn":
+            warnings.warn(self.beyond_design_message(batch, longer), DesignLengthWarning, stacklevel=2)
         self.program.check_params(params)
         fixed = sorted(set(params or {}) & set(self.model.cfg.extra["compiler"].get("value_params", ())))
         if fixed:       # the model computes these from the input, like the interpreter does without --param
@@ -226,8 +250,8 @@ class CompiledModel:
             torch.set_num_threads(threads)
         return outs
 
-    def run(self, tokens, params=None):
-        return self.run_batch([tokens], params)[0]
+    def run(self, tokens, params=None, beyond_design: str = "warn"):
+        return self.run_batch([tokens], params, beyond_design)[0]
 
     # ---- description --------------------------------------------------------------
     def sizes(self) -> dict:
