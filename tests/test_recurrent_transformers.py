@@ -169,6 +169,41 @@ def test_causal_outputs_ignore_later_tokens(name, data):
     assert torch.equal(a.stats["depth"][:, :t + 1], b.stats["depth"][:, :t + 1])
 
 
+@pytest.mark.parametrize("name", MODELS)
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_causal_outputs_ignore_how_many_tokens_follow(name, data):
+    """Position t's output and depth are the same whether the sequence ends at
+    t or goes on: on short sequences the depth cap (8 layers > length + 1)
+    binds, and in causal mode it reads the prefix length, not the whole
+    length (JRC's cap would let a later token change an earlier output)."""
+    L = data.draw(st.integers(2, 9), label="L")
+    t = data.draw(st.integers(0, L - 2), label="t")
+    seed = data.draw(st.integers(0, 1000), label="seed")
+    m = build(name, causal=True, layers=8, chunk=4)
+    tok, mask = batch(B=2, L=L, seed=seed, pad_row=False)
+    short_mask = mask.clone()
+    short_mask[:, t + 1:] = False
+    with torch.no_grad():
+        a, b = m(tok, mask), m(tok.masked_fill(~short_mask, 0), short_mask)
+    assert torch.allclose(a.hidden[:, :t + 1], b.hidden[:, :t + 1], atol=1e-5)
+    assert torch.equal(a.stats["depth"][:, :t + 1], b.stats["depth"][:, :t + 1])
+
+
+def test_causal_depth_cap_reads_the_prefix_length():
+    # α̂ = 0 never halts: position t runs min(cap, t + 2) layers, whatever follows it
+    H0, mask = torch.zeros(1, 6, 1), torch.ones(1, 6, dtype=torch.bool)
+    st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
+                         per_unit_position=True, causal=True)
+    assert st_.depth[0].tolist() == [2, 3, 4, 5, 5, 5] and st_.S[0, :, 0].tolist() == [2, 3, 4, 5, 5, 5]
+    # non-causal (JRC): every position of the sample reads its whole length 6
+    st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
+                         per_unit_position=True)
+    assert st_.depth[0].tolist() == [5] * 6
+    with pytest.raises(ValueError):
+        rt.run_halting(lambda H, S: H, lambda H, Hn: torch.zeros(1, 1), H0, mask, 5, False, causal=True)
+
+
 def test_tlb_single_chunk_equals_fast_stream_without_memory_read():
     m = build("tlb", causal=True, chunk=64)
     tok, mask = batch()

@@ -33,12 +33,15 @@ Decisions where the sources disagree (MODELS.md §5), as the table suggests:
   #19 Eq. 12-13's `H^{1-1}` is H_{l-1}.
 Other code details kept (JRC UniversalTransformerEncoder.py / UTLBEncoder.py /
 TLBEncoder.py @58026b2): depth cap min(layers, S+1) plus a per-sample forced
-halt once l >= length+1; the layer at which Σα crosses the threshold is
+halt once l >= length+1 (GUTLB: the chunk's real tokens); the layer at which Σα crosses the threshold is
 discarded (H, S, penalty revert to the previous layer, while Σα, Π(1-α̂) and
 Σα·H keep accumulating); the loop breaks when no unit updates, in training too;
 causal GUT/GUTLB halt per position on prefix means; GUTLB's penalty is averaged
 over non-empty chunks; TLB/GUTLB add no START/END and pool the layer-normed last
-memory.  Deliberate departures: SDPA in fp32 instead of FlashAttention in fp16;
+memory.  Deliberate departures: in causal mode the forced halt of position t
+reads its prefix length t+1 (`halting_lengths`), not the whole length as
+JRC does, which would let the number of later tokens change earlier outputs
+on short inputs (where the cap binds); SDPA in fp32 instead of FlashAttention in fp16;
 cross-attention (chunk -> memory, memory -> chunk) is never causal, whereas
 FlashMHA applies the causal mask whenever len(Q) = len(K), i.e. whenever
 chunk = memory slots in a causal run (a quirk that hides part of the chunk
@@ -200,18 +203,31 @@ def halting_step(st: HaltingState, H_new: torch.Tensor, p: torch.Tensor, layer: 
                         depth=st.depth + flag.to(st.depth.dtype)), flag
 
 
+def halting_lengths(mask: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The length the depth cap reads, (B, 1) or (B, S): JRC's `lengths` =
+    the sample's valid positions; in causal mode the valid positions up to
+    and including t (the prefix position t sees), so the cap of position t
+    never depends on how many tokens follow it (JRC reads the whole length
+    there too, which lets a later token change an earlier output)."""
+    return mask.long().cumsum(1) if causal else mask.long().sum(1, keepdim=True)
+
+
 def run_halting(step, halt_prob, H0, mask, max_layers: int, per_unit_position: bool,
-                threshold: float = THRESHOLD) -> HaltingState:
+                threshold: float = THRESHOLD, causal: bool = False) -> HaltingState:
     """Loop `step(H, S) -> H_new` up to min(max_layers, S+1) times with
-    `halt_prob(H, H_new) -> (B, X)`; a sample is forced to halt once
-    layer >= its length + 1; break when nothing updates (training too)."""
+    `halt_prob(H, H_new) -> (B, X)`; a unit is forced to halt once layer >=
+    its length + 1 (`halting_lengths`: the sample's length, or position t's
+    prefix length when `causal`, which needs per_unit_position); break when
+    nothing updates (training too)."""
     B, S, _ = H0.shape
+    if causal and not per_unit_position:
+        raise ValueError("causal halting is per position")
     st = HaltingState.start(H0, S if per_unit_position else 1)
-    lengths = mask.sum(1)
+    lengths = halting_lengths(mask, causal)
     for layer in range(min(max_layers, S + 1)):
         H_new = step(st.H, st.S)
         p = halt_prob(st.H, H_new)
-        can = (layer < lengths + 1)[:, None]
+        can = layer < lengths + 1
         if per_unit_position:
             can = can & mask
         st, flag = halting_step(st, H_new, p, layer, can, threshold)
@@ -277,7 +293,7 @@ class UniversalTransformer(nn.Module):
             return self.block(H, m, pos, self.causal, stream=None if self.global_halt else S)
 
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, m), x, m, self.cfg.n_layer, per_position,
-                         self.threshold)
+                         self.threshold, causal=self.causal)
         pen = st.final_penalty()
         pen = masked_mean(pen, m) if per_position else pen[:, 0]
         return EncoderOutput(hidden=st.S, mask=m, aux_loss=self.beta * pen.mean(),
@@ -418,7 +434,7 @@ class LatentBottleneck(nn.Module):
         def step(H, S):
             return self.block(H, pseudo, pos, self.causal, memory=memory)
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, pseudo), C, real, self.cfg.n_layer,
-                         self.causal, self.threshold)
+                         self.causal, self.threshold, causal=self.causal)
         pen = st.final_penalty()
         pen = masked_mean(pen, pseudo) if self.causal else pen[:, 0]
         return st.S, pen, st.depth
