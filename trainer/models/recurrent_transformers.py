@@ -23,6 +23,8 @@ P1's: mean for UT/TLB/GUTLB, END for the GUT family.
 Decisions where the sources disagree (MODELS.md §5), as the table suggests:
   #1  flip-flop chunk: the paper's 10 slots / chunk 10 by default; `chunk=100`
       (JRC's flipflop config) is one `--set chunk=100` away.
+  #2  UT/GUT max layers on LRA: the code's 10 (no LRA training preset here;
+      ListOps-LRA is only a test split of the listops task).
   #4  TLB on ListOps: chunk 20, 20 memory slots in the paper preset.
   #5  ACT penalty: the code's version, layer index l+1 of the 0-based loop plus
       the un-halted remainder charged at the last executed layer ("slack"),
