@@ -399,3 +399,38 @@ def test_rasp_train_and_eval_report_depth_and_halting_settings(tmp_path, toys, n
     for split in ("valid", "long"):
         depth = res["splits"][split]["stats"]["depth"]
         assert 0 < depth["mean"] <= depth["max"] <= 3
+
+
+# ---------------------------------------------------------------- the evidence table
+
+def test_bench_tabulates_compare_runs_with_depth_and_ordering(tmp_path):
+    """bench/recurrent_transformers.py reads `rasp compare` run folders (no
+    runner of its own): accuracy (depth) per split, P1 beside, the ordering."""
+    import importlib.util
+    path = Path(__file__).parents[1] / "bench" / "recurrent_transformers.py"
+    spec_ = importlib.util.spec_from_file_location("bench_recurrent_transformers", path)
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
+    from trainer.compare.grid import expand
+    from trainer.compare.suite import load_suite
+    suite = load_suite("flipflop")
+    splits = [c.attrs["split"]["cpu"] for c in suite.tables[0].columns]
+    accs = {"transformer": 0.9, "ut": 0.6, "gut": 0.7}            # P1 at p_i 0.98: Transformer > GUT > UT
+    for spec in expand(suite, "cpu", seeds=1):
+        if spec.model_entry not in accs:
+            continue
+        d = tmp_path / "flipflop" / spec.run_id
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps({"finished": True, "step": 200}))
+        (d / "compare_run.json").write_text(json.dumps({"steps": [{"step": "train", "seconds": 12.0},
+                                                                  {"step": "eval_default", "seconds": 3.0}]}))
+        acc = accs[spec.model_entry]
+        (d / "eval.json").write_text(json.dumps({"splits": {s: {"n": 400, "metrics": {"last_read_acc": {"mean": acc}},
+                                                                 "stats": {"depth": {"mean": 2.5}}} for s in splits}}))
+    md = tmp_path / "out.md"
+    md.write_text("old table\n## Reading\nhand-written\n")
+    assert bench.main(["--results", str(tmp_path), "--suites", "flipflop", "--out", str(md)]) == 0
+    text = md.read_text()
+    assert "| Transformer | 90.0 (2.5) |" in text and "| UT | 60.0 (2.5) |" in text and "| 200 | 12 | 3 |" in text
+    assert "| TLB (missing) | — |" in text and "old table" not in text and text.endswith("## Reading\nhand-written\n")
+    assert "ours Transformer 90.0 > GUT 70.0 > UT 60.0" in text and "3 of 3 model pairs are ordered as in P1." in text
