@@ -434,3 +434,14 @@ def test_bench_tabulates_compare_runs_with_depth_and_ordering(tmp_path):
     assert "| Transformer | 90.0 (2.5) |" in text and "| UT | 60.0 (2.5) |" in text and "| 200 | 12 | 3 |" in text
     assert "| TLB (missing) | — |" in text and "old table" not in text and text.endswith("## Reading\nhand-written\n")
     assert "ours Transformer 90.0 > GUT 70.0 > UT 60.0" in text and "3 of 3 model pairs are ordered as in P1." in text
+
+
+def test_tlb_blocks_keep_default_init_ut_blocks_xavier():
+    """JRC inits the FFN of TransformerBlock / GatedTransformerBlock (xavier,
+    biases N(0, 1e-6)) but leaves TLBBlock, GatedTLBBlock and the memory
+    update at PyTorch's defaults (biases U(±1/sqrt(fan_in)))."""
+    gut, tlb, gutlb = build("gut", False, d=64), build("tlb", False, d=64), build("gutlb", False, d=64)
+    assert gut.block.core.ffn.up.bias.abs().max() < 1e-4 and gut.block.gate.up.bias.abs().max() < 1e-4
+    for b in (tlb.blocks[0].core.ffn.up.bias, gutlb.block.core.ffn.down.bias, gutlb.block.gate.up.bias,
+              tlb.updates[0].ffn.up.bias):
+        assert b.abs().max() > 1e-2

@@ -40,7 +40,9 @@ discarded (H, S, penalty revert to the previous layer, while Σα, Π(1-α̂) an
 Σα·H keep accumulating); the loop breaks when no unit updates, in training too;
 causal GUT/GUTLB halt per position on prefix means; GUTLB's penalty is averaged
 over non-empty chunks; TLB/GUTLB add no START/END and pool the layer-normed last
-memory.  Deliberate departures: in causal mode the forced halt of position t
+memory; the FFNs and gates of the TLB/GUTLB blocks and the memory update
+keep PyTorch's default init (JRC TLBBlock.py, GatedTLBBlock.py,
+CrossTransformerBlock.py), the UT/GUT blocks §1.0's xavier init.  Deliberate departures: in causal mode the forced halt of position t
 reads its prefix length t+1 (`halting_lengths`), not the whole length as
 JRC does, which would let the number of later tokens change earlier outputs
 on short inputs (where the cap binds); SDPA in fp32 instead of FlashAttention in fp16;
@@ -70,6 +72,16 @@ from trainer.models.blocks import FeedForward, MultiHeadAttention, PreLNBlock, a
 THRESHOLD = 0.999          # P1's α_thresh
 
 
+def default_init(*modules):
+    """Back to PyTorch's default Linear init (JRC's TLB blocks never apply
+    §1.0's xavier / N(0, 1e-6) init to their FFNs and gates)."""
+    for mod in modules:
+        if mod is not None:
+            for lin in mod.modules():
+                if isinstance(lin, nn.Linear):
+                    lin.reset_parameters()
+
+
 class RecurrentBlock(nn.Module):
     """The shared `PreLNBlock` in its four P1 forms:
 
@@ -92,6 +104,8 @@ class RecurrentBlock(nn.Module):
             self.drop_m = nn.Dropout(cfg.dropout)
         # JRC's FFN_gate = the FFN's layout (d -> d_gff -> d, same init) + sigmoid
         self.gate = FeedForward(d, ex.get("d_gff", cfg.d_ff), cfg.dropout) if gated else None
+        if memory:      # JRC's TLBBlock / GatedTLBBlock leave their FFN and gate at PyTorch's default init
+            default_init(self.core.ffn, self.gate)
 
     def forward(self, h, mask, pos, causal, stream=None, memory=None):
         a = self.core.attend(h, mask, causal, pos=pos, stream=stream)
@@ -116,6 +130,7 @@ class MemoryUpdateBlock(nn.Module):
                                         cfg.extra.get("attn_dropout", cfg.dropout), "nope")
         self.drop = nn.Dropout(cfg.dropout)
         self.ffn = FeedForward(d, d, cfg.dropout)
+        default_init(self.ffn)                  # as JRC's CrossTransformerBlock
 
     def forward(self, memory, chunk, chunk_mask):
         b = self.drop(self.cross(self.ln_q(memory), self.ln_kv(chunk), chunk_mask)) + memory
