@@ -200,8 +200,24 @@ def test_causal_depth_cap_reads_the_prefix_length():
     st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
                          per_unit_position=True)
     assert st_.depth[0].tolist() == [5] * 6
+    # GUTLB's later chunks: position t also sees the earlier chunks' tokens
+    st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
+                         per_unit_position=True, causal=True, seen_before=torch.tensor([[2]]))
+    assert st_.depth[0].tolist() == [4, 5, 5, 5, 5, 5]
     with pytest.raises(ValueError):
         rt.run_halting(lambda H, S: H, lambda H, Hn: torch.zeros(1, 1), H0, mask, 5, False, causal=True)
+
+
+def test_gutlb_causal_cap_counts_the_earlier_chunks():
+    """Chunk 2 of a causal GUTLB (chunk 4, cap 8 layers): its first position
+    sees 5 tokens, so it may run min(8, 5 + 1, chunk 4 + 1) = 5 layers when
+    it never halts, not the 2 a chunk-local prefix would allow."""
+    m = build("gutlb", causal=True, layers=8, chunk=4)
+    with torch.no_grad():
+        m.halt.net[2].bias.fill_(-200.0)
+        tok, mask = batch(B=1, L=8, pad_row=False)
+        depth = m(tok, mask).stats["depth"][0].tolist()
+    assert depth == [2, 3, 4, 5, 5, 5, 5, 5]
 
 
 def test_tlb_single_chunk_equals_fast_stream_without_memory_read():

@@ -43,9 +43,11 @@ over non-empty chunks; TLB/GUTLB add no START/END and pool the layer-normed last
 memory; the FFNs and gates of the TLB/GUTLB blocks and the memory update
 keep PyTorch's default init (JRC TLBBlock.py, GatedTLBBlock.py,
 CrossTransformerBlock.py), the UT/GUT blocks §1.0's xavier init.  Deliberate departures: in causal mode the forced halt of position t
-reads its prefix length t+1 (`halting_lengths`), not the whole length as
-JRC does, which would let the number of later tokens change earlier outputs
-on short inputs (where the cap binds); SDPA in fp32 instead of FlashAttention in fp16;
+reads the tokens t sees (`halting_lengths`: its prefix t+1; GUTLB: the
+earlier chunks' tokens plus its prefix in the chunk, so only the first chunk
+and never a full chunk differ from JRC), not the whole length (chunk length)
+as JRC does, which would let the number of later tokens change earlier
+outputs where the cap binds; SDPA in fp32 instead of FlashAttention in fp16;
 cross-attention (chunk -> memory, memory -> chunk) is never causal, whereas
 FlashMHA applies the causal mask whenever len(Q) = len(K), i.e. whenever
 chunk = memory slots in a causal run (a quirk that hides part of the chunk
@@ -220,27 +222,28 @@ def halting_step(st: HaltingState, H_new: torch.Tensor, p: torch.Tensor, layer: 
                         depth=st.depth + flag.to(st.depth.dtype)), flag
 
 
-def halting_lengths(mask: torch.Tensor, causal: bool) -> torch.Tensor:
+def halting_lengths(mask: torch.Tensor, causal: bool, seen_before=0) -> torch.Tensor:
     """The length the depth cap reads, (B, 1) or (B, S): JRC's `lengths` =
-    the sample's valid positions; in causal mode the valid positions up to
-    and including t (the prefix position t sees), so the cap of position t
-    never depends on how many tokens follow it (JRC reads the whole length
-    there too, which lets a later token change an earlier output)."""
-    return mask.long().cumsum(1) if causal else mask.long().sum(1, keepdim=True)
+    the sample's valid positions; in causal mode the valid tokens position
+    t sees (`seen_before` earlier ones, GUTLB's previous chunks through the
+    memory, plus those of its prefix up to t), so the cap of position t never
+    depends on how many tokens follow it (JRC reads the whole length there
+    too, which lets a later token change an earlier output)."""
+    return seen_before + mask.long().cumsum(1) if causal else mask.long().sum(1, keepdim=True)
 
 
 def run_halting(step, halt_prob, H0, mask, max_layers: int, per_unit_position: bool,
-                threshold: float = THRESHOLD, causal: bool = False) -> HaltingState:
+                threshold: float = THRESHOLD, causal: bool = False, seen_before=0) -> HaltingState:
     """Loop `step(H, S) -> H_new` up to min(max_layers, S+1) times with
     `halt_prob(H, H_new) -> (B, X)`; a unit is forced to halt once layer >=
-    its length + 1 (`halting_lengths`: the sample's length, or position t's
-    prefix length when `causal`, which needs per_unit_position); break when
-    nothing updates (training too)."""
+    its length + 1 (`halting_lengths`: the sample's length, or the tokens
+    position t sees when `causal`, which needs per_unit_position); break
+    when nothing updates (training too)."""
     B, S, _ = H0.shape
     if causal and not per_unit_position:
         raise ValueError("causal halting is per position")
     st = HaltingState.start(H0, S if per_unit_position else 1)
-    lengths = halting_lengths(mask, causal)
+    lengths = halting_lengths(mask, causal, seen_before)
     for layer in range(min(max_layers, S + 1)):
         H_new = step(st.H, st.S)
         p = halt_prob(st.H, H_new)
@@ -446,12 +449,14 @@ class LatentBottleneck(nn.Module):
             C = blk(C, pseudo, pos, self.causal, memory=memory)
         return C, None, C.new_full((C.shape[0], 1), float(len(self.blocks)))
 
-    def halting_stream(self, C, pseudo, pos, memory, real):
-        """GUTLB: GUT halting over one chunk (lengths = real tokens of the chunk)."""
+    def halting_stream(self, C, pseudo, pos, memory, real, seen_before):
+        """GUTLB: GUT halting over one chunk (lengths = real tokens of the
+        chunk; causal: the tokens position t sees, `seen_before` = the real
+        tokens of the earlier chunks, which reach it through the memory)."""
         def step(H, S):
             return self.block(H, pseudo, pos, self.causal, memory=memory)
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, pseudo), C, real, self.cfg.n_layer,
-                         self.causal, self.threshold, causal=self.causal)
+                         self.causal, self.threshold, causal=self.causal, seen_before=seen_before)
         pen = st.final_penalty()
         pen = masked_mean(pen, pseudo) if self.causal else pen[:, 0]
         return st.S, pen, st.depth
@@ -462,12 +467,14 @@ class LatentBottleneck(nn.Module):
         memory = self.memory0.expand(B, -1, -1)
         outs, depths, penalty = [], [], x.new_zeros(B)
         live_chunks = x.new_zeros(B)
+        seen = mask.new_zeros(B, 1, dtype=torch.long)          # real tokens of the chunks so far
         for C0, real in chunk_sequence(x, mask, self.chunk, self.fixed_chunks):
             pseudo = real.clone()
             pseudo[:, 0] = True                                   # first slot valid "for stability"
             pos = positions(pseudo)                               # positions restart in every chunk
             if self.halting:
-                C, pen, depth = self.halting_stream(C0, pseudo, pos, memory, real)
+                C, pen, depth = self.halting_stream(C0, pseudo, pos, memory, real, seen)
+                seen = seen + real.long().sum(1, keepdim=True)
             else:
                 C, pen, depth = self.fast_stream(C0, pseudo, pos, memory)
             new_memory = memory
