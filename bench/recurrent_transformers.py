@@ -98,13 +98,14 @@ def suite_section(name: str, out: Path) -> list:
     suite = load_suite(name)
     table = suite.tables[0]
     labels = [c.label for c in table.columns]
+    splits = [cell_attrs(table, c, table.rows[0], PRESET).get("split", c.label) for c in table.columns]
     digits = min(table.digits, 1)
     rows = [(r, run_cells(suite, table, r, out)) for r in table.rows if r.attrs.get("model")]
     sizes = sorted({c[2] for _, r in rows for c in r["cells"].values() if c[2]})
-    lines = [f"## {name}: {table.title}", "",
+    lines = [f"## {suite.title}", "",
              f"Ours: `rasp compare {name} --preset cpu --seeds 1` in `{out}`; cells = {table.attrs.get('metric')} % "
              f"(mean executed depth), {'/'.join(map(str, sizes)) or '?'} test examples per split.", "",
-             "| model | " + " | ".join(labels) + " | steps | train s | eval s |",
+             "| model | " + " | ".join(splits) + " | steps | train s | eval s |",
              "|---|" + "---|" * (len(labels) + 3)]
     for row, r in rows:
         s = r["seconds"]
@@ -132,7 +133,8 @@ def suite_section(name: str, out: Path) -> list:
     if len(ours) >= 2:
         agree, total, flips = concordance(ours, paper)
         order = lambda d: " > ".join(f"{m} {d[m]:.1f}" for m in sorted(d, key=lambda m: -d[m]))
-        lines += ["", f"Ordering on {', '.join(judged)} (mean): ours {order(ours)}; P1 {order(paper)}.  "
+        lines += ["", f"Ordering on {', '.join(splits[i] for i in idx)} (ours, mean) vs P1's "
+                      f"{', '.join(table.columns[i].paper_column for i in idx)}: ours {order(ours)}; P1 {order(paper)}.  "
                       f"{agree} of {total} model pairs are ordered as in P1"
                       + (f"; flipped: {', '.join(flips)}." if flips else ".")]
     return lines + [""]
