@@ -108,10 +108,13 @@ class SeqHParams:
 #   flipflop (batch 32, T 128)  4.0 / 0.94 / 1.07 / 1.47 / 0.50  (8 models: 6.1 s per step of all)
 #   listops  (batch 64, <= 50)  10.6 / 1.56 / 1.97 / 3.28 / 1.10  (10 models: 4.3 s)
 #   logic    (batch 64 pairs)   9.4 / 1.25 / 1.20 / 1.71 / 0.56  (10 models: 7.7 s; beta = 0 runs deep)
-# so the former 1000 / 3000 / 3000 steps took 1.7 h / 3.6 h / 6.5 h per suite.
-# The steps below (with the suites' cpu eval sizes) fit the 35 min; see
-# bench/recurrent_transformers.md for what they learn (most halting models
-# are still near chance on Logic: a thorough run is the paper preset).
+# so the former 1000 / 3000 / 3000 steps took 1.7 h / 3.6 h / 6.5 h per suite
+# (training alone, at load 3-6; evaluating ListOps' long splits adds minutes
+# per model, hence its 100 test examples per split).  The steps below, with
+# the suites' cpu eval sizes (400 / 100 / 200 per split), fit the 35 min: the
+# flip-flop suite ran in 30 min at load 6-8.  What they learn is in
+# bench/recurrent_transformers.md (after 200 flip-flop steps only TLB has
+# learned the task; a thorough comparison is the paper preset).
 FAMILY = {
     "cpu": {
         "flipflop": {"steps": 200, "batch_size": 32, "lr": 1e-3, "eval_every": 100,
