@@ -169,6 +169,57 @@ def test_causal_outputs_ignore_later_tokens(name, data):
     assert torch.equal(a.stats["depth"][:, :t + 1], b.stats["depth"][:, :t + 1])
 
 
+@pytest.mark.parametrize("name", MODELS)
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_causal_outputs_ignore_how_many_tokens_follow(name, data):
+    """Position t's output and depth are the same whether the sequence ends at
+    t or goes on: on short sequences the depth cap (8 layers > length + 1)
+    binds, and in causal mode it reads the prefix length, not the whole
+    length (JRC's cap would let a later token change an earlier output)."""
+    L = data.draw(st.integers(2, 9), label="L")
+    t = data.draw(st.integers(0, L - 2), label="t")
+    seed = data.draw(st.integers(0, 1000), label="seed")
+    m = build(name, causal=True, layers=8, chunk=4)
+    tok, mask = batch(B=2, L=L, seed=seed, pad_row=False)
+    short_mask = mask.clone()
+    short_mask[:, t + 1:] = False
+    with torch.no_grad():
+        a, b = m(tok, mask), m(tok.masked_fill(~short_mask, 0), short_mask)
+    assert torch.allclose(a.hidden[:, :t + 1], b.hidden[:, :t + 1], atol=1e-5)
+    assert torch.equal(a.stats["depth"][:, :t + 1], b.stats["depth"][:, :t + 1])
+
+
+def test_causal_depth_cap_reads_the_prefix_length():
+    # α̂ = 0 never halts: position t runs min(cap, t + 2) layers, whatever follows it
+    H0, mask = torch.zeros(1, 6, 1), torch.ones(1, 6, dtype=torch.bool)
+    st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
+                         per_unit_position=True, causal=True)
+    assert st_.depth[0].tolist() == [2, 3, 4, 5, 5, 5] and st_.S[0, :, 0].tolist() == [2, 3, 4, 5, 5, 5]
+    # non-causal (JRC): every position of the sample reads its whole length 6
+    st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
+                         per_unit_position=True)
+    assert st_.depth[0].tolist() == [5] * 6
+    # GUTLB's later chunks: position t also sees the earlier chunks' tokens
+    st_ = rt.run_halting(lambda H, S: H + 1, lambda H, Hn: torch.zeros(1, 6), H0, mask, max_layers=5,
+                         per_unit_position=True, causal=True, seen_before=torch.tensor([[2]]))
+    assert st_.depth[0].tolist() == [4, 5, 5, 5, 5, 5]
+    with pytest.raises(ValueError):
+        rt.run_halting(lambda H, S: H, lambda H, Hn: torch.zeros(1, 1), H0, mask, 5, False, causal=True)
+
+
+def test_gutlb_causal_cap_counts_the_earlier_chunks():
+    """Chunk 2 of a causal GUTLB (chunk 4, cap 8 layers): its first position
+    sees 5 tokens, so it may run min(8, 5 + 1, chunk 4 + 1) = 5 layers when
+    it never halts, not the 2 a chunk-local prefix would allow."""
+    m = build("gutlb", causal=True, layers=8, chunk=4)
+    with torch.no_grad():
+        m.halt.net[2].bias.fill_(-200.0)
+        tok, mask = batch(B=1, L=8, pad_row=False)
+        depth = m(tok, mask).stats["depth"][0].tolist()
+    assert depth == [2, 3, 4, 5, 5, 5, 5, 5]
+
+
 def test_tlb_single_chunk_equals_fast_stream_without_memory_read():
     m = build("tlb", causal=True, chunk=64)
     tok, mask = batch()
@@ -364,3 +415,49 @@ def test_rasp_train_and_eval_report_depth_and_halting_settings(tmp_path, toys, n
     for split in ("valid", "long"):
         depth = res["splits"][split]["stats"]["depth"]
         assert 0 < depth["mean"] <= depth["max"] <= 3
+
+
+# ---------------------------------------------------------------- the evidence table
+
+def test_bench_tabulates_compare_runs_with_depth_and_ordering(tmp_path):
+    """bench/recurrent_transformers.py reads `rasp compare` run folders (no
+    runner of its own): accuracy (depth) per split, P1 beside, the ordering."""
+    import importlib.util
+    path = Path(__file__).parents[1] / "bench" / "recurrent_transformers.py"
+    spec_ = importlib.util.spec_from_file_location("bench_recurrent_transformers", path)
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
+    from trainer.compare.grid import expand
+    from trainer.compare.suite import load_suite
+    suite = load_suite("flipflop")
+    splits = [c.attrs["split"]["cpu"] for c in suite.tables[0].columns]
+    accs = {"transformer": 0.9, "ut": 0.6, "gut": 0.7}            # P1 at p_i 0.98: Transformer > GUT > UT
+    for spec in expand(suite, "cpu", seeds=1):
+        if spec.model_entry not in accs:
+            continue
+        d = tmp_path / "flipflop" / spec.run_id
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps({"finished": True, "step": 200}))
+        (d / "compare_run.json").write_text(json.dumps({"steps": [{"step": "train", "seconds": 12.0},
+                                                                  {"step": "eval_default", "seconds": 3.0}]}))
+        acc = accs[spec.model_entry]
+        (d / "eval.json").write_text(json.dumps({"splits": {s: {"n": 400, "metrics": {"last_read_acc": {"mean": acc}},
+                                                                 "stats": {"depth": {"mean": 2.5}}} for s in splits}}))
+    md = tmp_path / "out.md"
+    md.write_text("old table\n## Reading\nhand-written\n")
+    assert bench.main(["--results", str(tmp_path), "--suites", "flipflop", "--out", str(md)]) == 0
+    text = md.read_text()
+    assert "| Transformer | 90.0 (2.5) |" in text and "| UT | 60.0 (2.5) |" in text and "| 200 | 12 | 3 |" in text
+    assert "| TLB (missing) | — |" in text and "old table" not in text and text.endswith("## Reading\nhand-written\n")
+    assert "ours Transformer 90.0 > GUT 70.0 > UT 60.0" in text and "3 of 3 model pairs are ordered as in P1." in text
+
+
+def test_tlb_blocks_keep_default_init_ut_blocks_xavier():
+    """JRC inits the FFN of TransformerBlock / GatedTransformerBlock (xavier,
+    biases N(0, 1e-6)) but leaves TLBBlock, GatedTLBBlock and the memory
+    update at PyTorch's defaults (biases U(±1/sqrt(fan_in)))."""
+    gut, tlb, gutlb = build("gut", False, d=64), build("tlb", False, d=64), build("gutlb", False, d=64)
+    assert gut.block.core.ffn.up.bias.abs().max() < 1e-4 and gut.block.gate.up.bias.abs().max() < 1e-4
+    for b in (tlb.blocks[0].core.ffn.up.bias, gutlb.block.core.ffn.down.bias, gutlb.block.gate.up.bias,
+              tlb.updates[0].ffn.up.bias):
+        assert b.abs().max() > 1e-2

@@ -23,6 +23,8 @@ P1's: mean for UT/TLB/GUTLB, END for the GUT family.
 Decisions where the sources disagree (MODELS.md §5), as the table suggests:
   #1  flip-flop chunk: the paper's 10 slots / chunk 10 by default; `chunk=100`
       (JRC's flipflop config) is one `--set chunk=100` away.
+  #2  UT/GUT max layers on LRA: the code's 10 (no LRA training preset here;
+      ListOps-LRA is only a test split of the listops task).
   #4  TLB on ListOps: chunk 20, 20 memory slots in the paper preset.
   #5  ACT penalty: the code's version, layer index l+1 of the 0-based loop plus
       the un-halted remainder charged at the last executed layer ("slack"),
@@ -33,12 +35,19 @@ Decisions where the sources disagree (MODELS.md §5), as the table suggests:
   #19 Eq. 12-13's `H^{1-1}` is H_{l-1}.
 Other code details kept (JRC UniversalTransformerEncoder.py / UTLBEncoder.py /
 TLBEncoder.py @58026b2): depth cap min(layers, S+1) plus a per-sample forced
-halt once l >= length+1; the layer at which Σα crosses the threshold is
+halt once l >= length+1 (GUTLB: the chunk's real tokens); the layer at which Σα crosses the threshold is
 discarded (H, S, penalty revert to the previous layer, while Σα, Π(1-α̂) and
 Σα·H keep accumulating); the loop breaks when no unit updates, in training too;
 causal GUT/GUTLB halt per position on prefix means; GUTLB's penalty is averaged
 over non-empty chunks; TLB/GUTLB add no START/END and pool the layer-normed last
-memory.  Deliberate departures: SDPA in fp32 instead of FlashAttention in fp16;
+memory; the FFNs and gates of the TLB/GUTLB blocks and the memory update
+keep PyTorch's default init (JRC TLBBlock.py, GatedTLBBlock.py,
+CrossTransformerBlock.py), the UT/GUT blocks §1.0's xavier init.  Deliberate departures: in causal mode the forced halt of position t
+reads the tokens t sees (`halting_lengths`: its prefix t+1; GUTLB: the
+earlier chunks' tokens plus its prefix in the chunk, so only the first chunk
+and never a full chunk differ from JRC), not the whole length (chunk length)
+as JRC does, which would let the number of later tokens change earlier
+outputs where the cap binds; SDPA in fp32 instead of FlashAttention in fp16;
 cross-attention (chunk -> memory, memory -> chunk) is never causal, whereas
 FlashMHA applies the causal mask whenever len(Q) = len(K), i.e. whenever
 chunk = memory slots in a causal run (a quirk that hides part of the chunk
@@ -65,6 +74,16 @@ from trainer.models.blocks import FeedForward, MultiHeadAttention, PreLNBlock, a
 THRESHOLD = 0.999          # P1's α_thresh
 
 
+def default_init(*modules):
+    """Back to PyTorch's default Linear init (JRC's TLB blocks never apply
+    §1.0's xavier / N(0, 1e-6) init to their FFNs and gates)."""
+    for mod in modules:
+        if mod is not None:
+            for lin in mod.modules():
+                if isinstance(lin, nn.Linear):
+                    lin.reset_parameters()
+
+
 class RecurrentBlock(nn.Module):
     """The shared `PreLNBlock` in its four P1 forms:
 
@@ -87,6 +106,8 @@ class RecurrentBlock(nn.Module):
             self.drop_m = nn.Dropout(cfg.dropout)
         # JRC's FFN_gate = the FFN's layout (d -> d_gff -> d, same init) + sigmoid
         self.gate = FeedForward(d, ex.get("d_gff", cfg.d_ff), cfg.dropout) if gated else None
+        if memory:      # JRC's TLBBlock / GatedTLBBlock leave their FFN and gate at PyTorch's default init
+            default_init(self.core.ffn, self.gate)
 
     def forward(self, h, mask, pos, causal, stream=None, memory=None):
         a = self.core.attend(h, mask, causal, pos=pos, stream=stream)
@@ -111,6 +132,7 @@ class MemoryUpdateBlock(nn.Module):
                                         cfg.extra.get("attn_dropout", cfg.dropout), "nope")
         self.drop = nn.Dropout(cfg.dropout)
         self.ffn = FeedForward(d, d, cfg.dropout)
+        default_init(self.ffn)                  # as JRC's CrossTransformerBlock
 
     def forward(self, memory, chunk, chunk_mask):
         b = self.drop(self.cross(self.ln_q(memory), self.ln_kv(chunk), chunk_mask)) + memory
@@ -200,18 +222,32 @@ def halting_step(st: HaltingState, H_new: torch.Tensor, p: torch.Tensor, layer: 
                         depth=st.depth + flag.to(st.depth.dtype)), flag
 
 
+def halting_lengths(mask: torch.Tensor, causal: bool, seen_before=0) -> torch.Tensor:
+    """The length the depth cap reads, (B, 1) or (B, S): JRC's `lengths` =
+    the sample's valid positions; in causal mode the valid tokens position
+    t sees (`seen_before` earlier ones, GUTLB's previous chunks through the
+    memory, plus those of its prefix up to t), so the cap of position t never
+    depends on how many tokens follow it (JRC reads the whole length there
+    too, which lets a later token change an earlier output)."""
+    return seen_before + mask.long().cumsum(1) if causal else mask.long().sum(1, keepdim=True)
+
+
 def run_halting(step, halt_prob, H0, mask, max_layers: int, per_unit_position: bool,
-                threshold: float = THRESHOLD) -> HaltingState:
+                threshold: float = THRESHOLD, causal: bool = False, seen_before=0) -> HaltingState:
     """Loop `step(H, S) -> H_new` up to min(max_layers, S+1) times with
-    `halt_prob(H, H_new) -> (B, X)`; a sample is forced to halt once
-    layer >= its length + 1; break when nothing updates (training too)."""
+    `halt_prob(H, H_new) -> (B, X)`; a unit is forced to halt once layer >=
+    its length + 1 (`halting_lengths`: the sample's length, or the tokens
+    position t sees when `causal`, which needs per_unit_position); break
+    when nothing updates (training too)."""
     B, S, _ = H0.shape
+    if causal and not per_unit_position:
+        raise ValueError("causal halting is per position")
     st = HaltingState.start(H0, S if per_unit_position else 1)
-    lengths = mask.sum(1)
+    lengths = halting_lengths(mask, causal, seen_before)
     for layer in range(min(max_layers, S + 1)):
         H_new = step(st.H, st.S)
         p = halt_prob(st.H, H_new)
-        can = (layer < lengths + 1)[:, None]
+        can = layer < lengths + 1
         if per_unit_position:
             can = can & mask
         st, flag = halting_step(st, H_new, p, layer, can, threshold)
@@ -277,7 +313,7 @@ class UniversalTransformer(nn.Module):
             return self.block(H, m, pos, self.causal, stream=None if self.global_halt else S)
 
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, m), x, m, self.cfg.n_layer, per_position,
-                         self.threshold)
+                         self.threshold, causal=self.causal)
         pen = st.final_penalty()
         pen = masked_mean(pen, m) if per_position else pen[:, 0]
         return EncoderOutput(hidden=st.S, mask=m, aux_loss=self.beta * pen.mean(),
@@ -413,12 +449,14 @@ class LatentBottleneck(nn.Module):
             C = blk(C, pseudo, pos, self.causal, memory=memory)
         return C, None, C.new_full((C.shape[0], 1), float(len(self.blocks)))
 
-    def halting_stream(self, C, pseudo, pos, memory, real):
-        """GUTLB: GUT halting over one chunk (lengths = real tokens of the chunk)."""
+    def halting_stream(self, C, pseudo, pos, memory, real, seen_before):
+        """GUTLB: GUT halting over one chunk (lengths = real tokens of the
+        chunk; causal: the tokens position t sees, `seen_before` = the real
+        tokens of the earlier chunks, which reach it through the memory)."""
         def step(H, S):
             return self.block(H, pseudo, pos, self.causal, memory=memory)
         st = run_halting(step, lambda H, Hn: self.halt(H, Hn, pseudo), C, real, self.cfg.n_layer,
-                         self.causal, self.threshold)
+                         self.causal, self.threshold, causal=self.causal, seen_before=seen_before)
         pen = st.final_penalty()
         pen = masked_mean(pen, pseudo) if self.causal else pen[:, 0]
         return st.S, pen, st.depth
@@ -429,12 +467,14 @@ class LatentBottleneck(nn.Module):
         memory = self.memory0.expand(B, -1, -1)
         outs, depths, penalty = [], [], x.new_zeros(B)
         live_chunks = x.new_zeros(B)
+        seen = mask.new_zeros(B, 1, dtype=torch.long)          # real tokens of the chunks so far
         for C0, real in chunk_sequence(x, mask, self.chunk, self.fixed_chunks):
             pseudo = real.clone()
             pseudo[:, 0] = True                                   # first slot valid "for stability"
             pos = positions(pseudo)                               # positions restart in every chunk
             if self.halting:
-                C, pen, depth = self.halting_stream(C0, pseudo, pos, memory, real)
+                C, pen, depth = self.halting_stream(C0, pseudo, pos, memory, real, seen)
+                seen = seen + real.long().sum(1, keepdim=True)
             else:
                 C, pen, depth = self.fast_stream(C0, pseudo, pos, memory)
             new_memory = memory
