@@ -289,18 +289,24 @@ def test_cpu_preset_reaches_the_encoder(name):
         assert model.extra["test_max_iter"] == 7
 
 
-def test_implicit_mamba2_cpu_words_trains_at_one_length():
-    """bench/implicit.md: on the word problems the cpu preset trains implicit
-    Mamba2 at length k only with a constant lr; other families and models keep
-    the mixed-length `train` split."""
+P2_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama"]
+
+
+def test_p2_models_cpu_words_train_at_one_length():
+    """trainer/models/mamba2.py: on the word problems the cpu preset trains P2's
+    four models at length k only with a constant lr; P3's models keep the
+    mixed-length `train` split; other families are untouched."""
     from trainer.seqpresets import make_seq_hparams
     from trainer.seqtrain import check_splits, seq_task
     from trainer.tasks import TASKS
     for task_name in [n for n in TASKS if n.startswith("words_")]:
         task = seq_task(task_name)
-        hp = make_seq_hparams("cpu", task, ENCODERS.lookup("implicit_mamba2"), {}, {})
-        check_splits(task, hp)
-        assert (hp.train_split, hp.schedule) == ("train_k", "constant")
-        assert make_seq_hparams("cpu", task, ENCODERS.lookup("mamba2"), {}, {}).train_split == "train"
-    hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup("implicit_mamba2"), {}, {})
-    assert hp.train_split == "train"
+        for name in P2_MODELS:
+            hp = make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {})
+            check_splits(task, hp)
+            assert (hp.train_split, hp.schedule) == ("train_k", "constant"), name
+        for name in ("gru", "lstm", "transformer"):
+            assert make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {}).train_split == "train"
+    for name in P2_MODELS:
+        hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup(name), {}, {})
+        assert (hp.train_split, hp.schedule) == ("train", "cosine")
