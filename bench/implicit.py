@@ -76,7 +76,11 @@ def fmt(x, digits=3):
 def split_rows(task: str, model: str, run: Path) -> list:
     ev = json.loads((run / "eval.json").read_text())
     rows = []
-    for name, s in ev["splits"].items():
+
+    def order(item):            # by length, then p (each split here has one length)
+        params = item[1].get("params", {})
+        return (params.get("L") or params.get("max_len") or params.get("length") or 0, params.get("p", 0), item[0])
+    for name, s in sorted(ev["splits"].items(), key=order):
         m = s["metrics"]
         main = m.get("seq_acc") or m.get("offset_acc") or next(iter(m.values()))
         second = m.get("token_acc")
