@@ -190,18 +190,9 @@ DEQ_CPU = dict(warmup_steps=150, warmup_iter=4, f_max_iter=16, grad=4, tau=0.8, 
 DEQ_PAPER = dict(warmup_steps=4005, warmup_iter=4, f_max_iter=32, grad=4, tau=0.8, test_max_iter=2048)
 
 
-# Counting, cpu preset: the counting family's batch 32 (P3 / §4.2 probe) and 300
-# steps instead of its 3 000.  A sequence is 200 tokens and every step runs
-# <= 16 + 4 applications of f over it: ~20x the tokens of a word-problem step,
-# so 3 000 steps would be hours on one shared core (bench/implicit.md).
-COUNTING_CPU = dict(batch_size=32, steps=300)
-
-
 def implicit_presets(cpu: dict, paper: dict) -> dict:
     """presets[preset][task family] for an implicit model."""
-    presets = causal_presets(with_deq(cpu, DEQ_CPU), with_deq(paper, DEQ_PAPER))
-    presets["cpu"]["counting"] = {**presets["cpu"]["counting"], **COUNTING_CPU}
-    return presets
+    return causal_presets(with_deq(cpu, DEQ_CPU), with_deq(paper, DEQ_PAPER))
 
 
 def build_implicit_mamba2(cfg):

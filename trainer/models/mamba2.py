@@ -218,6 +218,8 @@ def causal_presets(cpu: dict, paper: dict) -> dict:
     family (the cpu word problems with P2's single-length protocol)."""
     cpu_fams = {fam: cpu for fam in CAUSAL_FAMILIES}
     cpu_fams["words"] = {**cpu, **WORDS_CPU_SINGLE_LENGTH}
+    # counting: the family's batch (P3's 32) for every model, as its steps
+    cpu_fams["counting"] = {k: v for k, v in cpu.items() if k != "batch_size"}
     return {"cpu": cpu_fams, "paper": {fam: paper for fam in CAUSAL_FAMILIES}}
 
 
