@@ -259,6 +259,16 @@ def test_f_is_one_function_within_a_forward(name):
     assert torch.allclose(before, after, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", IMPLICIT)
+def test_weight_norm_on_every_linear_and_conv(name):
+    """MODELS.md §1.7.3: every nn.Linear / nn.Conv1d of the implicit backbone,
+    the injection included, is weight-normalised."""
+    model = build(name, n_layer=2)
+    layers = [m for m in model.core.modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d))]
+    assert layers and all(hasattr(m, "weight_g") and hasattr(m, "weight_v") for m in layers)
+    assert model.core.injection in layers
+
+
 def test_variational_dropout_mask_shape():
     d = VariationalDropout(0.5).train()
     x = torch.ones(3, 7, 4)
