@@ -10,7 +10,9 @@ The runs are exactly
     rasp compare counting --preset cpu --seeds 1 --jobs 1 --models implicit_*_h8 --tasks short --out COUNTING
 
 (suites trainer/compare/suites/words.toml and counting.toml; a finished run
-is not run again).  This file only reads their run directories — eval.json
+is not run again), then the token-by-token ("sequential") order on the two
+Z60 implicit runs: `rasp eval RUN --set eval_mode=sequential --json
+RUN/eval_sequential.json`.  This file only reads their run directories — eval.json
 for the scores and the solver's iterations and residual per length,
 compare_run.json for the wall time — and writes the tables between the
 markers of bench/implicit.md, leaving the hand-written notes around them.
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORDS_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "lstm", "transformer"]
 WORDS_TASKS = ["z60_k8", "a5_k8", "mixed"]
 COUNTING_MODELS = ["implicit_mamba2_h8", "implicit_llama_h8"]
+SEQUENTIAL = "eval_sequential.json"
 BEGIN, END = "<!-- bench/implicit.py: begin -->", "<!-- bench/implicit.py: end -->"
 
 # The published / probe figures shown beside our cells: BENCHMARKS.md §4.2
@@ -73,8 +76,8 @@ def fmt(x, digits=3):
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def split_rows(task: str, model: str, run: Path) -> list:
-    ev = json.loads((run / "eval.json").read_text())
+def split_rows(task: str, model: str, run: Path, file: str = "eval.json", label: str = "") -> list:
+    ev = json.loads((run / file).read_text())
     rows = []
 
     def order(item):            # by length, then p (each split here has one length)
@@ -89,7 +92,7 @@ def split_rows(task: str, model: str, run: Path) -> list:
         length = params.get("L") or params.get("max_len") or params.get("length") or "—"
         where = f"L {length}" + (f", p {params['p']:g}" if "p" in params else "")
         rows.append("| " + " | ".join([
-            task, model, f"{name} ({where})", f"{fmt(main['mean'])} ± {fmt(main['se'])}",
+            task, model + label, f"{name} ({where})", f"{fmt(main['mean'])} ± {fmt(main['se'])}",
             fmt(second["mean"]) if second else "—", str(s["n"]),
             f"{it['mean']:.1f} / {it['max']:.0f}" if it else "—", fmt(res["mean"]) if res else "—",
             REFERENCE.get((task, model), {}).get(name, "—")]) + " |")
@@ -115,6 +118,9 @@ def tables(words: Path, counting: Path) -> str:
     head = ("| task | model | split | seq acc ± se (counting: offset acc) | token acc | n | "
             "iterations mean / max | residual | reference |\n|---|---|---|---|---|---|---|---|---|")
     body = [r for t, m, d in found for r in split_rows(t, m, d)]
+    # the token-by-token order (`rasp eval RUN --set eval_mode=sequential --json RUN/eval_sequential.json`)
+    body += [r for t, m, d in found if (d / SEQUENTIAL).exists()
+             for r in split_rows(t, m, d, SEQUENTIAL, " (sequential)")]
     cost = ("| task | model | params | train split | batch | steps | train s | eval s |\n"
             "|---|---|---|---|---|---|---|---|")
     return "\n".join([head] + body + ["", cost] + [cost_row(t, m, d) for t, m, d in found])
@@ -141,6 +147,12 @@ def main(argv=None) -> int:
     if args.run:
         compare("words", WORDS_MODELS, WORDS_TASKS, args.words)
         compare("counting", COUNTING_MODELS, ["short"], args.counting)
+        for model in ("implicit_mamba2", "implicit_llama"):
+            run = args.words / f"z60_k8__{model}__cpu__s0"
+            subprocess.run(["nice", "-n", "10", sys.executable, "-m", "trainer", "eval", str(run), "--splits",
+                            "valid,test_16,test_32", "-n", "128", "--set", "eval_mode=sequential", "--json",
+                            str(run / SEQUENTIAL), "--no-plots", "--no-progress"],
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}, check=True)
     write(args.md, tables(args.words, args.counting))
     print(f"wrote {args.md}")
     return 0
