@@ -1,19 +1,21 @@
-"""Benchmark: implicit vs explicit Mamba2 and Llama on the Z60 word problem
-(BENCHMARKS.md §4.2: train k = 8, test 16 and 32; the cpu preset).
+"""Benchmark: implicit vs explicit Mamba2 and Llama beside the GRU, LSTM and
+NoPE Transformer (issue 12's evidence), made by `rasp compare` with the cpu preset.
 
-    python bench/implicit.py                       # mamba2 vs implicit_mamba2, then llama vs implicit_llama
-    python bench/implicit.py --models mamba2,implicit_mamba2 --parallel 2
+    python bench/implicit.py --run      # the compare runs, one process at a time, then the tables
+    python bench/implicit.py            # the tables only, from the finished runs
 
-Each model is trained by `trainer.seqtrain.train_seq` and scored by
-`trainer.seqeval.evaluate_seq_run` (the code behind `rasp train` / `rasp eval`)
-in its own `nice`d one-thread process, `--parallel` at a time.  Writes
-OUT/<model>/ (run directories with eval.json) and the markdown table
-bench/implicit.md: sequence and token accuracy per test length, and the
-solver's iterations (mean, max) and relative residual per length.
+The runs are exactly
 
-Task: `words_z60` when it is registered; otherwise (`--task z60_local`, or
-when words_z60 is missing) a local Z60 task of this file — prefix sums mod
-60, training lengths 2..8, tests at 8, 16, 32 — and the table says so.
+    rasp compare words --preset cpu --seeds 1 --jobs 1 --models M... --tasks z60_k8,a5_k8,mixed --out WORDS
+    rasp compare counting --preset cpu --seeds 1 --jobs 1 --models implicit_*_h8 --tasks short --out COUNTING
+
+(suites trainer/compare/suites/words.toml and counting.toml; a finished run
+is not run again), then the token-by-token ("sequential") order on the two
+Z60 implicit runs: `rasp eval RUN --set eval_mode=sequential --json
+RUN/eval_sequential.json`.  This file only reads their run directories — eval.json
+for the scores and the solver's iterations and residual per length,
+compare_run.json for the wall time — and writes the tables between the
+markers of bench/implicit.md, leaving the hand-written notes around them.
 """
 from __future__ import annotations
 
@@ -22,236 +24,139 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# the repository before bench/ itself (bench/compiler.py would shadow the package)
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 
-MODELS = ("mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "transformer")
-# Explicit steps are ~10x cheaper; BENCHMARKS.md §4.2 gave the explicit block
-# 3 852 steps and the implicit one ~1 100.  An implicit Llama step costs ~2x an
-# implicit Mamba2 step on the CPU (its f has an MLP), hence fewer steps.
-STEPS = {"mamba2": 4000, "llama": 4000, "implicit_mamba2": 1200, "implicit_llama": 800,
-         "gru": 1500, "transformer": 1500}
-LOCAL_TASK = "z60_local"
+WORDS_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "lstm", "transformer"]
+WORDS_TASKS = ["z60_k8", "a5_k8", "mixed"]
+COUNTING_MODELS = ["implicit_mamba2_h8", "implicit_llama_h8"]
+SEQUENTIAL = "eval_sequential.json"
+BEGIN, END = "<!-- bench/implicit.py: begin -->", "<!-- bench/implicit.py: end -->"
 
-
-def local_z60_task():
-    """Prefix sums mod 60 (the Z60 word problem, BENCHMARKS.md §2.5.1): input
-    ids = element + 1, target at t = m_0 + ... + m_t mod 60."""
-    import numpy as np
-
-    from trainer.tasks.base import Example, SeqTask, Split
-
-    def generate(rng: np.random.Generator, params: dict, n: int):
-        out = []
-        for _ in range(n):
-            length = int(rng.integers(params["min_len"], params["max_len"] + 1))
-            x = rng.integers(0, 60, length)
-            out.append(Example(input=[int(v) + 1 for v in x], target=[int(v) for v in np.cumsum(x) % 60]))
-        return out
-
-    def split(name, lo, hi, size):
-        return Split(name, {"min_len": lo, "max_len": hi}, size)
-    splits = {s.name: s for s in (split("train", 2, 8, 10**6), split("valid", 8, 8, 512),
-                                  split("test_8", 8, 8, 1000), split("test_16", 16, 16, 1000),
-                                  split("test_32", 32, 32, 1000))}
-    elements = tuple(str(i) for i in range(60))
-    return SeqTask(name=LOCAL_TASK, kind="per_position", vocab=elements, labels=elements, splits=splits,
-                   generate=generate, metrics=("seq_acc", "token_acc"), family="words",
-                   description="bench/implicit.py's Z60 word problem", train_range=(2, 8))
+# The published / probe figures shown beside our cells: BENCHMARKS.md §4.2
+# (one-seed CPU probes, sequence accuracy) and P3 Table 2 (✓ = >= 90 %, 5 seeds;
+# its A5 block as extracted, BENCHMARKS.md §2.5.2).
+REFERENCE = {
+    ("z60_k8", "implicit_mamba2"): {"valid": "§4.2: 0.992", "test_16": "§4.2: 0.904", "test_32": "§4.2: 0.558"},
+    ("z60_k8", "mamba2"): {"valid": "§4.2: 0.0", "test_16": "P2: ✗", "test_32": "P2: ✗"},
+    ("z60_k8", "gru"): {"valid": "§4.2: 0.987; P3 ✓", "test_16": "§4.2: 0.624; P3 ✓", "test_32": "§4.2: 0.102; P3 ✓"},
+    ("z60_k8", "lstm"): {"valid": "P3 ✓", "test_16": "P3 ✓", "test_32": "P3 ✓"},
+    ("z60_k8", "transformer"): {"valid": "P3 ✓", "test_16": "P3 ✗", "test_32": "P3 ✗"},
+    ("a5_k8", "implicit_mamba2"): {"valid": "§4.2: 0.044 (1 531 steps)"},
+    ("a5_k8", "gru"): {"valid": "§4.2: 0.89 (4 600 steps); P3 ✓", "test_16": "§4.2: 0.369; P3 ✓", "test_32": "P3 ✓"},
+    ("a5_k8", "lstm"): {"valid": "P3 ✓", "test_16": "P3 ✓", "test_32": "P3 ✓"},
+    ("a5_k8", "transformer"): {"valid": "P3 ✗ (shifted?)", "test_16": "P3 ✓ (shifted?)", "test_32": "P3 ✗"},
+    ("mixed", "mamba2"): {"test_16_p0.5": "P2 (L 256): chance", "test_32_p0.5": "P2 (L 256): chance"},
+    ("mixed", "implicit_mamba2"): {"test_16_p0.5": "P2 (L 256): generalises",
+                                   "test_32_p0.5": "P2 (L 256): generalises"},
+    ("short", "implicit_mamba2_h8"): {"valid": "— (P3's Mamba-1: ✗)"},
+}
 
 
-def resolve_task(name: str) -> str:
-    """The task to use: `name` if registered, else the local Z60 task (registered)."""
-    from trainer.tasks import TASKS, register
-    if name != LOCAL_TASK and name in TASKS:
-        return name
-    if LOCAL_TASK not in TASKS:
-        register(local_z60_task())
-    return LOCAL_TASK
+def compare(suite: str, models: list, tasks: list, out: Path) -> None:
+    cmd = [sys.executable, "-m", "rasp.cli", "compare", suite, "--preset", "cpu", "--seeds", "1", "--jobs", "1",
+           "--models", ",".join(models), "--tasks", ",".join(tasks), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    subprocess.run(["nice", "-n", "10"] + cmd, env=env, check=True)
 
 
-def splits_at_lengths(task, lengths) -> list:
-    """The first non-training split of a single length for each of `lengths`."""
-    chosen = {}
-    for name, split in task.splits.items():
-        lo, hi = split.params.get("min_len"), split.params.get("max_len")
-        if name != task.splits["train"].name and lo == hi and lo in lengths and lo not in chosen:
-            chosen[lo] = name
-    return [chosen[L] for L in sorted(chosen)]
+def runs(out: Path, tasks: list, models: list) -> list:
+    """(task entry, model entry, run dir) of the finished, evaluated runs, in table order."""
+    found = []
+    for t in tasks:
+        for m in models:
+            d = out / f"{t}__{m}__cpu__s0"
+            if (d / "eval.json").exists() and (d / "summary.json").exists():
+                found.append((t, m, d))
+    return found
 
 
-def worker(args) -> None:
-    """Train and evaluate one model in this process; print one JSON line."""
-    import torch
-    torch.set_num_threads(1)
-    from trainer.models import get_encoder_spec
-    from trainer.seqeval import evaluate_seq_run
-    from trainer.seqpresets import make_seq_hparams
-    from trainer.seqtrain import SeqRunConfig, seq_task, train_seq
-
-    task_name = resolve_task(args.task)
-    task = seq_task(task_name)
-    spec = get_encoder_spec(args.worker)
-    steps = args.steps or STEPS[args.worker]
-    hp = make_seq_hparams("cpu", task, spec, {"steps": steps, "seed": args.seed}, {"eval_every": 0})
-    out = Path(args.out) / args.worker
-    spent = out / "bench_seconds.json"          # wall time over every segment of a resumed run
-    before = 0.0
-    if args.resume and spent.exists():
-        before = json.loads(spent.read_text())["seconds"]
-    elif args.resume and (out / "summary.json").exists():
-        before = json.loads((out / "summary.json").read_text()).get("seconds", 0.0)
-    t0 = time.perf_counter()
-    if args.eval_only:
-        summary = json.loads((out / "summary.json").read_text())
-        before = 0.0
-    else:
-        summary = train_seq(SeqRunConfig(task_name, args.worker, str(out), "cpu", hp, progress=False,
-                                         max_wall=args.max_wall, resume=args.resume and out.exists()))
-    train_s = time.perf_counter() - t0
-    tests = splits_at_lengths(task, [int(x) for x in args.lengths.split(",")])
-    res = evaluate_seq_run(out, splits=tests, n=args.n, plots=False, progress=False)
-    if args.worker.startswith("implicit"):
-        # the token-by-token order over caches (MODELS.md §1.7.2), on fewer sequences
-        evaluate_seq_run(out, splits=tests, n=max(1, args.n // 4), sets={"eval_mode": "sequential"}, plots=False,
-                         progress=False, out_json=out / "eval_sequential.json")
-    if not args.eval_only:
-        train_s = before + summary.get("seconds", train_s)
-        spent.write_text(json.dumps({"seconds": train_s}))
-    print(json.dumps({"model": args.worker, "task": task_name, "train_s": train_s,
-                      "steps": summary["step"], "n_params": summary["n_params"], "eval": res["json"]}))
+def fmt(x, digits=3):
+    return "—" if x is None else f"{x:.{digits}f}"
 
 
-def launch(args, models):
-    """Run the workers, `--parallel` at a time, each `nice -n 10` with one thread."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    pending, running, results = list(models), [], []
-    while pending or running:
-        while pending and len(running) < args.parallel:
-            m = pending.pop(0)
-            cmd = ["nice", "-n", "10", sys.executable, __file__, "--worker", m, "--task", args.task,
-                   "--out", args.out, "--n", str(args.n), "--seed", str(args.seed), "--lengths", args.lengths]
-            if args.steps:
-                cmd += ["--steps", str(args.steps)]
-            if args.max_wall:
-                cmd += ["--max-wall", str(args.max_wall)]
-            if args.resume:
-                cmd += ["--resume"]
-            if args.eval_only:
-                cmd += ["--eval-only"]
-            running.append((m, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)))
-        time.sleep(2)
-        for m, p in list(running):
-            if p.poll() is not None:
-                running.remove((m, p))
-                lines = [ln for ln in p.stdout.read().splitlines() if ln.startswith("{")]
-                if p.returncode or not lines:
-                    print(f"{m}: worker failed (exit {p.returncode})", file=sys.stderr)
-                    continue
-                results.append(json.loads(lines[-1]))
-                print(f"{m}: done in {results[-1]['train_s']:.0f} s", file=sys.stderr)
-    return results
-
-
-def collect(out: Path, model: str, run: Path = None, label: str = None):
-    """A finished model's entry from its run directory (OUT/<model>, or `run`,
-    e.g. one made by `rasp train`; None when it has no eval.json).  `label`
-    names the row (default: the model)."""
-    run = Path(run) if run is not None else out / model
-    if not (run / "eval.json").exists():
-        return None
-    summary = json.loads((run / "summary.json").read_text())
-    model = label or summary.get("model", model)
-    spent = run / "bench_seconds.json"
-    seconds = json.loads(spent.read_text())["seconds"] if spent.exists() else summary["seconds"]
-    return {"model": model, "task": summary["task"], "train_s": seconds, "steps": summary["step"],
-            "n_params": summary["n_params"], "eval": str(run / "eval.json")}
-
-
-def table(results, load: str) -> str:
+def split_rows(task: str, model: str, run: Path, file: str = "eval.json", label: str = "") -> list:
+    ev = json.loads((run / file).read_text())
     rows = []
-    evals = []
-    for r in results:
-        evals.append((r, r["model"], json.loads(Path(r["eval"]).read_text())))
-        seq = Path(r["eval"]).with_name("eval_sequential.json")
-        if seq.exists():
-            evals.append((r, r["model"] + " (sequential)", json.loads(seq.read_text())))
-    for r, label, ev in evals:
-        for split, e in ev["splits"].items():
-            if split == "train":
-                continue
-            for L, by in e["by_length"].items():
-                st = e.get("stats", {})
-                it = st.get("iterations")
-                res = st.get("residual")
-                rows.append((label, int(L), by.get("seq_acc"), by.get("token_acc"), by["n"],
-                             f"{it['by_length'][L]:.1f} / {it['max']:.0f}" if it else "—",
-                             f"{res['by_length'][L]:.3f}" if res else "—", r["steps"], r["train_s"]))
-    def order(row):
-        base = row[0].split()[0]
-        return (MODELS.index(base) if base in MODELS else len(MODELS), row[0], row[1])
-    rows.sort(key=order)
-    lines = ["| model | L | seq acc | token acc | n | iterations mean / split max | residual | steps | train s |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for m, L, sa, ta, n, it, res, steps, s in rows:
-        lines.append(f"| {m} | {L} | {sa:.3f} | {ta:.3f} | {n} | {it} | {res} | {steps} | {s:.0f} |")
-    task = results[0]["task"] if results else "?"
-    head = [f"# Implicit vs explicit Mamba2 / Llama on Z60 (`python bench/implicit.py`)", "",
-            f"Task `{task}`" + (" (bench/implicit.py's own Z60 data: prefix sums mod 60, training lengths "
-                                "2..8 mixed, valid at 8 — the definition of `words_z60`, which was not yet "
-                                "registered when these runs started)" if task == LOCAL_TASK else "")
-            + "; cpu preset (BENCHMARKS.md §4.2: 1 layer, d 64; implicit: 150 unrolled 4x warm-up steps, "
-            "then <= 16 undamped iterations + 4 phantom steps, test cap 64, tolerance 0.05; "
-            "\"(sequential)\": the token-by-token order, damped τ 0.8, on a quarter of the sequences, residual = "
-            "a sample's largest over its tokens); one seed; "
-            f"each model in its own one-thread `nice` process; machine load during the runs: {load}.", ""]
-    return "\n".join(head + lines) + "\n"
+
+    def order(item):            # by length, then p (each split here has one length)
+        params = item[1].get("params", {})
+        return (params.get("L") or params.get("max_len") or params.get("length") or 0, params.get("p", 0), item[0])
+    for name, s in sorted(ev["splits"].items(), key=order):
+        m = s["metrics"]
+        main = m.get("seq_acc") or m.get("offset_acc") or next(iter(m.values()))
+        second = m.get("token_acc")
+        it, res = s.get("stats", {}).get("iterations"), s.get("stats", {}).get("residual")
+        params = s.get("params", {})
+        length = params.get("L") or params.get("max_len") or params.get("length") or "—"
+        where = f"L {length}" + (f", p {params['p']:g}" if "p" in params else "")
+        rows.append("| " + " | ".join([
+            task, model + label, f"{name} ({where})", f"{fmt(main['mean'])} ± {fmt(main['se'])}",
+            fmt(second["mean"]) if second else "—", str(s["n"]),
+            f"{it['mean']:.1f} / {it['max']:.0f}" if it else "—", fmt(res["mean"]) if res else "—",
+            REFERENCE.get((task, model), {}).get(name, "—")]) + " |")
+    return rows
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--task", default="words_z60")
-    ap.add_argument("--steps", type=int, default=None, help="override the per-model step counts")
-    ap.add_argument("--max-wall", type=float, default=None, help="seconds of training per model at most")
-    ap.add_argument("--n", type=int, default=500, help="test sequences per split")
-    ap.add_argument("--lengths", default="8,16,32", help="test lengths (one split each)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--resume", action="store_true", help="continue runs that --max-wall cut short")
-    ap.add_argument("--parallel", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "runs" / "bench_implicit"))
-    ap.add_argument("--md", default=str(ROOT / "bench" / "implicit.md"))
-    ap.add_argument("--eval-only", action="store_true", help="evaluate the existing runs again, no training")
-    ap.add_argument("--report", action="store_true", help="only rewrite the table from the runs in --out")
-    ap.add_argument("--runs", default="",
-                    help="with --report: LABEL=DIR,... run directories (e.g. made by `rasp train` + `rasp eval`) "
-                         "tabled instead of OUT/<model>; LABEL's first word is the model")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
+def cost_row(task: str, model: str, run: Path) -> str:
+    summary = json.loads((run / "summary.json").read_text())
+    spec = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
+    hp = spec.get("hparams", spec)
+    steps = {s["step"]: s.get("seconds") for s in json.loads((run / "compare_run.json").read_text())["steps"]} \
+        if (run / "compare_run.json").exists() else {}
+    ev_s = sum(v or 0 for k, v in steps.items() if k.startswith("eval"))
+    return "| " + " | ".join([
+        task, model, str(summary.get("n_params", "—")), str(hp.get("train_split", "—")), str(hp.get("batch_size", "—")),
+        str(summary.get("step", "—")), f"{steps.get('train', summary.get('seconds', 0)):.0f}", f"{ev_s:.0f}"]) + " |"
+
+
+def tables(words: Path, counting: Path) -> str:
+    found = runs(words, WORDS_TASKS, WORDS_MODELS) + runs(counting, ["short"], COUNTING_MODELS)
+    if not found:
+        return "(no finished runs yet)"
+    head = ("| task | model | split | seq acc ± se (counting: offset acc) | token acc | n | "
+            "iterations mean / max | residual | reference |\n|---|---|---|---|---|---|---|---|---|")
+    body = [r for t, m, d in found for r in split_rows(t, m, d)]
+    # the token-by-token order (`rasp eval RUN --set eval_mode=sequential --json RUN/eval_sequential.json`)
+    body += [r for t, m, d in found if (d / SEQUENTIAL).exists()
+             for r in split_rows(t, m, d, SEQUENTIAL, " (sequential)")]
+    cost = ("| task | model | params | train split | batch | steps | train s | eval s |\n"
+            "|---|---|---|---|---|---|---|---|")
+    return "\n".join([head] + body + ["", cost] + [cost_row(t, m, d) for t, m, d in found])
+
+
+def write(md: Path, text: str) -> None:
+    old = md.read_text() if md.exists() else f"# Implicit models (bench/implicit.py)\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in old or END not in old:
+        old = old.rstrip() + f"\n\n{BEGIN}\n{END}\n"
+    before, rest = old.split(BEGIN, 1)
+    after = rest.split(END, 1)[1]
+    tmp = md.with_suffix(".md.tmp")
+    tmp.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
+    tmp.replace(md)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", action="store_true", help="run the compare grids first (skips finished runs)")
+    ap.add_argument("--words", type=Path, default=ROOT / "runs" / "compare" / "words")
+    ap.add_argument("--counting", type=Path, default=ROOT / "runs" / "compare" / "counting")
+    ap.add_argument("--md", type=Path, default=ROOT / "bench" / "implicit.md")
     args = ap.parse_args(argv)
-    if args.worker:
-        return worker(args)
-    models = [m for m in args.models.split(",") if m]
-    unknown = [m for m in models if m not in MODELS]
-    if unknown:
-        ap.error(f"unknown model {unknown[0]!r} (choose from {', '.join(MODELS)})")
-    if not args.report:
-        launch(args, models)
-    if args.runs:
-        pairs = [item.rsplit("=", 1) for item in args.runs.split(",") if item]
-        if any(len(p) != 2 for p in pairs):
-            ap.error("--runs takes LABEL=DIR,...")
-        results = [r for r in (collect(Path(args.out), lab.split()[0], Path(d), lab) for lab, d in pairs) if r]
-    else:
-        results = [r for r in (collect(Path(args.out), m) for m in models) if r]
-    load = os.getloadavg()
-    md = table(results, f"load average {load[0]:.1f} when the table was written")
-    Path(args.md).write_text(md)
-    print(md)
+    if args.run:
+        compare("words", WORDS_MODELS, WORDS_TASKS, args.words)
+        compare("counting", COUNTING_MODELS, ["short"], args.counting)
+        for model in ("implicit_mamba2", "implicit_llama"):
+            run = args.words / f"z60_k8__{model}__cpu__s0"
+            subprocess.run(["nice", "-n", "10", sys.executable, "-m", "trainer", "eval", str(run), "--splits",
+                            "valid,test_16,test_32", "-n", "128", "--set", "eval_mode=sequential", "--json",
+                            str(run / SEQUENTIAL), "--no-plots", "--no-progress"],
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}, check=True)
+    write(args.md, tables(args.words, args.counting))
+    print(f"wrote {args.md}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

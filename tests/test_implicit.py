@@ -12,10 +12,10 @@ torch.set_num_threads(1)
 IMPLICIT = ["implicit_mamba2", "implicit_llama"]
 
 
-def build(name, vocab=6, dropout=0.0, **extra):
+def build(name, vocab=6, dropout=0.0, d_model=16, n_layer=1, **extra):
     spec = ENCODERS.lookup(name)
-    cfg = EncoderConfig(vocab_size=vocab, d_model=16, n_layer=1, n_head=2, d_ff=32, dropout=dropout,
-                        extra={**spec.defaults, "d_state": 4, "headdim": 8, **extra})
+    cfg = EncoderConfig(vocab_size=vocab, d_model=d_model, n_layer=n_layer, n_head=2, d_ff=2 * d_model,
+                        dropout=dropout, extra={**spec.defaults, "d_state": 4, "headdim": 8, **extra})
     return spec.build(cfg)
 
 
@@ -27,7 +27,7 @@ def prefix_sums(n, length, mod, seed):
 
 def train_briefly(model, steps, mod=5, length=6):
     """A few optimiser steps on prefix sums mod `mod` (one warm-up step, then DEQ)."""
-    head = torch.nn.Linear(16, mod)
+    head = torch.nn.Linear(model.d_model, mod)
     opt = torch.optim.AdamW(list(model.parameters()) + list(head.parameters()), 3e-3)
     model.extra["warmup_steps"] = 1
     model.train()
@@ -98,12 +98,16 @@ def test_solver_returns_the_lowest_residual_iterate_per_sample():
 
 # ---- the backward ------------------------------------------------------------
 
+# (seed, d_model, n_layer, length, k, tau): the checker re-runs these with others
+SIZES = [(1, 16, 1, 5, 3, 0.8), (8, 32, 2, 9, 1, 0.5), (9, 16, 3, 4, 5, 1.0)]
+
+
+@pytest.mark.parametrize("seed,d_model,n_layer,length,k,tau", SIZES)
 @pytest.mark.parametrize("name", IMPLICIT)
-def test_phantom_gradient_equals_autograd_through_k_damped_steps(name):
-    torch.manual_seed(1)
-    k, tau = 3, 0.8
-    model = build(name, grad=k, tau=tau, f_max_iter=6).train()
-    x, y = prefix_sums(4, 5, 5, 0)
+def test_phantom_gradient_equals_autograd_through_k_damped_steps(name, seed, d_model, n_layer, length, k, tau):
+    torch.manual_seed(seed)
+    model = build(name, d_model=d_model, n_layer=n_layer, grad=k, tau=tau, f_max_iter=6).train()
+    x, y = prefix_sums(4, length, 5, seed)
     mask = torch.ones_like(x, dtype=torch.bool)
     out = model(x, mask)
     out.hidden.pow(2).mean().backward()
@@ -114,7 +118,7 @@ def test_phantom_gradient_equals_autograd_through_k_damped_steps(name):
     v = model.core.inject(x)
     def f(z):
         return model.core.f(z, v)
-    z_star, _, _ = solve(f, torch.zeros(4, 5, 16), 6, model.extra["f_tol"])
+    z_star, _, _ = solve(f, torch.zeros(4, length, d_model), 6, model.extra["f_tol"])
     z = z_star.detach()
     for _ in range(k):
         z = tau * f(z) + (1 - tau) * z
@@ -185,13 +189,16 @@ def test_curriculum_phases_and_caps():
 
 # ---- causality, evaluation orders ------------------------------------------------
 
+@pytest.mark.parametrize("seed,d_model,n_layer", [(3, 16, 1), (13, 32, 2)])
 @pytest.mark.parametrize("name", IMPLICIT)
-def test_outputs_at_t_do_not_depend_on_later_tokens(name):
-    torch.manual_seed(3)
-    model = make_contractive(build(name, test_max_iter=300, test_tol=1e-7)).eval()
-    a, _ = prefix_sums(3, 9, 5, 3)
+def test_outputs_at_t_do_not_depend_on_later_tokens(name, seed, d_model, n_layer):
+    torch.manual_seed(seed)
+    model = make_contractive(build(name, d_model=d_model, n_layer=n_layer, test_max_iter=300,
+                                   test_tol=1e-7)).eval()
+    a, _ = prefix_sums(3, 9, 5, seed)
     b = a.clone()
     b[:, 5:] = torch.randint(1, 6, (3, 4))
+    b[:, 5] = a[:, 5] % 5 + 1                               # position 5 surely changes
     mask = torch.ones_like(a, dtype=torch.bool)
     with torch.no_grad():
         ha, hb = model(a, mask).hidden, model(b, mask).hidden
@@ -204,16 +211,17 @@ def test_outputs_at_t_do_not_depend_on_later_tokens(name):
     assert torch.allclose(ha[:, :5], hb[:, :5], atol=1e-6)
 
 
+@pytest.mark.parametrize("seed,d_model,n_layer,length", [(4, 16, 1, 8), (14, 32, 2, 11)])
 @pytest.mark.parametrize("name", IMPLICIT)
-def test_sequential_equals_simultaneous(name):
-    torch.manual_seed(4)
-    model = train_briefly(build(name), steps=6)
+def test_sequential_equals_simultaneous(name, seed, d_model, n_layer, length):
+    torch.manual_seed(seed)
+    model = train_briefly(build(name, d_model=d_model, n_layer=n_layer), steps=6)
     make_contractive(model)
     model.extra.update(test_max_iter=300, test_tol=1e-7)
-    x, _ = prefix_sums(4, 8, 5, 99)
+    x, _ = prefix_sums(4, length, 5, 99 + seed)
     mask = torch.ones_like(x, dtype=torch.bool)
-    mask[0, 6:] = False                                      # right padding
-    x[0, 6:] = 0
+    mask[0, length - 2:] = False                             # right padding
+    x[0, length - 2:] = 0
     with torch.no_grad():
         sim = model(x, mask)
         model.extra["eval_mode"] = "sequential"
@@ -251,6 +259,16 @@ def test_f_is_one_function_within_a_forward(name):
     assert torch.allclose(before, after, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", IMPLICIT)
+def test_weight_norm_on_every_linear_and_conv(name):
+    """MODELS.md §1.7.3: every nn.Linear / nn.Conv1d of the implicit backbone,
+    the injection included, is weight-normalised."""
+    model = build(name, n_layer=2)
+    layers = [m for m in model.core.modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d))]
+    assert layers and all(hasattr(m, "weight_g") and hasattr(m, "weight_v") for m in layers)
+    assert model.core.injection in layers
+
+
 def test_variational_dropout_mask_shape():
     d = VariationalDropout(0.5).train()
     x = torch.ones(3, 7, 4)
@@ -281,18 +299,24 @@ def test_cpu_preset_reaches_the_encoder(name):
         assert model.extra["test_max_iter"] == 7
 
 
-def test_implicit_mamba2_cpu_words_trains_at_one_length():
-    """bench/implicit.md: on the word problems the cpu preset trains implicit
-    Mamba2 at length k only with a constant lr; other families and models keep
-    the mixed-length `train` split."""
+P2_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama"]
+
+
+def test_p2_models_cpu_words_train_at_one_length():
+    """trainer/models/mamba2.py: on the word problems the cpu preset trains P2's
+    four models at length k only with a constant lr; P3's models keep the
+    mixed-length `train` split; other families are untouched."""
     from trainer.seqpresets import make_seq_hparams
     from trainer.seqtrain import check_splits, seq_task
     from trainer.tasks import TASKS
     for task_name in [n for n in TASKS if n.startswith("words_")]:
         task = seq_task(task_name)
-        hp = make_seq_hparams("cpu", task, ENCODERS.lookup("implicit_mamba2"), {}, {})
-        check_splits(task, hp)
-        assert (hp.train_split, hp.schedule) == ("train_k", "constant")
-        assert make_seq_hparams("cpu", task, ENCODERS.lookup("mamba2"), {}, {}).train_split == "train"
-    hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup("implicit_mamba2"), {}, {})
-    assert hp.train_split == "train"
+        for name in P2_MODELS:
+            hp = make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {})
+            check_splits(task, hp)
+            assert (hp.train_split, hp.schedule) == ("train_k", "constant"), name
+        for name in ("gru", "lstm", "transformer"):
+            assert make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {}).train_split == "train"
+    for name in P2_MODELS:
+        hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup(name), {}, {})
+        assert hp.train_split != "train_k" and hp.schedule == "cosine" and hp.batch_size == 32

@@ -195,20 +195,6 @@ def implicit_presets(cpu: dict, paper: dict) -> dict:
     return causal_presets(with_deq(cpu, DEQ_CPU), with_deq(paper, DEQ_PAPER))
 
 
-# Z60 word problem, cpu preset (bench/implicit.md, 1 500 steps, one seed): the
-# P3 length mix 2..8 with a cosine schedule reached 0.03 sequence accuracy at
-# L = 8 by step 750, P2's single training length with a constant lr 0.96 (the
-# BENCHMARKS.md §4.2 probe's >= 0.95 at 700 steps).  Single-length training is
-# P2's protocol (Fig. 1 trains S5 at L = 32 only); every word task has `train_k`.
-WORDS_CPU_SINGLE_LENGTH = dict(train_split="train_k", schedule="constant")
-
-
-def implicit_mamba2_presets() -> dict:
-    presets = implicit_presets(MAMBA2_CPU, MAMBA2_PAPER)
-    presets["cpu"]["words"] = {**presets["cpu"]["words"], **WORDS_CPU_SINGLE_LENGTH}
-    return presets
-
-
 def build_implicit_mamba2(cfg):
     return ImplicitEncoder(ImplicitMamba2Core(cfg), cfg.d_model, cfg.extra)
 
@@ -221,7 +207,7 @@ register_encoder(EncoderSpec(
     name="implicit_mamba2", build=build_implicit_mamba2, family="implicit",
     description="Mamba2 block stack iterated to a fixed point, phantom-gradient training (MODELS.md §1.7)",
     defaults={**MAMBA2_DEFAULTS, "emb_std": 0.01, **IMPLICIT_DEFAULTS},
-    presets=implicit_mamba2_presets()))
+    presets=implicit_presets(MAMBA2_CPU, MAMBA2_PAPER)))
 
 register_encoder(EncoderSpec(
     name="implicit_llama", build=build_implicit_llama, family="implicit",

@@ -135,10 +135,14 @@ def mixed_splits() -> dict:
         "train": Split("train", {"L": 256, "p": 0.1}, 512 * 16_384, "P2: L = 256, p = 0.1 (512 x 16 384 words)"),
         "valid": Split("valid", {"L": 256, "p": 0.1}, 4_096, "in distribution"),
         "train_64": Split("train_64", {"L": 64, "p": 0.1}, 512 * 16_384, "cpu-sized training length"),
+        # the compare suite's cpu runs (suites/words.toml): an implicit step at L = 64
+        # costs ~10x one at L = 16 on one core (bench/implicit.md)
+        "train_16": Split("train_16", {"L": 16, "p": 0.1}, 512 * 16_384, "cpu-sized training length (words suite)"),
+        "valid_16": Split("valid_16", {"L": 16, "p": 0.1}, 4_096, "cpu-sized, in distribution"),
         # every word task has a `train_k` (one training length); here it is `train`'s
         "train_k": Split("train_k", {"L": 256, "p": 0.1}, 512 * 16_384, "P2: L = 256, p = 0.1 (as train)"),
     }
-    for L, p in [(256, 0.5), (1024, 0.5), (256, 0.1), (1024, 0.1), (64, 0.5), (128, 0.5)]:
+    for L, p in [(256, 0.5), (1024, 0.5), (256, 0.1), (1024, 0.1), (64, 0.5), (128, 0.5), (16, 0.5), (32, 0.5)]:
         name = f"test_{L}_p{p:g}"
         s[name] = Split(name, {"L": L, "p": p}, 4_096,
                         "P2/MSI test" if L >= 256 else "cpu-sized test")
