@@ -425,7 +425,7 @@ class _Parser:
         """Every row that names a model must resolve, for every column and
         preset, to a task entry, model entry and eval entry of the suite."""
         for row in table.rows:
-            if "model" not in row.attrs and "model" not in table.attrs:
+            if not row_runs(table, row):
                 continue                 # a published-only row (a paper's row we do not run)
             for col in table.columns:
                 for preset in suite.presets:
@@ -450,6 +450,13 @@ class _Parser:
                                              f"{cell['model']!r} has several evals; say which (eval = ...)", row.line)
                     if not isinstance(cell.get("metric"), str):
                         raise self.loc.error(f"[[tables]] {table.id}: column {col.label!r} has no metric", row.line)
+
+
+def row_runs(table: Table, row: Row) -> bool:
+    """Whether a row has runs of ours: a model is named by the row, the table
+    or the columns (P3 Tables 3-5 put one model per column); otherwise it is
+    a published-only row."""
+    return "model" in row.attrs or "model" in table.attrs or any("model" in c.attrs for c in table.columns)
 
 
 def cell_attrs(table: Table, column: Column, row: Row, preset: str) -> dict:
