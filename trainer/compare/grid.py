@@ -78,6 +78,8 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
     if preset not in suite.presets:
         raise RaspError(f"suite {suite.name} has no preset {preset!r} (it has: {', '.join(suite.presets)})")
     task_names = _pick(tasks, [t.name for t in suite.tasks], "task", suite)
+    # a task entry limited to other presets has no runs here (e.g. a paper-only training mixture)
+    task_names = [n for n in task_names if suite.task(n).presets is None or preset in suite.task(n).presets]
     model_names = _pick(models, [m.name for m in suite.models], "model", suite)
     runs = []
     for tname in task_names:
