@@ -128,8 +128,10 @@ def run(args) -> int:
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
     t0 = time.time()
-    # `kill PID` stops the children and leaves their runs resumable, as Ctrl-C does
+    # `kill PID` stops the children and leaves their runs resumable, as Ctrl-C does; so does
+    # `kill -INT PID` even where the shell started us with SIGINT ignored (`cmd &` in a script)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         if args.executor == "slurm":
             records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands,
