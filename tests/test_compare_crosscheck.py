@@ -33,15 +33,15 @@ def finished(run: Path, offset: dict) -> None:
 
 def fixture(out: Path) -> None:
     suite = load_suite("counting")
-    full = ("valid", "test_two_isi", "test_double_isi")
+    full = ("valid_cpu", "test_two_isi_cpu", "test_double_isi_cpu")
     finished(out / "short__rnn_h8__cpu__s0", dict(zip(full, (0.95, 0.92, 0.40))))
     finished(out / "short__rnn_h8__cpu__s1", dict(zip(full, (0.97, 0.85, 0.95))))
     finished(out / "short__rnn_h8__cpu__s2", dict(zip(full, (0.91, 0.93, 0.20))))
-    finished(out / "short__gru_h64__cpu__s0", {"valid": 0.5})           # no phase-alignment splits
+    finished(out / "short__gru_h64__cpu__s0", {"valid_cpu": 0.5})       # phase-alignment splits not evaluated yet
     write(out / "short__gru_h64__cpu__s1" / "failed.json", {"exit_code": 1, "failed_step": "train"})
     write(out / "short__gru_h64__cpu__s2" / "run.json", {})               # interrupted mid-training
     write(out / "short__gru_h64__cpu__s2" / "checkpoints" / "step_500" / "state.json", {})
-    finished(out / "medium__rnn_h8__cpu__s0", {"valid_medium": 1.0})
+    finished(out / "medium__rnn_h8__cpu__s0", {"valid_medium_cpu": 1.0})
     write(out / "medium__rnn_h8__cpu__s1" / "run.json", {})               # trained, never evaluated
     write(out / "medium__rnn_h8__cpu__s1" / "summary.json", {"finished": True})
     # mamba_h8 and long: never run (missing)
@@ -60,10 +60,9 @@ def test_report_matches_the_runs_it_cites(tmp_path):
     double = R.find_report_cell(doc, "counting", "p3_table5", "Double ISI", "RNN h8")["ours"]
     assert double["text"].startswith("0.517") and double["passed"] is False      # 1 of 3 seeds >= 0.9
     gru = R.find_report_cell(doc, "counting", "p3_table4", "200", "GRU h64")["ours"]
-    assert gru["by_run"]["short__gru_h64__cpu__s1"] == "failed" and "1 failed" in gru["text"]
-    assert gru["by_run"]["short__gru_h64__cpu__s2"] == "incomplete" and gru["values"] == [0.5]
-    two = R.find_report_cell(doc, "counting", "p3_table5", "Two ISI", "GRU h64")["ours"]
-    assert two["status"] == "failed" and "mean" not in two                          # never a 0
+    assert gru["by_run"] == {"short__gru_h64__cpu__s0": "incomplete", "short__gru_h64__cpu__s1": "failed",
+                             "short__gru_h64__cpu__s2": "incomplete"}
+    assert gru["status"] == "failed" and gru["text"] == "1 failed, 2 incomplete" and "mean" not in gru  # never a 0
     medium = R.find_report_cell(doc, "counting", "p3_table4", "600", "RNN h8")["ours"]
     assert medium["by_run"]["medium__rnn_h8__cpu__s1"] == "incomplete"
     mamba = R.find_report_cell(doc, "counting", "p3_table4", "1000", "Mamba h8")["ours"]
@@ -77,7 +76,7 @@ def test_the_check_finds_a_planted_mismatch(tmp_path):
     # an eval file changed after the report was written
     ev = out / "short__rnn_h8__cpu__s1" / "eval.json"
     doc = json.loads(ev.read_text())
-    doc["splits"]["valid"]["metrics"]["offset_acc"]["mean"] = 0.5
+    doc["splits"]["valid_cpu"]["metrics"]["offset_acc"]["mean"] = 0.5
     write(ev, doc)
     problems = check(out)
     assert any("short__rnn_h8__cpu__s1 reported 0.97" in p for p in problems)
@@ -106,3 +105,18 @@ def test_published_only_table_is_in_report_md(tmp_path):
     assert "(published only)" in md
     assert "| 512 | ✗ | ✓ | ✓ | ✓ | ✗ | ✓ | ✗ | ✗ | ✗ | ✗ | ✗ | ✗ |" in md
     assert check(out) == []
+
+
+def test_cpu_preset_runs_each_memory_mixture_once():
+    """The cpu preset has one copying / denoising mixture: the pattern rows
+    read the blank-mixture runs (no duplicate runs); paper runs both."""
+    from trainer.compare import grid as G
+    s = load_suite("memory")
+    cpu, paper = G.expand(s, "cpu", seeds=1), G.expand(s, "paper", seeds=1)
+    assert len(cpu) == 28 and len(paper) == 56
+    assert {r.task_entry for r in cpu} == {"copy_blanks", "denoise_blanks"}
+    t = next(t for t in s.tables if t.id == "p3_table3")
+    from trainer.compare.suite import cell_attrs
+    row = next(r for r in t.rows if r.label.startswith("Copying S≤10"))
+    assert cell_attrs(t, t.columns[0], row, "cpu")["task"] == "copy_blanks"
+    assert cell_attrs(t, t.columns[0], row, "paper")["task"] == "copy_pattern"

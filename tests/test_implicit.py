@@ -295,4 +295,4 @@ def test_implicit_mamba2_cpu_words_trains_at_one_length():
         assert (hp.train_split, hp.schedule) == ("train_k", "constant")
         assert make_seq_hparams("cpu", task, ENCODERS.lookup("mamba2"), {}, {}).train_split == "train"
     hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup("implicit_mamba2"), {}, {})
-    assert hp.train_split == "train"
+    assert hp.train_split == "train_cpu"          # the counting family's cpu split, not train_k
