@@ -115,13 +115,15 @@ FAMILY = {
         "memory": {"steps": 300, "batch_size": 32, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 100,
                    "ckpt_every": 100, "train_split": "train_cpu", "valid_split": "valid_cpu"},
         # counting: P3's settings at 1/5 length (trainer/tasks/counting.py: L 40 / 120 / 200,
-        # ISI 2 / 6 / 10) and 200 steps (was L 200 / 600 / 1000 and 3000 steps).  The counting
+        # ISI 2 / 6 / 10) and 50 steps (was L 200 / 600 / 1000 and 3000 steps).  The counting
         # suite (42 cpu runs: 14 models x 3 settings) must finish in ~40 min on 2 shared cores;
-        # measured at load ~6, one torch thread, batch 32, a step of all 14 models took 3.1 s at
-        # L 200, 11.6 s at 600 and 22.6 s at 1000 (Mamba h64 1.3 / 5.1 / 8.5 s, Transformer
-        # 3.5 s at 1000): 3000 steps were ~31 h.  At 1/5 length ~7 s in-process (~15 s in the
-        # real runs), so 100 steps ~25 min, plus ~30 s of process start and evaluation per run.
-        "counting": {"steps": 100, "batch_size": 32, "lr": 1e-2, "eval_every": 50, "ckpt_every": 50,
+        # measured at load ~6-7, one torch thread, batch 32, a step of all 14 models took 3.1 s
+        # at L 200, 11.6 s at 600 and 22.6 s at 1000 (Mamba h64 1.3 / 5.1 / 8.5 s, Transformer
+        # 3.5 s at 1000): 3000 steps were ~31 h.  At 1/5 length it is 1.3 + 4.6 + 8.0 s (Mamba
+        # h64 alone 7.9 s) in-process, about 1.5-2x that in real runs, and each run spends ~40 s
+        # starting two processes (importing torch takes ~11 s at this load) and evaluating:
+        # 42 x 40 s + 50 steps x ~20 s is the ~40 min.  Few steps: expect undertrained models.
+        "counting": {"steps": 50, "batch_size": 32, "lr": 1e-2, "eval_every": 25, "ckpt_every": 25,
                      "train_split": "train_cpu", "valid_split": "valid_cpu"},
     },
     "paper": {
