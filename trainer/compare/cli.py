@@ -147,7 +147,9 @@ def run(args) -> int:
             f"({R.summary_line(doc)}); run the same command again to resume")
         raise
     failed = [r for r in records if r.get("status") == "failed"]
+    busy = [r for r in records if r.get("status") == "busy"]
     doc = R.write_report(out, plots=not args.no_plots)
-    print(f"{len(records)} runs worked on in {time.time() - t0:.0f} s, {len(failed)} failed; "
-          f"wrote {out / 'report.md'} ({R.summary_line(doc)})")
+    print(f"{len(records)} runs worked on in {time.time() - t0:.0f} s, {len(failed)} failed"
+          + (f", {len(busy)} left to another process still working on them" if busy else "")
+          + f"; wrote {out / 'report.md'} ({R.summary_line(doc)})")
     return 1 if failed else 0
