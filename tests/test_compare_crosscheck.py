@@ -120,3 +120,9 @@ def test_cpu_preset_runs_each_memory_mixture_once():
     row = next(r for r in t.rows if r.label.startswith("Copying S≤10"))
     assert cell_attrs(t, t.columns[0], row, "cpu")["task"] == "copy_blanks"
     assert cell_attrs(t, t.columns[0], row, "paper")["task"] == "copy_pattern"
+
+
+def test_models_by_trainer_model_name():
+    from trainer.compare import grid as G
+    runs = G.expand(load_suite("counting"), "cpu", seeds=1, models=["gru", "rnn_h8"])
+    assert sorted({r.model_entry for r in runs}) == ["gru_h64", "gru_h8", "rnn_h8"]
