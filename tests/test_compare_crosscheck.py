@@ -126,3 +126,23 @@ def test_models_by_trainer_model_name():
     from trainer.compare import grid as G
     runs = G.expand(load_suite("counting"), "cpu", seeds=1, models=["gru", "rnn_h8"])
     assert sorted({r.model_entry for r in runs}) == ["gru_h64", "gru_h8", "rnn_h8"]
+
+
+def test_reference_probes_go_through_the_compare_runner(tmp_path):
+    """bench/reference_models.py is the suite bench/reference.toml run by the
+    compare runner: a finished probe run is read, not retrained."""
+    from bench import reference_models as RM
+    out = tmp_path / "ref"
+    d = out / "counting__rnn__cpu__s0"
+    splits = ["valid", "test_long_iti", "test_two_isi", "test_double_isi"]
+    write(d / "run.json", {})
+    write(d / "summary.json", {"finished": True, "n_params": 97, "step": 3000, "seconds": 12.0})
+    write(d / "eval.json", {"splits": {s: {"n": 500, "metrics": {m: {"mean": 0.96, "se": 0.01} for m in
+                                                                  ("offset_acc", "offset_seq", "acc")}}
+                                       for s in splits}})
+    table = tmp_path / "t.md"
+    assert RM.main(["--out", str(out), "--only", "rnn8_counting", "--table", str(table)]) == 0
+    md = table.read_text()
+    assert "| rnn8_counting | hidden-8 RNN predicts the ISI offsets | yes |" in md
+    assert "| test_double_isi | 500 | 0.960 ± 0.010 |" in md
+    assert check(out) == []                        # its report.md / report.json agree with the run too
