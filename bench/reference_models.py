@@ -1,45 +1,45 @@
 """BENCHMARKS.md §4 probes with the reference models, through the CLI a user
-runs (`rasp train` / `rasp eval`, cpu preset), and the table of results
-beside the published numbers: bench/comparison_reference.md.
+runs (`rasp train` / `rasp eval`, cpu preset): the grid is the suite
+bench/reference.toml, run by `rasp compare`'s runner (a finished run is
+skipped, an interrupted one resumed, a failure recorded in its failed.json),
+and this script writes the table of results beside the probes' claims:
+bench/comparison_reference.md (`rasp compare bench/reference.toml` gives the
+same runs and a report.md).
 
     python bench/reference_models.py --out runs/reference [--only lstm_flipflop,...] [--jobs 1]
 
-Each probe trains once (a finished run in --out is reused; delete it to
-train again) and is evaluated on the splits listed.  One torch thread per
-process; `--jobs 2` runs two probes side by side.
+One torch thread per process; `--jobs 2` runs two probes side by side.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "bench" / "reference.toml"
 
 FF_SPLITS = [f"test_{T}_p{p}" for T in (128, 256) for p in (0.1, 0.8, 0.98)]
 
-# name: (task, model, train args, eval splits, eval -n, what the paper / probe says)
+# probe: (task entry, model entry of bench/reference.toml, what the paper / probe says)
 # CHECKS[name](splits of eval.json) -> (passed, the BENCHMARKS.md §4 claim it checks)
 PROBES = {
     "lstm_flipflop": (
-        "flipflop", "lstm", [], FF_SPLITS, 1000,
+        "flipflop", "lstm",
         "BENCHMARKS.md §4.2 probe: 100 % all reads and last read at T=128 and 256, p_i 0.1/0.8/0.98 "
         "(254 steps); 1-layer LSTM is Liu et al.'s solver (not in P1's tables)"),
     "transformer_flipflop": (
-        "flipflop", "transformer_rope", [], FF_SPLITS, 1000,
+        "flipflop", "transformer_rope",
         "probe: T=128 p_i 0.1/0.8/0.98 -> last read 1.00/1.00/0.888, T=256 1.00/0.988/0.75; "
         "P1 Table 3 (6x512, T=512/1024): 100/100/90, 100/100/87"),
     "gru_words_z60": (
-        "words_z60", "gru", [], ["valid", "test_16", "test_24", "test_32", "test_64"], 1000,
+        "words_z60", "gru",
         "probe: L8 seq 0.987, L16 0.624, L24 0.243, L32 0.102 (1 200 steps); "
         "P3 Table 2: GRU Z60 k=8 >= 90 % up to 5X, fails at 64+"),
     "rnn8_counting": (
-        "counting", "rnn", [], ["valid", "test_long_iti", "test_two_isi", "test_double_isi"], 500,
+        "counting", "rnn",
         "probe: val offset score 0.935, longer ITI 0.988; P3 Table 4: hidden-8 RNN solves L=200/600/1000"),
 }
 
@@ -59,44 +59,32 @@ CHECKS = {
 }
 
 
-def rasp(*args, log=None) -> int:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "rasp.cli", *args]
-    with open(log, "a") if log else open(os.devnull, "w") as f:
-        f.write("$ rasp " + " ".join(args) + "\n")
-        f.flush()
-        return subprocess.call(["nice", "-n", "10", *cmd], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
-
-
-def run_probe(name: str, out: Path) -> dict:
-    task, model, train_args, splits, n, paper = PROBES[name]
-    d = out / name
-    log = out / f"{name}.log"
-    t0 = time.time()
-    summary = d / "summary.json"
-    if not (summary.exists() and json.loads(summary.read_text()).get("finished")):
-        args = ["train", "--task", task, "--model", model, "--preset", "cpu", "--no-progress", *train_args,
-                "--out", str(d)]
-        if (d / "latest.json").exists():
-            args.append("--resume")
-        if rasp(*args, log=log):
-            return {"name": name, "error": f"training failed, see {log}"}
-    ev = ["eval", str(d), "-n", str(n), "--no-progress"] + (["--splits", ",".join(splits)] if splits else [])
-    if not _evaluated(d, splits, n) and rasp(*ev, log=log):
-        return {"name": name, "error": f"evaluation failed, see {log}"}
-    return {"name": name, "task": task, "model": model, "paper": paper, "seconds": time.time() - t0,
-            "summary": json.loads(summary.read_text()), "eval": json.loads((d / "eval.json").read_text())}
-
-
-def _evaluated(d: Path, splits, n: int) -> bool:
-    """eval.json already holds these splits, n examples each, of the final checkpoint."""
-    try:
-        res = json.loads((d / "eval.json").read_text())
-        step = json.loads((d / "summary.json").read_text())["step"]
-    except (OSError, ValueError, KeyError):
-        return False
-    got = res.get("splits", {})
-    return res.get("step") == step and bool(splits) and all(got.get(s, {}).get("n") == n for s in splits)
+def run_probes(names: list, out: Path, jobs: int) -> list:
+    """Train and evaluate the probes' runs (what is not done yet) and collect them."""
+    from trainer.compare import grid as G
+    from trainer.compare import report as R
+    from trainer.compare import runner
+    from trainer.compare.suite import load_suite
+    suite = load_suite(str(SUITE))
+    runs = {(r.task_entry, r.model_entry): r for r in G.expand(suite, "cpu")}
+    chosen = [runs[PROBES[n][:2]] for n in names]
+    R.record_selection(out, suite, "cpu", None, sorted({r.model_entry for r in chosen}),
+                       sorted({r.task_entry for r in chosen}))
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    records = {rec["run_id"]: rec for rec in runner.run_local(chosen, out, jobs, progress=print)}
+    results = []
+    for name, spec in zip(names, chosen):
+        d, rec = out / spec.run_id, records.get(spec.run_id, {})
+        if runner.state(spec, d) != "done":
+            why = rec.get("note") or f"{rec.get('status', 'not finished')}, see {d}/failed.json or its logs"
+            results.append({"name": name, "error": why})
+            continue
+        results.append({"name": name, "task": spec.task, "model": spec.model, "paper": PROBES[name][2],
+                        "splits": spec.evals[0].options["splits"].split(","),
+                        "summary": json.loads((d / "summary.json").read_text()),
+                        "eval": json.loads((d / "eval.json").read_text())})
+    R.write_report(out, plots=False)
+    return results
 
 
 def _fmt(v):
@@ -119,7 +107,8 @@ NOTES = """## Notes
 def table(results: list, load: str) -> str:
     from trainer.tasks import TASKS
     lines = ["# Reference models at the cpu preset (BENCHMARKS.md §4)", "",
-             "Produced by `python bench/reference_models.py` (`rasp train --preset cpu`, then `rasp eval`); "
+             "Produced by `python bench/reference_models.py` (the suite bench/reference.toml through "
+             "`rasp compare`'s runner: `rasp train --preset cpu` with the probe's budget, then `rasp eval`); "
              "each row is one split, mean ± standard error over its examples.  Single seed (0), one torch "
              f"thread per run on the shared 2-core machine ({load}).", "",
              "| probe | BENCHMARKS.md §4 claim | reproduced |", "|---|---|---|"]
@@ -138,7 +127,7 @@ def table(results: list, load: str) -> str:
                   f"Paper / probe: {r['paper']}", ""]
         splits = r["eval"]["splits"]
         metrics = list(TASKS[r["task"]].metrics)
-        order = PROBES[r["name"]][3] or list(splits)
+        order = r["splits"]
         lines.append("| split | n | " + " | ".join(metrics) + " |")
         lines.append("|---|---|" + "---|" * len(metrics))
         for name in order:
@@ -159,10 +148,12 @@ def main(argv=None):
     names = args.only.split(",") if args.only else list(PROBES)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(args.jobs) as ex:
-        results = list(ex.map(lambda n: run_probe(n, out), names))
-    load = "load average %.1f / %.1f / %.1f when the table was written" % os.getloadavg()
     sys.path.insert(0, str(ROOT))
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        ap.error(f"--only: unknown probe(s) {', '.join(unknown)} (known: {', '.join(PROBES)})")
+    results = run_probes(names, out, args.jobs)
+    load = "load average %.1f / %.1f / %.1f when the table was written" % os.getloadavg()
     Path(args.table).write_text(table(results, load))
     print(f"wrote {args.table}")
     return 0 if all("error" not in r for r in results) else 1

@@ -369,14 +369,14 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
     defines (for the tasks this trainer has), and evals ask for known splits."""
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
-    from trainer.compare.suite import cell_attrs
+    from trainer.compare.suite import cell_attrs, row_runs
     checked = 0
     for name in available_suites():
         s = load_suite(name)
         for preset in s.presets:
             for t in s.tables:
                 for row in t.rows:
-                    if "model" not in row.attrs and "model" not in t.attrs:
+                    if not row_runs(t, row):
                         continue
                     for col in t.columns:
                         a = cell_attrs(t, col, row, preset)

@@ -319,4 +319,4 @@ def test_p2_models_cpu_words_train_at_one_length():
             assert make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {}).train_split == "train"
     for name in P2_MODELS:
         hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup(name), {}, {})
-        assert hp.train_split != "train_k" and hp.schedule == "cosine" and hp.batch_size == 32
+        assert hp.train_split == "train_cpu" and hp.schedule == "cosine" and hp.batch_size == 32

@@ -60,10 +60,12 @@ def _runs(x):
     return runs
 
 
-@pytest.mark.parametrize("setting", ["short", "medium", "long"])
+@pytest.mark.parametrize("setting", ["short", "medium", "long", "short_cpu", "medium_cpu", "long_cpu"])
 def test_counting_signal_statistics(setting):
     L, isi, (lo, hi) = C.SETTINGS[setting]
-    split = "train" if setting == "short" else f"train_{setting}"
+    split = {"short": "train", "short_cpu": "train_cpu"}.get(setting, f"train_{setting}")
+    if setting.endswith("_cpu"):            # the cpu preset's settings: P3's at 1/5 length
+        assert (L, isi, lo, hi) == tuple(v // 5 for v in (*C.SETTINGS[setting[:-4]][:2], *C.SETTINGS[setting[:-4]][2]))
     exs = TASKS["counting"].generate(np.random.default_rng(0), TASKS["counting"].splits[split].params, 60)
     itis = []
     for ex in exs:

@@ -131,9 +131,24 @@ FAMILY = {
         "listops": {"steps": 200, "batch_size": 64, "lr": 1e-3, "eval_every": 100, "weight_decay": 0.1,
                     "train_split": "train_cpu", "valid_split": "valid_cpu"},
         "logic": {"steps": 150, "batch_size": 64, "lr": 1e-3, "eval_every": 75, "weight_decay": 0.1},
-        "memory": {"steps": 3000, "batch_size": 128, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 500,
-                   "train_split": "train_cpu", "valid_split": "valid_cpu"},
-        "counting": {"steps": 3000, "batch_size": 32, "lr": 1e-2, "eval_every": 500},
+        # memory: 300 x 32 (was 3000 x 128).  The memory suite (28 cpu runs: 14 models x copying,
+        # denoising) must finish in ~40 min on 2 shared cores; measured at load ~6, one torch
+        # thread, a step of all 14 models took 4.0 s at batch 128 (2-layer Mamba 0.63 s, GRU 0.41 s)
+        # and 1.2 s at 32 in-process, about twice that in the real runs, plus ~35 s of process
+        # start, data and evaluation per run: 3000 x 128 was ~5 h, 600 x 32 ~70 min.
+        "memory": {"steps": 300, "batch_size": 32, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 100,
+                   "ckpt_every": 100, "train_split": "train_cpu", "valid_split": "valid_cpu"},
+        # counting: P3's settings at 1/5 length (trainer/tasks/counting.py: L 40 / 120 / 200,
+        # ISI 2 / 6 / 10) and 50 steps (was L 200 / 600 / 1000 and 3000 steps).  The counting
+        # suite (42 cpu runs: 14 models x 3 settings) must finish in ~40 min on 2 shared cores;
+        # measured at load ~6-7, one torch thread, batch 32, a step of all 14 models took 3.1 s
+        # at L 200, 11.6 s at 600 and 22.6 s at 1000 (Mamba h64 1.3 / 5.1 / 8.5 s, Transformer
+        # 3.5 s at 1000): 3000 steps were ~31 h.  At 1/5 length it is 1.3 + 4.6 + 8.0 s (Mamba
+        # h64 alone 7.9 s) in-process, about 1.5-2x that in real runs, and each run spends ~40 s
+        # starting two processes (importing torch takes ~11 s at this load) and evaluating:
+        # 42 x 40 s + 50 steps x ~20 s is the ~40 min.  Few steps: expect undertrained models.
+        "counting": {"steps": 50, "batch_size": 32, "lr": 1e-2, "eval_every": 25, "ckpt_every": 25,
+                     "train_split": "train_cpu", "valid_split": "valid_cpu"},
     },
     "paper": {
         "flipflop": {"steps": 10_000, "batch_size": 16, "lr": 3e-4, "weight_decay": 0.1, "schedule": "linear",

@@ -128,8 +128,10 @@ def run(args) -> int:
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
     t0 = time.time()
-    # `kill PID` stops the children and leaves their runs resumable, as Ctrl-C does
+    # `kill PID` stops the children and leaves their runs resumable, as Ctrl-C does; so does
+    # `kill -INT PID` even where the shell started us with SIGINT ignored (`cmd &` in a script)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         if args.executor == "slurm":
             records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands,
@@ -145,7 +147,9 @@ def run(args) -> int:
             f"({R.summary_line(doc)}); run the same command again to resume")
         raise
     failed = [r for r in records if r.get("status") == "failed"]
+    busy = [r for r in records if r.get("status") == "busy"]
     doc = R.write_report(out, plots=not args.no_plots)
-    print(f"{len(records)} runs worked on in {time.time() - t0:.0f} s, {len(failed)} failed; "
-          f"wrote {out / 'report.md'} ({R.summary_line(doc)})")
+    print(f"{len(records)} runs worked on in {time.time() - t0:.0f} s, {len(failed)} failed"
+          + (f", {len(busy)} left to another process still working on them" if busy else "")
+          + f"; wrote {out / 'report.md'} ({R.summary_line(doc)})")
     return 1 if failed else 0

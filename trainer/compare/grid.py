@@ -65,6 +65,19 @@ def _pick(names: Optional[list], known: list, what: str, suite: Suite) -> list:
     return [k for k in known if k in names]
 
 
+def _model_entries(suite: Suite, names: Optional[list]) -> Optional[list]:
+    """--models takes entry names, or a trainer model name that stands for all
+    its entries (`--models gru` = gru_h8, gru_h64 in the counting suite)."""
+    if not names:
+        return names
+    entries = {m.name for m in suite.models}
+    out = []
+    for n in names:
+        family = [m.name for m in suite.models if m.model == n]
+        out += [n] if n in entries or not family else family
+    return out
+
+
 def seeds_for(suite: Suite, seeds: Optional[int]) -> list:
     k = suite.seeds if seeds is None else seeds
     if k < 1:
@@ -78,7 +91,9 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
     if preset not in suite.presets:
         raise RaspError(f"suite {suite.name} has no preset {preset!r} (it has: {', '.join(suite.presets)})")
     task_names = _pick(tasks, [t.name for t in suite.tasks], "task", suite)
-    model_names = _pick(models, [m.name for m in suite.models], "model", suite)
+    # a task entry limited to other presets has no runs here (e.g. a paper-only training mixture)
+    task_names = [n for n in task_names if suite.task(n).presets is None or preset in suite.task(n).presets]
+    model_names = _pick(_model_entries(suite, models), [m.name for m in suite.models], "model", suite)
     runs = []
     for tname in task_names:
         t = suite.task(tname)

@@ -14,7 +14,7 @@ from typing import Optional
 from rasp.errors import RaspError
 from trainer.compare import grid as G
 from trainer.compare.results import RunResult, cell_value, load_run
-from trainer.compare.suite import Suite, Table, cell_attrs, load_suite
+from trainer.compare.suite import Suite, Table, cell_attrs, load_suite, row_runs
 from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"
@@ -66,23 +66,27 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
     eval_name = attrs.get("eval") or suite.evals_for(suite.model(attrs["model"]))[0].name
     values, why_none = [], set()
     counts = {"failed": 0, "missing": 0, "incomplete": 0}
+    by_run = {}             # run id -> its value, or why it has none: the cell can be checked run by run
     for r in results:
         if r.status != "finished":
             counts[r.status] += 1
+            by_run[r.spec.run_id] = r.status
             continue
         split = r.evals.get(eval_name, {}).get(attrs.get("split", "test"))
         if split is None:
-            why_none.add(f"no split {attrs.get('split', 'test')!r}")
+            why_none.add(by_run.setdefault(r.spec.run_id, f"no split {attrs.get('split', 'test')!r}"))
             continue
         v = cell_value(split, attrs["metric"], attrs.get("length"), attrs.get("group"))
         if v is None:
             where = (f" at length {attrs['length']}" if attrs.get("length") is not None
                      else f" in group {attrs['group']}" if attrs.get("group") is not None else "")
-            why_none.add(f"no {attrs['metric']}{where}")
+            why_none.add(by_run.setdefault(r.spec.run_id, f"no {attrs['metric']}{where}"))
             continue
         values.append(v)
+        by_run[r.spec.run_id] = v
     cell = {"runs": [r.spec.run_id for r in results], "seeds": len(results), "n": len(values),
-            **{k: v for k, v in counts.items() if v}}
+            "file": next((e.file for e in results[0].spec.evals if e.name == eval_name), None),
+            "by_run": by_run, **{k: v for k, v in counts.items() if v}}
     if not values:
         # every seed's reason, most serious first; a single kind reads as one word ("failed")
         kinds = [k for k in ("failed", "incomplete", "missing") if counts[k]]
@@ -127,7 +131,7 @@ def published_cell(table: Table, row, col_index: int, suite: Suite) -> dict:
 def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: int) -> dict:
     rows = []
     for row in table.rows:
-        runs_row = "model" in row.attrs or "model" in table.attrs
+        runs_row = row_runs(table, row)
         cells = []
         for i, col in enumerate(table.columns):
             cell = {"column": col.label, "published": published_cell(table, row, i, suite)}
@@ -142,7 +146,10 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
         rows.append({"label": row.label, "paper_row": row.paper_row, "ours_run": runs_row, "cells": cells})
     src = suite.sources[table.source]
     selected = any(c["ours"]["status"] not in ("not run", "paper only") for r in rows for c in r["cells"])
-    return {"id": table.id, "selected": selected, "title": table.title, "paper_table": table.paper_table, "source": src.key,
+    # a table none of whose rows can run (e.g. P3 Table 1: its training lengths are not a split
+    # of our tasks) is still shown: its published figures are the point
+    published_only = not any(r["ours_run"] for r in rows)
+    return {"id": table.id, "selected": selected, "published_only": published_only, "title": table.title, "paper_table": table.paper_table, "source": src.key,
             "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "criterion": table.criterion,
             "criterion_rule": table.criterion_rule, "note": table.note,
             "columns": [{"label": c.label, "paper_column": c.paper_column} for c in table.columns], "rows": rows}
@@ -208,9 +215,9 @@ def render_markdown(doc: dict) -> str:
         if s.get("note"):
             lines += [s["note"], ""]
         for t in s["tables"]:
-            if t["selected"]:
+            if t["selected"] or t["published_only"]:
                 lines += _md_table(t)
-        left = [t["title"] for t in s["tables"] if not t["selected"]]
+        left = [t["title"] for t in s["tables"] if not (t["selected"] or t["published_only"])]
         if left:
             lines += [f"Tables with no run in this selection (in report.json): {'; '.join(left)}.", ""]
         failed = [x for x in s["run_status"] if x["status"] == "failed"]
@@ -232,13 +239,21 @@ def _md_table(t: dict) -> list:
     if t.get("criterion") is not None:
         crit = (f"; ✓/✗ = ours {'mean' if t['criterion_rule'] == 'mean' else 'majority of seeds'} "
                 f"≥ {t['criterion']:g}")
-    lines = [f"### {t['title']}", "",
+    only = t.get("published_only")
+    lines = [f"### {t['title']}" + (" (published only)" if only else ""), "",
              f"Published: {t['cite']} [{t['source']}], {t['paper_table']}"
-             + (f" ({t['statistic']})" if t["statistic"] else "") + f"{scale}{crit}.", ""]
-    head = ["model"] + [x for c in t["columns"] for x in (f"{c['label']} ours", "paper")]
+             + (f" ({t['statistic']})" if t["statistic"] else "") + ("" if only else f"{scale}{crit}") + ".", ""]
+    if only:            # no row of ours can run: the paper's columns alone
+        head = [""] + [c["label"] for c in t["columns"]]
+    else:
+        head = ["model"] + [x for c in t["columns"] for x in (f"{c['label']} ours", "paper")]
     lines.append("| " + " | ".join(_md_escape(h) for h in head) + " |")
     lines.append("|" + "---|" * len(head))
     for row in t["rows"]:
+        if only:
+            cells = [c["published"]["text"] for c in row["cells"]]
+            lines.append("| " + " | ".join(_md_escape(x) for x in [row["label"]] + cells) + " |")
+            continue
         label = row["label"] + ("" if row["ours_run"] else " (paper only)")
         cells = [x for c in row["cells"] for x in (c["ours"]["text"], c["published"]["text"])]
         lines.append("| " + " | ".join(_md_escape(x) for x in [label] + cells) + " |")

@@ -10,6 +10,7 @@ through `TrainerCommands(prefix=...)`); production uses the real trainer.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from rasp.errors import RaspError
 from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json
+LOCK = ".compare.lock"          # held while a run's commands work (see execute)
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # a child stopped by SIGINT/SIGTERM (negative: killed by the signal; 128+n: exited on it)
 INTERRUPTED = {-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM}
@@ -148,9 +150,35 @@ def _tail(path: Path, n: int = TAIL_LINES) -> str:
 def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_one: bool = True) -> dict:
     """Run what is left of one run; returns its record (also in
     RUN_DIR/compare_run.json; on failure RUN_DIR/failed.json; a child
-    stopped by Ctrl-C or SIGTERM leaves no failure: the run resumes next time)."""
+    stopped by Ctrl-C or SIGTERM leaves no failure: the run resumes next time).
+
+    RUN_DIR/.compare.lock is held (flock) while the run's commands work, by
+    this process and by the trainer it starts: a runner killed with SIGKILL
+    leaves its trainer running and still holding the lock, and a second
+    invocation then reports the run "busy" instead of starting a second
+    trainer on the same directory."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = (run_dir / LOCK).read_text(errors="replace").strip() or "another process"
+            return {"run_id": spec.run_id, "status": "busy", "seconds": 0.0,
+                    "note": f"{holder} is working on it; wait for it or stop it, then run again"}
+        _note_holder(fd, f"rasp compare pid {os.getpid()}")
+        return _execute(spec, run_dir, commands, threads_one, fd)
+    finally:
+        os.close(fd)
+
+
+def _note_holder(fd: int, text: str):
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, text.encode(), 0)
+
+
+def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd: int) -> dict:
     failed = run_dir / "failed.json"
     if failed.exists():
         failed.unlink()                      # a retry: the old failure no longer describes the run
@@ -164,11 +192,12 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
             fh.flush()
             try:
                 proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(threads_one),
-                                        cwd=os.getcwd())
+                                        cwd=os.getcwd(), pass_fds=(lock_fd,))      # the child holds the lock too
             except OSError as e:
                 fh.write(f"cannot start: {e}\n".encode())
                 rc = 127
             else:
+                _note_holder(lock_fd, f"{name} pid {proc.pid} (started by rasp compare pid {os.getpid()})")
                 _LIVE.add(proc)
                 try:
                     rc = proc.wait()
@@ -249,7 +278,8 @@ def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
         for i, fut in enumerate(as_completed(futures), 1):
             rec = fut.result()
             records.append(rec)
-            extra = f": exit {rec['exit_code']} in {rec['failed_step']}" if rec["status"] == "failed" else ""
+            extra = (f": exit {rec['exit_code']} in {rec['failed_step']}" if rec["status"] == "failed"
+                     else f": {rec['note']}" if rec["status"] == "busy" else "")
             say(f"[{i}/{len(todo)}] {rec['status']} {rec['run_id']} ({rec['seconds']:.0f} s){extra}")
     except KeyboardInterrupt:
         stop_children()                 # a terminal's Ctrl-C reached them already; a SIGTERM did not

@@ -42,6 +42,7 @@ class TaskEntry:
     models: Optional[list] = None       # restrict the grid to these model entries
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
+    presets: Optional[list] = None      # run only under these presets (None: all the suite's)
 
 
 @dataclass
@@ -326,11 +327,15 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[tasks]] entry")
         for t, line in entries:
-            self._known(t, {"name", "task", "models", "train", "eval"}, "[[tasks]]", line)
+            self._known(t, {"name", "task", "models", "train", "eval", "presets"}, "[[tasks]]", line)
             name = self._name(t, "[[tasks]]", line)
             where = f"[[tasks]] {name}"
+            presets = t.get("presets")
+            if presets is not None and (not isinstance(presets, list) or any(p not in PRESETS for p in presets)):
+                self._fail(f"{where}: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=line)
             out.append((TaskEntry(name, self._str(t, "task", where, line, default=name), t.get("models"),
-                                  self._options(t, "train", where, line), self._options(t, "eval", where, line)), line))
+                                  self._options(t, "train", where, line), self._options(t, "eval", where, line),
+                                  presets), line))
             if t.get("models") is not None and (not isinstance(t["models"], list)
                                                 or not all(isinstance(x, str) for x in t["models"])):
                 self._fail(f"{where}: 'models' must be a list of model entry names", "models", after=line)
@@ -425,7 +430,7 @@ class _Parser:
         """Every row that names a model must resolve, for every column and
         preset, to a task entry, model entry and eval entry of the suite."""
         for row in table.rows:
-            if "model" not in row.attrs and "model" not in table.attrs:
+            if not row_runs(table, row):
                 continue                 # a published-only row (a paper's row we do not run)
             for col in table.columns:
                 for preset in suite.presets:
@@ -445,11 +450,24 @@ class _Parser:
                                 f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: {key} {v!r} is not "
                                 f"a [[{what}s]] entry (known: {', '.join(names)})", self.loc.line_of(str(v), after=row.line)
                                 if v else row.line)
+                    presets = suite.task(cell["task"]).presets
+                    if presets is not None and preset not in presets:
+                        raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: task "
+                                             f"{cell['task']!r} has no {preset} runs (its presets: "
+                                             f"{', '.join(presets)}); give the cell a {{ {preset} = ... }} task",
+                                             row.line)
                     if cell.get("eval") is None and len(suite.evals_for(suite.model(cell["model"]))) != 1:
                         raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}: model "
                                              f"{cell['model']!r} has several evals; say which (eval = ...)", row.line)
                     if not isinstance(cell.get("metric"), str):
                         raise self.loc.error(f"[[tables]] {table.id}: column {col.label!r} has no metric", row.line)
+
+
+def row_runs(table: Table, row: Row) -> bool:
+    """Whether a row has runs of ours: a model is named by the row, the table
+    or the columns (P3 Tables 3-5 put one model per column); otherwise it is
+    a published-only row."""
+    return "model" in row.attrs or "model" in table.attrs or any("model" in c.attrs for c in table.columns)
 
 
 def cell_attrs(table: Table, column: Column, row: Row, preset: str) -> dict:

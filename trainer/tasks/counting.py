@@ -28,6 +28,12 @@ from trainer.tasks.base import Example, SeqTask, Split
 from trainer.tasks.fan import register
 
 SETTINGS = {"short": (200, 10, (20, 40)), "medium": (600, 30, (60, 120)), "long": (1000, 50, (100, 200))}
+# The cpu preset's settings: P3's three at 1/5 of every length (the same ISI : ITI : length
+# ratios, ~5 ISIs a sequence).  At full length the counting suite's 42 cpu runs took ~31 h of
+# training on 2 shared cores (a length-1000 step of Mamba h64 was 8.5 s); see trainer/seqpresets.py.
+CPU_SCALE = 5
+SETTINGS.update({f"{k}_cpu": (L // CPU_SCALE, isi // CPU_SCALE, (lo // CPU_SCALE, hi // CPU_SCALE))
+                 for k, (L, isi, (lo, hi)) in list(SETTINGS.items())})
 TAIL = 20
 
 
@@ -69,6 +75,15 @@ SPLITS["test_long_iti"] = Split("test_long_iti", {**_p("short"), "length": 600, 
                                 "short ISI with the medium ITI (the §4.2 probe's longer-ITI test)")
 SPLITS["test_two_isi"] = Split("test_two_isi", _p("short", test="two_isi"), 100, "phase alignment (a)")
 SPLITS["test_double_isi"] = Split("test_double_isi", _p("short", test="double_isi"), 100, "phase alignment (b)")
+# the cpu preset's: train_cpu / valid_cpu (short_cpu), train_medium_cpu, ..., test_two_isi_cpu, ...
+SPLITS["train_cpu"] = Split("train_cpu", _p("short_cpu"), 900, "cpu preset: the short setting at 1/5 length")
+SPLITS["valid_cpu"] = Split("valid_cpu", _p("short_cpu"), 100, "cpu preset: the short setting at 1/5 length")
+for _s in ("medium", "long"):
+    SPLITS[f"train_{_s}_cpu"] = Split(f"train_{_s}_cpu", _p(f"{_s}_cpu"), 900, f"cpu preset: {_s} at 1/5 length")
+    SPLITS[f"valid_{_s}_cpu"] = Split(f"valid_{_s}_cpu", _p(f"{_s}_cpu"), 100, f"cpu preset: {_s} at 1/5 length")
+for _t in ("two_isi", "double_isi"):
+    SPLITS[f"test_{_t}_cpu"] = Split(f"test_{_t}_cpu", _p("short_cpu", test=_t), 100,
+                                     f"phase alignment of the cpu preset's short setting")
 
 TASK = register(SeqTask(
     name="counting", kind="per_position", vocab=("0", "1"), labels=("0", "1"), splits=SPLITS,
