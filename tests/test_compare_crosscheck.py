@@ -146,3 +146,10 @@ def test_reference_probes_go_through_the_compare_runner(tmp_path):
     assert "| rnn8_counting | hidden-8 RNN predicts the ISI offsets | yes |" in md
     assert "| test_double_isi | 500 | 0.960 ± 0.010 |" in md
     assert check(out) == []                        # its report.md / report.json agree with the run too
+
+
+def test_python_m_trainer_compare_is_rasp_compare(tmp_path, capsys):
+    from trainer.cli import main
+    assert main(["compare", "counting", "--models", "gru", "--seeds", "1", "--out", str(tmp_path), "--dry-run"]) == 0
+    assert "6 runs in" in capsys.readouterr().out
+    assert main(["compare", "no_such_suite"]) == 2

@@ -5,7 +5,7 @@ rasp/cli.py names them in its command table (imported only when they run):
     rasp train: trainer.cli.add_train_args(parser), trainer.cli.run_train(args)
     rasp eval:  trainer.cli.add_eval_args(parser),  trainer.cli.run_eval(args)
 
-`python -m trainer train|eval ...` does the same without the front end's CLI
+`python -m trainer train|eval|compare ...` does the same without the front end's CLI
 (and is what `torchrun --nproc_per_node K -m trainer train ...` runs).
 User errors raise `rasp.errors.RaspError`.
 """
@@ -238,9 +238,14 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     add_train_args(sub.add_parser("train"))
     add_eval_args(sub.add_parser("eval"))
+    from trainer.compare import cli as compare_cli     # `python -m trainer compare` = `rasp compare`
+    compare_cli.add_arguments(sub.add_parser("compare"))
     args = parser.parse_args(argv)
     try:
-        return (run_train if args.cmd == "train" else run_eval)(args)
+        return {"train": run_train, "eval": run_eval, "compare": compare_cli.run}[args.cmd](args)
     except RaspError as e:
         print(e.format(), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:            # as `rasp`: Ctrl-C / SIGTERM of `compare` (its runs resume)
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -135,7 +135,8 @@ FAMILY = {
         # denoising) must finish in ~40 min on 2 shared cores; measured at load ~6, one torch
         # thread, a step of all 14 models took 4.0 s at batch 128 (2-layer Mamba 0.63 s, GRU 0.41 s)
         # and 1.2 s at 32 in-process, about twice that in the real runs, plus ~35 s of process
-        # start, data and evaluation per run: 3000 x 128 was ~5 h, 600 x 32 ~70 min.
+        # start, data and evaluation per run: 3000 x 128 was ~5 h, 600 x 32 ~70 min.  Measured with
+        # 300 x 32: the whole suite in 27 min at load ~6 (/work/results/memory/TIMING.md).
         "memory": {"steps": 300, "batch_size": 32, "lr": 1e-3, "weight_decay": 0.0, "eval_every": 100,
                    "ckpt_every": 100, "train_split": "train_cpu", "valid_split": "valid_cpu"},
         # counting: P3's settings at 1/5 length (trainer/tasks/counting.py: L 40 / 120 / 200,
@@ -146,7 +147,8 @@ FAMILY = {
         # 3.5 s at 1000): 3000 steps were ~31 h.  At 1/5 length it is 1.3 + 4.6 + 8.0 s (Mamba
         # h64 alone 7.9 s) in-process, about 1.5-2x that in real runs, and each run spends ~40 s
         # starting two processes (importing torch takes ~11 s at this load) and evaluating:
-        # 42 x 40 s + 50 steps x ~20 s is the ~40 min.  Few steps: expect undertrained models.
+        # 42 x 40 s + 50 steps x ~20 s was the estimate; measured: the whole suite in 25 min at
+        # load ~7 (/work/results/counting/TIMING.md).  Few steps: expect undertrained models.
         "counting": {"steps": 50, "batch_size": 32, "lr": 1e-2, "eval_every": 25, "ckpt_every": 25,
                      "train_split": "train_cpu", "valid_split": "valid_cpu"},
     },
