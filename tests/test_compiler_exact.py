@@ -116,7 +116,10 @@ def test_wide_mean_output_table_steps_only_between_reachable_means(scale, max_le
 
 
 def test_one_hot_table_of_too_many_values_is_a_located_refusal():
-    prog = loads(PAIR_BALANCE.replace("1000 *", "10000 *"))
+    # Tracr's make_pair_balance: the difference of two frac_prevs (x 10000)
+    prog = loads('const LP = "("\nconst RP = ")"\ninput seq: {LP, RP, 0}\n'
+                 "prevs = select(indices(seq), indices(seq), le)\n"
+                 "output aggr(prevs, 10000 * (seq == LP)) - aggr(prevs, 10000 * (seq == RP))\n")
     with pytest.raises(RaspError) as e:
         compile_program(prog, 5)        # 7699 reachable differences at L = 20
     assert e.value.loc is not None and "too many for a one-hot table" in e.value.message
