@@ -599,27 +599,39 @@ class Crafter:
         vals = sorted(cat.vals)
         return Num(cat.numeric(), vals[0], vals[-1], cat.square())
 
-    def tabulate(self, node, x, g, want_cat):
-        """One-operand function of a numeric value, by a table over its range."""
+    def tabulate(self, node, x, g, want_cat, points=None):
+        """One-operand function of a numeric value, by a table over its range
+        (or over `points`, the values it can take, when they are fewer)."""
         lo, hi = int(np.floor(x.lo)), int(np.ceil(x.hi))
-        if hi - lo > 20000:
+        if points is not None and len(points) >= hi - lo + 1:
+            points = None
+        if (len(points) if points is not None else hi - lo) > 20000:
             raise self.error(node, f"the operand of {self.what(node)} ranges over {hi - lo} values; too many "
                              "to tabulate")
-        fvals = {}
-        for v in range(lo, hi + 1):
+        fvals, last = {}, 0
+        for v in (points if points is not None else range(lo, hi + 1)):
             r = g(v)
-            fvals[v] = r if r is not None else (fvals.get(v - 1, 0))
+            fvals[v] = last = r if r is not None else last
         out_vals = sorted(set(fvals.values()))
+        if want_cat and len(out_vals) > self.ONEHOT_LIMIT + 1:
+            # each value is a residual dim and two units: tens of thousands of them make
+            # weights of gigabytes, so this is refused instead of built
+            raise self.error(node, f"{self.what(node)} takes {len(out_vals)} different values at length "
+                             f"{self.L}, too many for a one-hot table (at most {self.ONEHOT_LIMIT + 1}: one "
+                             "residual dim each); use a smaller value range or a smaller --max-len")
         rep, units = M.table(x.numeric(), lo, hi, fvals, out_vals if want_cat else None, self.alloc,
-                             explicit=self.is_update(node))
+                             explicit=self.is_update(node), points=points)
         self.mlp(self.op_label(node.label(), node), units, self.unit_writes(units))
         return rep
 
     def to_cat(self, node, rep, f=None, vals=None):
+        """A numeric rep -> one-hot.  Without `f`, `rep` is node's own value, so
+        the table needs steps only between the values node can take at L."""
         if isinstance(rep, Cat):
             return rep
+        points = sorted(self.vals(node)) if f is None else None
         f = f or (lambda v: v)
-        return self.tabulate(node, rep, f, True)
+        return self.tabulate(node, rep, f, True, points=points)
 
     def add_square(self, node, r: Num):
         lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))

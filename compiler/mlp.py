@@ -163,12 +163,18 @@ def step_units(x: dict, k: float, coefs: dict):
     return [Unit(x2, -2.0 * k + 1.5, coefs), Unit(x2, -2.0 * k + 0.5, {d: -c for d, c in coefs.items()})]
 
 
-def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc, explicit=False):
+def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc, explicit=False, points=None):
     """f(x) for integer x in [lo, hi] (fvals: x -> f(x)), continued as the
     constant f(hi) above hi.  out_cat: output values (-> Cat) or None (-> Num).
     explicit: every value is a single written dim (a unit writes the base value),
-    so a loop update can be written straight into the loop state."""
-    ks = [k for k in range(lo + 1, hi + 1) if fvals[k] != fvals[k - 1]]
+    so a loop update can be written straight into the loop state.
+    points: the sorted values x can take (fvals holds them), when fewer than
+    the range: one step (at the higher point) per pair of neighbouring points
+    whose f differs, exact for x in points (a step ramps within 1 below it)."""
+    pts = list(points) if points is not None else list(range(lo, hi + 1))
+    lo = pts[0]
+    ks = [b for a, b in zip(pts, pts[1:]) if fvals[b] != fvals[a]]
+    prev = dict(zip(pts[1:], pts))
     units = []
     if out_cat is not None:
         out = OutCat(alloc, out_cat, explicit=True, signed=True)
@@ -177,12 +183,13 @@ def table(x: dict, lo: int, hi: int, fvals: dict, out_cat, alloc, explicit=False
         else:
             out.free[fvals[lo]] = dict(NOTBOS)
         for k in ks:
-            units += step_units(x, k, {out.dim(fvals[k]): 1.0, out.dim(fvals[k - 1]): -1.0})
+            units += step_units(x, k, {out.dim(fvals[k]): 1.0, out.dim(fvals[prev[k]]): -1.0})
         return out.rep(), units
     dim = alloc("table")
     for k in ks:
-        units += step_units(x, k, {dim: float(fvals[k] - fvals[k - 1])})
-    return Num(lin_add((float(fvals[lo]), NOTBOS), {dim: 1.0}), min(fvals.values()), max(fvals.values())), units
+        units += step_units(x, k, {dim: float(fvals[k] - fvals[prev[k]])})
+    used = [fvals[p] for p in pts]
+    return Num(lin_add((float(fvals[lo]), NOTBOS), {dim: 1.0}), min(used), max(used)), units
 
 
 def selwidth_decode(a_dim: int, L: int, outputs: list, alloc):

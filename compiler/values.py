@@ -7,6 +7,8 @@ compiler, everything else one-hot.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rasp import ir
@@ -195,7 +197,7 @@ class ValueSets:
             v, d = self.get(node.value), self.get(node.default)
             if node.reduction != "mean" or len(v) <= 1 or unique_key(node.selector):
                 return v | d
-            return frozenset(range(min(v), max(v) + 1)) | d
+            return mean_values(v, L) | d
         if isinstance(node, ir.Map):
             sets = [self.get(i) for i in node.inputs]
             try:
@@ -207,3 +209,28 @@ class ValueSets:
                 raise self.error(node, f"the value set of {self.name(node)} is huge ({len(out)} values)")
             return frozenset(int(x) for x in out)
         raise self.error(node, f"unsupported operation {node.label()}")
+
+
+MEAN_ENUMERATION = 200_000       # (width, sum) pairs enumerated at most; beyond: the whole range
+
+
+def mean_values(v: frozenset, L: int) -> frozenset:
+    """Every mean, truncated toward zero, of 1..L values from `v`: a superset,
+    enumerating the sums on v's lattice (min(v) + g * m, g the gcd of the
+    differences) for every width w <= L.  Small when the values are few and
+    wide (1000 * bools: 1000 s/w for s <= w <= L), which keeps the tables read
+    after the mean (a one-hot output) to the values it can take; the whole
+    range [min, max] when the enumeration would be long."""
+    vs = sorted(v)
+    a, g = vs[0], 0
+    for x in vs[1:]:
+        g = math.gcd(g, x - a)
+    top = (vs[-1] - a) // g
+    if sum(w * top + 1 for w in range(1, L + 1)) > MEAN_ENUMERATION:
+        return frozenset(range(vs[0], vs[-1] + 1))
+    out = set()
+    for w in range(1, L + 1):
+        for m in range(w * top + 1):
+            s = w * a + g * m
+            out.add(s // w if s >= 0 else -((-s) // w))
+    return frozenset(out)

@@ -47,6 +47,7 @@ class Port:
     sample: Optional[Callable[[random.Random, int], list]] = None
     max_len: int = 4
     refuse: Optional[str] = None
+    heavy: bool = False      # a large model (tens of millions of weights): fewer CI inputs
 
 
 # ---------------------------------------------------------------- plain-Python helpers
@@ -441,9 +442,11 @@ ZHOU = [
     Port("zhou_count_lib", "ml-np-rasp examples/count.py count_lib", ZHOU_COUNT_LIB, zhou_count_lib_ref,
          sample=count_sample, max_len=6),
     Port("zhou_add_reverse", "ml-np-rasp examples/add.py next_tok_addition(reverse=True)",
-         zhou_add_source(True), lambda x: zhou_add_ref(x, True), sample=add_sample(True), max_len=8),
+         zhou_add_source(True), lambda x: zhou_add_ref(x, True), sample=add_sample(True), max_len=8,
+         heavy=True),
     Port("zhou_add_forward", "ml-np-rasp examples/add.py next_tok_addition(reverse=False)",
-         zhou_add_source(False), lambda x: zhou_add_ref(x, False), sample=add_sample(False), max_len=8),
+         zhou_add_source(False), lambda x: zhou_add_ref(x, False), sample=add_sample(False), max_len=8,
+         heavy=True),
     Port("zhou_induct_prev", "ml-np-rasp lib.induct_prev(seq, seq, -1)",
          ZHOU_LIB + "output induct_prev(seq, seq, -1)\n", lambda x: induct_prev(x, x, -1)),
     Port("zhou_induct_kqv", "ml-np-rasp lib.induct_kqv(seq, seq, indices, 2)",

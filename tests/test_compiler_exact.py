@@ -9,6 +9,7 @@ value) and a one-hot loop variable with a numeric update.
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 import random
 
 import pytest
@@ -96,6 +97,42 @@ def test_issue_means_at_the_reported_and_largest_lengths(src, max_len):
     else:
         batch = every_count(L, 1, 0)
     assert_same(prog, cm, batch, scored=False)
+
+
+@pytest.mark.parametrize("scale, max_len", [(10000, 1), (10000, 3), (7, 5)])
+def test_wide_mean_output_table_steps_only_between_reachable_means(scale, max_len):
+    """frac_prevs x 10000: the output (too wide for quadratic logits) is read
+    through a one-hot table over the truncated means reachable at L
+    (values.mean_values), not over 0..10000 (20,000 units, gigabytes of weights);
+    still exact for every (width, count) up to L."""
+    from compiler.values import mean_values
+    prog = loads(FRAC_PREVS.replace("1000 *", f"{scale} *"))
+    cm = compile_program(prog, max_len)
+    L = 4 * max_len
+    reach = mean_values(frozenset({0, scale}), L)
+    assert reach == {int(Fraction(scale * c, w)) for w in range(1, L + 1) for c in range(w + 1)}
+    assert cm.sizes()["mlp"] <= 2 * len(reach) + 400
+    assert_same(prog, cm, every_count(L, 1, 0) + every_count(L, 1, 2), scored=False)
+
+
+def test_one_hot_table_of_too_many_values_is_a_located_refusal():
+    # Tracr's make_pair_balance: the difference of two frac_prevs (x 10000)
+    prog = loads('const LP = "("\nconst RP = ")"\ninput seq: {LP, RP, 0}\n'
+                 "prevs = select(indices(seq), indices(seq), le)\n"
+                 "output aggr(prevs, 10000 * (seq == LP)) - aggr(prevs, 10000 * (seq == RP))\n")
+    with pytest.raises(RaspError) as e:
+        compile_program(prog, 5)        # 7699 reachable differences at L = 20
+    assert e.value.loc is not None and "too many for a one-hot table" in e.value.message
+
+
+@pytest.mark.parametrize("vals", [(0, 1000), (-1000, 0, 1000), (-3, 5, 11), (2, 3, 4, 9)])
+def test_mean_values_is_a_superset_of_every_truncated_mean(vals):
+    from compiler.values import mean_values
+    L = 6
+    got = mean_values(frozenset(vals), L)
+    for w in range(1, L + 1):
+        for combo in itertools.combinations_with_replacement(vals, w):
+            assert int(Fraction(sum(combo), w)) in got
 
 
 @pytest.mark.parametrize("src, max_len", [(FRAC_PREVS, 88), (PAIR_BALANCE, 66)])

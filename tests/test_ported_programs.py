@@ -58,11 +58,13 @@ def inputs(port, prog, L, rng, per_length=6, exhaustive_budget=1500):
             break
         out += [list(t) for t in itertools.product(vocab, repeat=n)]
     sample = uniform(vocab)
+    if port.heavy:
+        per_length = max(1, per_length // 3)
     for n in range(1, L + 1):
         out += [sample(rng, n) for _ in range(per_length)]
         if port.sample:
             out += [port.sample(rng, n) for _ in range(per_length)]
-        out += [[v] * n for v in vocab]
+        out += [[v] * n for v in (rng.sample(vocab, 3) if port.heavy else vocab)]
         a, b = rng.sample(vocab, 2) if len(vocab) > 1 else (vocab[0], vocab[0])
         k = rng.randint(0, n)
         out.append([a] * k + [b] * (n - k))
