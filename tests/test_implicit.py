@@ -61,15 +61,16 @@ def make_contractive(model, read=0.05, write=20.0):
 
 # ---- the solver --------------------------------------------------------------
 
-def test_solver_reaches_tolerance_on_a_contraction():
-    torch.manual_seed(0)
-    W = torch.randn(3, 8, 8)
+@pytest.mark.parametrize("seed,batch,dim", [(0, 3, 8), (1, 5, 32), (2, 1, 3)])
+def test_solver_reaches_tolerance_on_a_contraction(seed, batch, dim):
+    torch.manual_seed(seed)
+    W = torch.randn(batch, dim, dim)
     W = 0.5 * W / torch.linalg.matrix_norm(W, ord=2)[:, None, None]
-    b = torch.randn(3, 8)
+    b = torch.randn(batch, dim)
 
     def f(z):
         return torch.tanh(torch.einsum("bij,bj->bi", W, z)) + b
-    z, iters, res = solve(f, torch.zeros(3, 8), max_iter=200, tol=1e-6)
+    z, iters, res = solve(f, torch.zeros(batch, dim), max_iter=200, tol=1e-6)
     assert (res < 1e-6).all() and (iters < 200).all() and (iters >= 1).all()
     assert (relative_residual(z, f(z)) < 1e-5).all()
 
@@ -149,15 +150,16 @@ def test_every_parameter_gets_a_gradient(name, backward, already_fixed):
             assert p.grad.abs().sum() > 0, n
 
 
-def test_ift_gradient_equals_the_limit_of_phantom_gradients():
+@pytest.mark.parametrize("seed", [6, 16])
+def test_ift_gradient_equals_the_limit_of_phantom_gradients(seed):
     """On a contraction, k undamped phantom steps from z* converge to the IFT
     gradient as k grows (both differentiate the same fixed point)."""
-    torch.manual_seed(6)
-    x, _ = prefix_sums(3, 5, 5, 5)
+    torch.manual_seed(seed)
+    x, _ = prefix_sums(3, 5, 5, seed - 1)
     mask = torch.ones_like(x, dtype=torch.bool)
     grads = {}
     for mode, extra in (("ift", dict(ift=True, b_max_iter=200, b_tol=1e-9)), ("phantom", dict(grad=80, tau=1.0))):
-        torch.manual_seed(7)
+        torch.manual_seed(seed + 1)
         model = make_contractive(build("implicit_mamba2", f_max_iter=200, f_tol=1e-9, **extra)).train()
         model(x, mask).hidden.pow(2).mean().backward()
         grads[mode] = torch.cat([p.grad.flatten() for p in model.parameters()])
