@@ -18,7 +18,7 @@ Sources (facts taken from them, no code copied):
   mean = `astype(int)` of the float mean (truncation toward zero), aggregate
   default 0 unless given, `null_val = -999` in the induction helpers.  The
   published `argmax` calls `kqv` without a predicate (a TypeError in NumPy),
-  so `mode`/`argmax` follow LANGUAGE.md §5 instead and are not ported here.
+  so `mode`/`argmax` follow docs/language.md §5 (the library) instead and are not ported here.
 * **Fan et al. 2024** appendix programs are `programs/*.rasp`
   (checked by tests/test_programs.py and tests/test_compiler.py).
 
