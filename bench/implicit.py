@@ -27,6 +27,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainer.checkpoint import write_text_atomic  # noqa: E402
+from trainer.compare.grid import run_id  # noqa: E402
 
 WORDS_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "lstm", "transformer"]
 WORDS_TASKS = ["z60_k8", "a5_k8", "mixed"]
@@ -66,7 +70,7 @@ def runs(out: Path, tasks: list, models: list) -> list:
     found = []
     for t in tasks:
         for m in models:
-            d = out / f"{t}__{m}__cpu__s0"
+            d = out / run_id(t, m, "cpu", 0)
             if (d / "eval.json").exists() and (d / "summary.json").exists():
                 found.append((t, m, d))
     return found
@@ -132,9 +136,7 @@ def write(md: Path, text: str) -> None:
         old = old.rstrip() + f"\n\n{BEGIN}\n{END}\n"
     before, rest = old.split(BEGIN, 1)
     after = rest.split(END, 1)[1]
-    tmp = md.with_suffix(".md.tmp")
-    tmp.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")
-    tmp.replace(md)
+    write_text_atomic(md, f"{before}{BEGIN}\n{text}\n{END}{after}")
 
 
 def main(argv=None) -> int:
@@ -148,7 +150,7 @@ def main(argv=None) -> int:
         compare("words", WORDS_MODELS, WORDS_TASKS, args.words)
         compare("counting", COUNTING_MODELS, ["short"], args.counting)
         for model in ("implicit_mamba2", "implicit_llama"):
-            run = args.words / f"z60_k8__{model}__cpu__s0"
+            run = args.words / run_id("z60_k8", model, "cpu", 0)
             subprocess.run(["nice", "-n", "10", sys.executable, "-m", "trainer", "eval", str(run), "--splits",
                             "valid,test_16,test_32", "-n", "128", "--set", "eval_mode=sequential", "--json",
                             str(run / SEQUENTIAL), "--no-plots", "--no-progress"],

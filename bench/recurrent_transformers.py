@@ -15,7 +15,6 @@ Writes bench/recurrent_transformers.md; the hand-written part of that file
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,8 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainer.compare.grid import expand  # noqa: E402
-from trainer.compare.results import load_run  # noqa: E402
+from trainer.compare.results import cell_value, load_run  # noqa: E402
+from trainer.compare.runner import read_json  # noqa: E402
 from trainer.compare.suite import cell_attrs, load_suite  # noqa: E402
+from trainer.checkpoint import write_text_atomic  # noqa: E402
 
 PRESET = "cpu"
 KEEP_FROM = "## Reading"
@@ -35,39 +36,31 @@ JUDGE = {"flipflop": ["0.98", "0.98 (1024)"],     # the sparse p_i = 0.98 column
          "logic": None}                            # None: every column
 
 
-def read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def run_cells(suite, table, row, out: Path) -> dict:
     """One table row from its compare run: status, per column (accuracy in
     the table's scale, mean depth, n), and the seconds of train / eval."""
     specs = {s.model_entry: s for s in expand(suite, PRESET, seeds=1)}
-    cells, status, seconds = {}, "missing", {}
+    cells, status, seconds, run_dir = {}, "missing", {}, None
     for col in table.columns:
         attrs = cell_attrs(table, col, row, PRESET)
         spec = specs.get(attrs.get("model"))
         if spec is None:
             continue
-        res = load_run(spec, out)
+        res = load_run(spec, out)           # its eval files, normalized
         status = res.status
         if res.status != "finished":
             continue
         run_dir = out / spec.run_id
-        doc = read_json(run_dir / attrs.get("eval_file", "eval.json")) or {}
-        split = doc.get("splits", {}).get(attrs["split"])
+        split = res.evals.get(attrs.get("eval") or spec.evals[0].name, {}).get(attrs["split"])
         if split is None:
             continue
-        acc = split["metrics"].get(attrs["metric"], {}).get("mean")
-        depth = split.get("stats", {}).get("depth", {}).get("mean")
+        acc = cell_value(split, attrs["metric"])
+        depth = split["stats"].get("depth", {}).get("mean")
         cells[col.label] = (None if acc is None else acc * table.scale, depth, split.get("n"))
+    if cells:                   # the row's run: its train / eval seconds and steps
         record = read_json(run_dir / "compare_run.json") or {}
         seconds = {s["step"]: s["seconds"] for s in record.get("steps", [])}
-        summary = read_json(run_dir / "summary.json") or {}
-        seconds["steps"] = summary.get("step")
+        seconds["steps"] = (read_json(run_dir / "summary.json") or {}).get("step")
     return {"status": status, "cells": cells, "seconds": seconds}
 
 
@@ -158,9 +151,7 @@ def main(argv=None) -> int:
     for name in [s for s in args.suites.split(",") if s]:
         lines += suite_section(name, Path(args.results) / name)
     text = "\n".join(lines) + "\n" + kept
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    write_text_atomic(out, text)
     print(text)
     return 0
 

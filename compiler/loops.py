@@ -48,15 +48,23 @@ def _count_text(prog, e: ir.HostExpr) -> str:
     return str(e)
 
 
-def _when_known(prog, e: ir.HostExpr) -> str:
-    """When a causal model could know host expression e, in words."""
-    ops, stack = set(), [e]
+def host_ops(prog, e: ir.HostExpr) -> set:
+    """The operations host expression e is built from, params followed into
+    their definitions: {(op, arg)}, arg the token of count / count_before and
+    the name of a param, None otherwise."""
+    out, stack = set(), [e]
     while stack:
         x = stack.pop()
         if x.op == "param" and x.args[0] in prog.params:
             stack.append(prog.params[x.args[0]].expr)
-        ops.add(x.op)
+        out.add((x.op, x.args[0] if x.op in ("count", "count_before", "param") else None))
         stack += [a for a in x.args if isinstance(a, ir.HostExpr)]
+    return out
+
+
+def _when_known(prog, e: ir.HostExpr) -> str:
+    """When a causal model could know host expression e, in words."""
+    ops = {op for op, _ in host_ops(prog, e)}
     if ops & {"len", "count"}:
         return "needs len(seq) or count(seq, ...): only the last position sees the whole input"
     if "count_before" in ops:

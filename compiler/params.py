@@ -24,17 +24,7 @@ from rasp import ir
 from rasp.errors import RaspError
 
 from .clock import NoClock, _Builder
-from .loops import _all_loops, _copy_items, _count_text, _rebuild
-
-
-def _host_ops(e: ir.HostExpr, prog, out: set):
-    if e.op == "param":
-        _host_ops(prog.params[e.args[0]].expr, prog, out)
-        return
-    out.add((e.op, e.args[0]) if e.op in ("count", "count_before") else (e.op, None))
-    for a in e.args:
-        if isinstance(a, ir.HostExpr):
-            _host_ops(a, prog, out)
+from .loops import _all_loops, _copy_items, _count_text, _rebuild, host_ops
 
 
 def _guarantees(prog, tok: int) -> bool:
@@ -62,6 +52,14 @@ def _guarantees(prog, tok: int) -> bool:
     return False
 
 
+def _deps(n):
+    """What node n reads: its inputs, and a loop variable's init and update."""
+    d = list(n.inputs)
+    if isinstance(n, (ir.LoopState, ir.LoopOut)):
+        d += [x for x in (n.var.init, n.var.update) if x is not None]
+    return d
+
+
 def _all_nodes(prog) -> list:
     seen, order, stack = set(), [], [prog.output]
     while stack:
@@ -70,17 +68,8 @@ def _all_nodes(prog) -> list:
             continue
         seen.add(n)
         order.append(n)
-        stack += list(n.inputs)
-        if isinstance(n, (ir.LoopState, ir.LoopOut)):
-            stack += [x for x in (n.var.init, n.var.update) if x is not None]
+        stack += _deps(n)
     return order
-
-
-def _deps(n):
-    d = list(n.inputs)
-    if isinstance(n, (ir.LoopState, ir.LoopOut)):
-        d += [x for x in (n.var.init, n.var.update) if x is not None]
-    return d
 
 
 def causal_params(prog: ir.ProgramIR) -> ir.ProgramIR:
@@ -110,9 +99,7 @@ def causal_params(prog: ir.ProgramIR) -> ir.ProgramIR:
         return h
     for h in hosts:
         what = f"a param used as a value ({_count_text(prog, h.expr)})"
-        ops = set()
-        _host_ops(h.expr, prog, ops)
-        for op, arg in sorted(ops, key=str):
+        for op, arg in sorted(host_ops(prog, h.expr), key=str):
             if op in ("len", "count"):
                 raise err(f"{what} uses {op}(...), which a causal model knows only at the last position "
                           "(it needs the whole input); the compiler can use params as values only when they "
@@ -189,15 +176,7 @@ def value_params(prog: ir.ProgramIR) -> list:
     names = set()
     for n in _all_nodes(prog):
         if isinstance(n, ir.Host):
-            ops = set()
-            _host_ops(n.expr, prog, ops)
             if n.name:
                 names.add(n.name)
-            stack = [n.expr]
-            while stack:
-                e = stack.pop()
-                if e.op == "param":
-                    names.add(e.args[0])
-                    stack.append(prog.params[e.args[0]].expr)
-                stack += [a for a in e.args if isinstance(a, ir.HostExpr)]
+            names |= {arg for op, arg in host_ops(prog, n.expr) if op == "param"}
     return sorted(names)

@@ -6,8 +6,9 @@ and the per-sample rule, plus training steps/s.
 
     # one seed per process (run them as separate background jobs):
     OMP_NUM_THREADS=1 python trainer/bench/fan_parity.py run --seed 0 --out runs/fan_parity
-    # then the table of every finished seed:
-    python trainer/bench/fan_parity.py table --out runs/fan_parity
+    # then the table of every finished seed (--paired TAG: the speed ratio of the
+    # variant whose seeds were started together with official_fan_parity.py's):
+    python trainer/bench/fan_parity.py table --out runs/fan_parity [--paired padded]
 
 `--set key=value` overrides a hyper-parameter (ablations, e.g.
 `--set init_scheme=normal --set loss_reduction=sample --set weight_decay=0`),
@@ -31,6 +32,11 @@ if str(ROOT) not in sys.path:
 RANGES = {"1-10": range(1, 11), "11-20": range(11, 21), "21-30": range(21, 31)}
 RULES = ("oracle", "confidence", "confidence_sample")
 OFFICIAL = {"11-20": 0.98, "21-30": 0.78}
+
+
+def range_means(by_length: dict) -> dict:
+    """Exact match {length: x} -> its mean over each range of RANGES."""
+    return {k: sum(by_length[n] for n in ns) / len(ns) for k, ns in RANGES.items()}
 
 
 def _value(text: str):
@@ -68,10 +74,11 @@ def run(args):
         res = evaluate_run(run_dir, lengths, rule, samples=args.samples, batch_size=args.samples,
                            seed=4321, plots=False)
         by_n = {r["length"]: r for r in res["rows"]}
+        exact = {n: by_n[n]["exact_match"] for n in lengths}
         result["rules"][rule] = {
-            "by_length": {n: by_n[n]["exact_match"] for n in lengths},
+            "by_length": exact,
             "chosen_minus_T": {n: by_n[n]["chosen_step"] - by_n[n]["oracle_step"] for n in lengths},
-            **{k: sum(by_n[n]["exact_match"] for n in ns) / len(ns) for k, ns in RANGES.items()}}
+            **range_means(exact)}
     result["load_after"] = os.getloadavg()
     (run_dir / "fan_parity.json").write_text(json.dumps(result, indent=2))
     print(json.dumps({k: result[k] for k in ("tag", "seed", "steps_per_s")} |
@@ -102,16 +109,17 @@ def table(args):
                          f"{m['11-20']:.3f} (min {lo['11-20']:.3f}) | {m['21-30']:.3f} (min {lo['21-30']:.3f}) "
                          f"| {sum(r['steps_per_s'] for r in rs) / len(rs):.2f} | |")
     lines.append(f"| official code (issue 15) | 3 | oracle | | {OFFICIAL['11-20']:.2f} | {OFFICIAL['21-30']:.2f} | | |")
-    lines += ["", *speed_ratios(res)]
+    lines += ["", *speed_ratios(res, args.paired)] if args.paired else []
     print("\n".join(lines))
 
 
-def speed_ratios(res) -> list:
-    """Our steps/s over the official code's, per seed where both ran (official_fan_parity.py
-    and this script started together for each seed: the same load for both)."""
+def speed_ratios(res, tag: str) -> list:
+    """Our steps/s over the official code's, per seed, for the variant `tag` whose
+    runs were started together with official_fan_parity.py's of the same seed
+    (the same load for both: only such pairs say anything about speed)."""
     official = {r["seed"]: r for r in res if r["tag"] == "official"}
     pairs = [(r["tag"], r["seed"], r["steps_per_s"] / official[r["seed"]]["steps_per_s"])
-             for r in res if r["tag"] != "official" and r["seed"] in official]
+             for r in res if r["tag"] == tag and r["seed"] in official]
     if not pairs:
         return []
     return ["| variant | seed | steps/s, ours / official |", "|---|---|---|",
@@ -131,6 +139,8 @@ def main(argv=None):
     r.add_argument("--rules", default=",".join(RULES), help="stopping rules to evaluate")
     t = sub.add_parser("table")
     t.add_argument("--out", default="runs/fan_parity")
+    t.add_argument("--paired", metavar="TAG", help="also print the steps/s ratio to the official code for the "
+                   "variant whose seeds ran side by side with official_fan_parity.py")
     args = ap.parse_args(argv)
     (run if args.cmd == "run" else table)(args)
 

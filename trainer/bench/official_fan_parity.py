@@ -34,7 +34,11 @@ import time
 import types
 from pathlib import Path
 
-RANGES = {"1-10": range(1, 11), "11-20": range(11, 21), "21-30": range(21, 31)}
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from trainer.bench.fan_parity import RANGES, range_means  # noqa: E402   (one table for both codes)
 
 
 def _importable(src: Path):
@@ -114,7 +118,7 @@ def main(argv=None):
         with contextlib.redirect_stdout(io.StringIO()):          # it prints every step's accuracy
             acc, idx = test_model_adaptive(model, n, a.samples, *args)
         conf[n], chosen[n] = float(acc), int(idx) + 1 - n
-    rules = {name: {"by_length": v, **{k: sum(v[n] for n in ns) / len(ns) for k, ns in RANGES.items()}}
+    rules = {name: {"by_length": v, **range_means(v)}
              for name, v in (("oracle", oracle), ("confidence", conf))}
     rules["confidence"]["chosen_minus_T"] = chosen
     result = {"tag": "official", "seed": a.seed, "code": "truongbuu/looped-tf", "lr": a.lr, "steps": a.steps,

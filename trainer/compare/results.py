@@ -4,7 +4,8 @@ results in one shape, whichever trainer wrote them.
 Comparison runs write eval.json (splits -> metrics / by_length / stats, see
 HELPER_COMMON.md); Fan-task runs write eval_<rule>.json (rows per length,
 trainer/evaluate.py).  Both become
-`{split: {"metrics": {m: x}, "by_length": {L: {m: x}}, "stats": {s: {"by_length": {L: x}, ...}}}}`;
+`{split: {"metrics": {m: x}, "by_length": {L: {m: x}}, "stats": {s: {"by_length": {L: x}, ...}}}}`
+(comparison runs also keep the split's example count "n");
 a Fan file is one split named "test" with metric "exact_match".
 """
 from __future__ import annotations
@@ -36,7 +37,8 @@ def normalize(doc: dict) -> dict:
             metrics = {m: (v.get("mean") if isinstance(v, dict) else v) for m, v in s.get("metrics", {}).items()}
             by_length, by_group = ({str(k): {m: x for m, x in row.items() if m != "n"} for k, row in s.get(key, {}).items()}
                                    for key in ("by_length", "by_group"))
-            out[name] = {"metrics": metrics, "by_length": by_length, "by_group": by_group, "stats": s.get("stats", {})}
+            out[name] = {"metrics": metrics, "by_length": by_length, "by_group": by_group, "stats": s.get("stats", {}),
+                         "n": s.get("n")}
         return out
     if isinstance(doc.get("rows"), list):          # trainer/evaluate.py (Fan tasks)
         rows = [r for r in doc["rows"] if isinstance(r, dict) and "length" in r]
