@@ -99,7 +99,7 @@ FAN_N_DIMS = {"parity": 6, "copy": 6, "addition": 6, "binary_sum": 6, "multiplic
 def _fan_recipe(task: Task) -> dict:
     return dict(weight_decay=0.01, wd_params="all", grad_clip=1.0, warmup=0, ema=0.0,
                 init_scheme="gpt2", arch="fan", loss_reduction="token", padding="scored",
-                read_in_dims=FAN_N_DIMS.get(task.name),
+                read_in_dims=FAN_N_DIMS.get(task.name), read_out_dims=FAN_N_DIMS.get(task.name),
                 read_in="embedding" if task.name == "unique_set" else "linear", start_n=task.min_n)
 
 
@@ -154,7 +154,7 @@ def init_defaults(init: str, hp: HParams, task: Optional[Task] = None) -> dict:
         # decay or EMA (they would shrink or blur the exact weights)
         d = dict(lr=1e-4, warmup=0, start_n=hp.max_train_n, guard=True, keep_zeros=True,
                  freeze_fragile=True, steps=min(hp.steps, COMPILED_STEPS), guard_every=10, flat_stop=60,
-                 weight_decay=0.0, ema=0.0, decay_start=None, padding="ignored")
+                 weight_decay=0.0, ema=0.0, decay_start=None, padding="ignored", read_out_dims=None)
         if task is not None:
             d["guard_max_n"] = compiled_max_n(task, hp.max_train_n)
         return d
