@@ -177,6 +177,33 @@ def test_command_lines(suite, tmp_path):
 
 # ---- skip and resume ----------------------------------------------------------------
 
+def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_aside_and_retrained(suite, fake, tmp_path):
+    """A preset edited after a run trained must not let the report pass the old
+    result off as the new recipe's: the run is "stale" (never a number), and
+    `rasp compare` moves its files to RUN_ID.stale1 and trains anew."""
+    from trainer.cli import planned_hparams
+    from trainer.compare.results import load_run
+    out = tmp_path / "out"
+    spec = G.expand(suite, "cpu", seeds=1, models=["gru"], tasks=["flip"])[0]
+    d = out / spec.run_id
+    now = planned_hparams(runner.train_args(spec, d))
+    assert now["steps"] == 5                                   # the suite's own option reaches the trainer
+    finished_run(d, {"dense": 1.0, "sparse": 0.5})
+    write(d / "run.json", json.dumps({"hparams": {**now, "a_retired_option": 1}}))
+    assert runner.stale_settings(spec, d) == [] and runner.state(spec, d) == "done"
+    write(d / "run.json", json.dumps({"hparams": {**now, "lr": now["lr"] * 2}}))
+    assert runner.stale_settings(spec, d) == [f"lr: {now['lr'] * 2!r} -> {now['lr']!r}"]
+    assert runner.state(spec, d) == "stale" and load_run(spec, out).status == "stale"
+    assert [n for n, _ in runner.planned_commands(spec, d)] == ["train", "eval_default"]
+    rec = runner.execute(spec, d, fake)
+    assert (rec["state"], rec["status"]) == ("stale", "finished")
+    kept = out / (spec.run_id + ".stale1")
+    assert rec["set_aside"] == str(kept) and rec["stale_settings"] == [f"lr: {now['lr'] * 2!r} -> {now['lr']!r}"]
+    assert json.loads((kept / "run.json").read_text())["hparams"]["lr"] == now["lr"] * 2   # nothing lost
+    assert (kept / "eval.json").exists() and (d / runner.LOCK).exists() and not (kept / runner.LOCK).exists()
+    assert runner.state(spec, d) == "done"                      # the fake trainer's fresh run
+
+
 def test_skip_finished_resume_interrupted(suite, tmp_path):
     r = G.expand(suite, "cpu")[0]
     d = tmp_path / r.run_id

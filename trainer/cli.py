@@ -123,30 +123,53 @@ def config_from_args(args):
     from trainer import checkpoint          # here, not at the top: it loads the compiler's file checks
     from trainer.train import RunConfig
     out = Path(args.out)
-    overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
     if args.resume and checkpoint.has_run(out):
         # A resumed run keeps its own settings (only --steps may extend it).
         run = checkpoint.read_checked_run(out)     # an edited run.json is refused
         hp = HParams.from_dict(run["hparams"])
-        if overrides["steps"] is not None:
-            hp.steps = overrides["steps"]
+        if args.steps is not None:
+            hp.steps = args.steps
         return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
                          compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
                          preset=run["preset"], device=_device(args.device), hp=hp, resume=True,
                          progress=not args.no_progress, max_wall=args.max_wall)
+    hp = fresh_hparams(args)
+    return RunConfig(task=args.task, out=str(out), model=args.model, init=args.init,
+                     compress=args.compress, compress_method=args.compress_method, preset=args.preset,
+                     device=_device(args.device), hp=hp, resume=args.resume,
+                     progress=not args.no_progress, max_wall=args.max_wall)
+
+
+def fresh_hparams(args) -> HParams:
+    """The hyper-parameters a new Fan-task run of these arguments trains with."""
     if not args.task:
         raise RaspError("--task is required (one of: " + ", ".join(TASKS) + ")")
     task = get_task(args.task)
     if args.model not in MODELS:
         raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
+    overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
     # the descent guard keeps a compiled start exact (see train._guarded_step)
     overrides["guard"] = {"on": True, "off": False}.get(args.guard)
     overrides["freeze_fragile"] = {"on": True, "off": False}.get(args.freeze_fragile)
-    hp = make_hparams(args.preset, task, args.init, **overrides)
-    return RunConfig(task=task.name, out=str(out), model=args.model, init=args.init,
-                     compress=args.compress, compress_method=args.compress_method, preset=args.preset,
-                     device=_device(args.device), hp=hp, resume=args.resume,
-                     progress=not args.no_progress, max_wall=args.max_wall)
+    return make_hparams(args.preset, task, args.init, **overrides)
+
+
+def planned_hparams(train_argv: list) -> dict:
+    """The hyper-parameters `python -m trainer train TRAIN_ARGV` would give a
+    new run, without training (`rasp compare` checks a finished run against
+    them: a preset edited since the run makes it stale).  RaspError if the
+    arguments are wrong."""
+    parser = argparse.ArgumentParser(prog="python -m trainer train", add_help=False)
+    add_train_args(parser)
+    try:
+        args = parser.parse_args(train_argv)
+    except SystemExit:
+        raise RaspError(f"cannot parse the train arguments {' '.join(train_argv)}") from None
+    args.resume = False
+    if is_seq_train(args):
+        from trainer.seqcli import seq_hparams
+        return seq_hparams(args, _HP_FLAGS).to_dict()
+    return fresh_hparams(args).to_dict()
 
 
 def _main_rank() -> bool:

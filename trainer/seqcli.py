@@ -37,18 +37,31 @@ def _fan_only_given(args, hp_flags) -> list:
     return given
 
 
-def run_seq_train(args, hp_flags) -> int:
-    from trainer import checkpoint
-    from trainer.cli import _device, set_threads
-    from trainer.models import get_encoder_spec
-    from trainer.seqpresets import SeqHParams, make_seq_hparams, parse_set
-    from trainer.seqtrain import SeqRunConfig, seq_task, train_seq
-    threads = set_threads(args.threads)
-    out = Path(args.out)
+def _refuse_fan_only(args, hp_flags):
     fan_only = _fan_only_given(args, hp_flags)
     if fan_only:
         raise RaspError(f"{', '.join(fan_only)}: Fan-task options, not used by comparison tasks "
                         "(set model settings with --set KEY=VALUE)")
+
+
+def seq_hparams(args, hp_flags):
+    """The hyper-parameters a new comparison run of these arguments trains with."""
+    from trainer.models import get_encoder_spec
+    from trainer.seqpresets import make_seq_hparams, parse_set
+    from trainer.seqtrain import seq_task
+    _refuse_fan_only(args, hp_flags)
+    flags = {k: getattr(args, k, None) for k in SHARED_FLAGS}
+    return make_seq_hparams(args.preset, seq_task(args.task), get_encoder_spec(args.model), flags, parse_set(args.set))
+
+
+def run_seq_train(args, hp_flags) -> int:
+    from trainer import checkpoint
+    from trainer.cli import _device, set_threads
+    from trainer.seqpresets import SeqHParams
+    from trainer.seqtrain import SeqRunConfig, seq_task, train_seq
+    threads = set_threads(args.threads)
+    out = Path(args.out)
+    _refuse_fan_only(args, hp_flags)
     if args.resume and checkpoint.has_run(out):
         run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
         hp = SeqHParams.from_dict(run["hparams"])
@@ -58,9 +71,7 @@ def run_seq_train(args, hp_flags) -> int:
                            _device(args.device), True, not args.no_progress, args.max_wall)
     else:
         task = seq_task(args.task)
-        spec = get_encoder_spec(args.model)
-        flags = {k: getattr(args, k, None) for k in SHARED_FLAGS}
-        hp = make_seq_hparams(args.preset, task, spec, flags, parse_set(args.set))
+        hp = seq_hparams(args, hp_flags)
         if args.data and not Path(args.data).is_file():
             raise RaspError(f"--data {args.data}: no such file")
         cfg = SeqRunConfig(task.name, args.model, str(out), args.preset, hp,

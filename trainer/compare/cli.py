@@ -118,7 +118,9 @@ def run(args) -> int:
             print(f"note: {r.run_id} needs {why}, which this trainer does not have")
         for r in runs:
             cmds = runner.planned_commands(r, out / r.run_id, commands)
-            print(f"{r.run_id}: {runner.state(r, out / r.run_id)}")
+            st = runner.state(r, out / r.run_id)
+            why = f" ({'; '.join(runner.stale_settings(r, out / r.run_id))}; set aside as .staleK and trained anew)"
+            print(f"{r.run_id}: {st}" + (why if st == "stale" else ""))
             for _, c in cmds:
                 print("    " + " ".join(c))
         print(f"{len(runs)} runs in {out} (dry run: nothing started)")

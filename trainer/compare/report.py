@@ -1,7 +1,8 @@
 """The report: per suite, each paper table in its own layout with our mean
 ± standard error over seeds next to the published figure and its citation.
 Runs that are absent are "missing", runs that failed are "failed" (never a
-number), runs still under way or interrupted are "incomplete".
+number), runs still under way or interrupted are "incomplete", runs trained with
+settings the suite's command no longer gives (a preset edited since) are "stale".
 Writes DIR/report.md, DIR/report.json and DIR/plots/*.png."""
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
         return {"status": "not run", "text": "not run"}
     eval_name = attrs.get("eval") or suite.evals_for(suite.model(attrs["model"]))[0].name
     values, why_none = [], set()
-    counts = {"failed": 0, "missing": 0, "incomplete": 0}
+    counts = {"failed": 0, "missing": 0, "incomplete": 0, "stale": 0}
     by_run = {}             # run id -> its value, or why it has none: the cell can be checked run by run
     for r in results:
         if r.status != "finished":
@@ -89,7 +90,7 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
             "by_run": by_run, **{k: v for k, v in counts.items() if v}}
     if not values:
         # every seed's reason, most serious first; a single kind reads as one word ("failed")
-        kinds = [k for k in ("failed", "incomplete", "missing") if counts[k]]
+        kinds = [k for k in ("failed", "stale", "incomplete", "missing") if counts[k]]
         status = kinds[0] if kinds else ("; ".join(sorted(why_none)) or "missing")
         if kinds == [status] and not why_none:
             text = status                             # every seed alike: one word
@@ -206,7 +207,8 @@ def render_markdown(doc: dict) -> str:
     lines = ["# `rasp compare` report", "",
              f"Generated {doc['generated']} from `{doc['dir']}`.  Ours: mean ± standard error over the seeds "
              "that finished (one seed: the value alone); \"missing\" = never run, \"failed\" = the run failed "
-             "(see failed.json), \"incomplete\" = interrupted or still running, \"not run\" = outside the "
+             "(see failed.json), \"incomplete\" = interrupted or still running, \"stale\" = trained with settings "
+             "the suite's command no longer gives (`rasp compare` re-trains it), \"not run\" = outside the "
              "selection.  Paper: the published figure (sd = the paper's standard deviation).", ""]
     for s in doc["suites"]:
         r = s["runs"]

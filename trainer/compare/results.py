@@ -25,7 +25,7 @@ FAN_STATS = {"iterations": "chosen_step", "iterations_run": "iterations", "oracl
 @dataclass
 class RunResult:
     spec: RunSpec
-    status: str                    # finished | failed | incomplete | missing
+    status: str                    # finished | failed | incomplete | stale | missing
     evals: dict = field(default_factory=dict)     # eval name -> normalized splits
     failure: Optional[dict] = None
 
@@ -60,8 +60,9 @@ def load_run(spec: RunSpec, out: Path) -> RunResult:
     failure = read_json(run_dir / "failed.json")
     if isinstance(failure, dict):
         return RunResult(spec, "failed", failure=failure)
-    if state(spec, run_dir) != "done":
-        return RunResult(spec, "incomplete")
+    st = state(spec, run_dir)
+    if st != "done":
+        return RunResult(spec, "stale" if st == "stale" else "incomplete")
     evals = {e.name: normalize(read_json(run_dir / e.file) or {}) for e in spec.evals}
     return RunResult(spec, "finished", evals)
 

@@ -66,12 +66,16 @@ class TrainerCommands:
 
     def train(self, spec: RunSpec, run_dir: Path, resume: bool = False) -> list:
         start = list(self.train_launcher) if self.train_launcher else self._prefix()
-        cmd = start + ["train", "--task", spec.task, "--model", spec.model, "--preset", spec.preset,
-                                "--seed", str(spec.seed)] + render_options(spec.train) + ["--out", str(run_dir)]
-        return cmd + (["--resume"] if resume else [])
+        return start + ["train"] + train_args(spec, run_dir) + (["--resume"] if resume else [])
 
     def eval(self, spec: RunSpec, step: EvalStep, run_dir: Path) -> list:
         return self._prefix() + ["eval", str(run_dir)] + render_options(step.options)
+
+
+def train_args(spec: RunSpec, run_dir: Path) -> list:
+    """The arguments of `python -m trainer train` for a new run of `spec`."""
+    return (["--task", spec.task, "--model", spec.model, "--preset", spec.preset, "--seed", str(spec.seed)]
+            + render_options(spec.train) + ["--out", str(run_dir)])
 
 
 # ---- the state of a run directory --------------------------------------------
@@ -110,19 +114,53 @@ def missing_evals(spec: RunSpec, run_dir: Path) -> list:
     return [e for e in spec.evals if not eval_done(e, run_dir)]
 
 
+def stale_settings(spec: RunSpec, run_dir: Path) -> list:
+    """The hyper-parameters in which the run's run.json differs from what its
+    train command gives a new run now (a preset or default edited since the
+    run started), as "key: old -> new"; [] when they agree or cannot be told
+    (no run.json hyper-parameters, e.g. a test's fake trainer)."""
+    recorded = (read_json(run_dir / "run.json") or {}).get("hparams")
+    if not isinstance(recorded, dict):
+        return []
+    from trainer.cli import planned_hparams        # here: it loads torch
+    try:
+        now = planned_hparams(train_args(spec, run_dir))
+    except RaspError:
+        return []
+    return [f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in sorted(recorded.keys() & now.keys())
+            if recorded[k] != now[k]]
+
+
 def state(spec: RunSpec, run_dir: Path) -> str:
     """'done' | 'evaluate' (trained, an eval file is missing) | 'resume'
-    (interrupted) | 'new'."""
+    (interrupted) | 'new' | 'stale' (started with settings the suite's
+    command no longer gives: `rasp compare` sets it aside and trains anew)."""
+    if started(run_dir) and stale_settings(spec, run_dir):
+        return "stale"
     if trained(run_dir):
         return "evaluate" if missing_evals(spec, run_dir) else "done"
     return "resume" if started(run_dir) else "new"
+
+
+def set_aside(run_dir: Path) -> Path:
+    """Move a stale run's files into RUN_DIR.staleK (the first free K), so
+    nothing a user trained is lost; the lock file stays."""
+    k = 1
+    while run_dir.with_name(f"{run_dir.name}.stale{k}").exists():
+        k += 1
+    kept = run_dir.with_name(f"{run_dir.name}.stale{k}")
+    kept.mkdir()
+    for entry in run_dir.iterdir():
+        if entry.name != LOCK:
+            os.replace(entry, kept / entry.name)
+    return kept
 
 
 def planned_commands(spec: RunSpec, run_dir: Path, commands=TrainerCommands()) -> list:
     """The command lines this invocation would run for the run (empty if done)."""
     st = state(spec, run_dir)
     cmds = []
-    if st in ("new", "resume"):
+    if st in ("new", "resume", "stale"):
         cmds.append(("train", commands.train(spec, run_dir, resume=(st == "resume"))))
         evals = spec.evals
     else:
@@ -183,6 +221,9 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
     if failed.exists():
         failed.unlink()                      # a retry: the old failure no longer describes the run
     record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": []}
+    if record["state"] == "stale":
+        record["stale_settings"] = stale_settings(spec, run_dir)
+        record["set_aside"] = str(set_aside(run_dir))
     t0 = time.time()
     for name, cmd in planned_commands(spec, run_dir, commands):
         log = run_dir / f"{name}.log"
