@@ -9,6 +9,8 @@ and the per-sample rule, plus training steps/s.
     # then the table of every finished seed (--paired TAG: the speed ratio of the
     # variant whose seeds were started together with official_fan_parity.py's):
     python trainer/bench/fan_parity.py table --out runs/fan_parity [--paired padded]
+    # more stopping rules for a finished seed, without training:
+    python trainer/bench/fan_parity.py eval --tag readout6 --seed 0 --rules confidence --out runs/fan_parity
 
 `--set key=value` overrides a hyper-parameter (ablations, e.g.
 `--set init_scheme=normal --set loss_reduction=sample --set weight_decay=0`),
@@ -51,7 +53,6 @@ def _value(text: str):
 def run(args):
     import torch
     torch.set_num_threads(1)
-    from trainer.evaluate import evaluate_run
     from trainer.presets import make_hparams
     from trainer.tasks import get_task
     from trainer.train import RunConfig, train
@@ -69,10 +70,16 @@ def run(args):
               "train_seconds": train_s, "steps_per_s": hp.steps / summary["seconds"],
               "median_window_steps_per_s": sorted(sps)[len(sps) // 2] if sps else None,
               "load_before": os.getloadavg(), "final_eval_acc": summary["final_eval_acc"], "rules": {}}
+    add_rules(run_dir, result, args.rules, args.samples)
+
+
+def add_rules(run_dir: Path, result: dict, rules: str, samples: int):
+    """Evaluate the run's final model under each stopping rule, lengths 1-30,
+    into result["rules"], and write run_dir/fan_parity.json."""
+    from trainer.evaluate import evaluate_run
     lengths = list(range(1, 31))
-    for rule in args.rules.split(","):
-        res = evaluate_run(run_dir, lengths, rule, samples=args.samples, batch_size=args.samples,
-                           seed=4321, plots=False)
+    for rule in rules.split(","):
+        res = evaluate_run(run_dir, lengths, rule, samples=samples, batch_size=samples, seed=4321, plots=False)
         by_n = {r["length"]: r for r in res["rows"]}
         exact = {n: by_n[n]["exact_match"] for n in lengths}
         result["rules"][rule] = {
@@ -83,6 +90,15 @@ def run(args):
     (run_dir / "fan_parity.json").write_text(json.dumps(result, indent=2))
     print(json.dumps({k: result[k] for k in ("tag", "seed", "steps_per_s")} |
                      {r: {k: round(v[k], 3) for k in RANGES} for r, v in result["rules"].items()}))
+
+
+def evaluate_more(args):
+    """Add stopping rules to a finished seed's fan_parity.json, without training."""
+    import torch
+    torch.set_num_threads(1)
+    run_dir = Path(args.out) / f"{args.tag}_seed{args.seed}"
+    result = json.loads((run_dir / "fan_parity.json").read_text())
+    add_rules(run_dir, result, args.rules, args.samples)
 
 
 def _load(result) -> str:
@@ -137,12 +153,18 @@ def main(argv=None):
     r.add_argument("--samples", type=int, default=512, help="test inputs per length (one batch, as Fan et al.)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--rules", default=",".join(RULES), help="stopping rules to evaluate")
+    e = sub.add_parser("eval", help="add stopping rules to a finished seed (no training)")
+    for name, default in (("--seed", 0), ("--samples", 512)):
+        e.add_argument(name, type=int, default=default)
+    e.add_argument("--out", default="runs/fan_parity")
+    e.add_argument("--tag", default="paper_recipe")
+    e.add_argument("--rules", default=",".join(RULES))
     t = sub.add_parser("table")
     t.add_argument("--out", default="runs/fan_parity")
     t.add_argument("--paired", metavar="TAG", help="also print the steps/s ratio to the official code for the "
                    "variant whose seeds ran side by side with official_fan_parity.py")
     args = ap.parse_args(argv)
-    (run if args.cmd == "run" else table)(args)
+    {"run": run, "eval": evaluate_more, "table": table}[args.cmd](args)
 
 
 if __name__ == "__main__":
