@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +98,26 @@ def test_ntp_greedy_decoding_matches_teacher_forcing(tmp_path):
     greedy = objectives.ntp_decode(model, batch, 1)
     assert 0 < int(forced.sum()) < len(batch)       # a mix, so the check means something
     assert torch.equal(forced, greedy)
+
+
+def test_ntp_decoding_survives_a_read_out_logit_that_is_no_token():
+    """Fan et al.'s read-out (read_out_dims 6) has logits beyond the task's outputs; a
+    greedy NTP decode that picks one must score the answer wrong, not crash (it did, in
+    `rasp compare fan`'s copy/ntp run)."""
+    spec, hp = get_model_spec("ntp"), replace(tiny(), read_out_dims=6)
+    data = build_data("copy", spec, hp)
+    torch.manual_seed(0)
+    model = spec.make(hp, data)
+    n_out = len(data.output_tokens)
+    assert model.unembed.out_features == 6 > n_out
+    with torch.no_grad():
+        model.unembed.bias[n_out:] = 1e4          # a non-token logit wins everywhere
+    batch = data.batch(np.random.default_rng(0), [1, 2, 3] * 4, train=False)
+    assert not objectives.ntp_decode(model, batch, 1).any()
+    with torch.no_grad():
+        model.unembed.bias[n_out:] = -1e4         # and the decode is unchanged once they lose
+        forced = ((model(batch.tokens, 1).argmax(-1) == batch.targets) | ~batch.mask).all(-1)
+    assert torch.equal(objectives.ntp_decode(model, batch, 1), forced)
 
 
 def _cli(*argv):

@@ -103,7 +103,9 @@ def ntp_decode(model, batch, k: int) -> torch.Tensor:
         for _ in range(n_ans):
             nxt = model(seq, k)[:, -1].argmax(-1)
             gen.append(nxt)
-            seq = torch.cat([seq, to_input[nxt][:, None]], dim=1)
+            # a read-out wider than the outputs (read_out_dims) can pick a logit no token
+            # has: that answer is already wrong (never a target); any token continues it
+            seq = torch.cat([seq, to_input[nxt.clamp(max=len(to_input) - 1)][:, None]], dim=1)
         gen = torch.stack(gen, 1)                           # [b, n_ans]
         tgt = batch.targets[rows, p - 1:p - 1 + n_ans]
         valid = torch.arange(n_ans, device=gen.device)[None] < m[:, None]
