@@ -139,7 +139,11 @@ class CompiledEncoder(nn.Module):
         counts = self.loop_counts(tokens, lengths)
         # embedding row = vocab index; padding (id 0, on the right) reads row 0: attention is
         # causal, so real positions never see it, and its outputs are masked out
-        hidden = self.core((tokens - 1).clamp(min=0), counts, read=self.core.readout)
+        ids = (tokens - 1).clamp(min=0)
+        hidden = self.core(ids, counts, read=self.core.readout)
+        zero = counts == 0
+        if bool(zero.any()):    # 0 iterations: the prelude's values e, not h_0 = 0 (as CompiledModel.logits)
+            hidden = torch.where(zero[:, None, None], self.core.readout(self.core.encode(ids)), hidden)
         c = self.core.cfg
         depth = (c.n_prelude + counts * c.n_body + c.n_postlude).float()
         return EncoderOutput(hidden, mask, None, {"depth": depth})
