@@ -77,9 +77,10 @@ def test_train_eval_cli_writes_an_exact_run_and_refuses_splits_beyond_the_design
     assert "split test_16: inputs up to 16 tokens, longer than the 8 tokens" in err
 
 
-def test_init_compiled_is_refused_where_there_is_nothing_to_compile(tmp_path, capsys):
+def test_init_compiled_is_refused_where_there_is_nothing_to_compile_or_when_asked_to_train(tmp_path, capsys):
     for argv, message in [(["--task", "words_z60", "--model", "gru"], "--model gru has no compiled form"),
-                          (["--task", "flipflop", "--model", "looped"], "names no program")]:
+                          (["--task", "flipflop", "--model", "looped"], "names no program"),
+                          (["--task", "words_z60", "--model", "looped", "--steps", "5"], "is not trained")]:
         assert main(["train", *argv, "--init", "compiled", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
         assert message in capsys.readouterr().err
 

@@ -212,11 +212,10 @@ def apply(hp: SeqHParams, values: dict) -> SeqHParams:
     return hp
 
 
-# `--init compiled` (trainer/seqcompiled.py): the compiled program is exact, so no
-# training by default; a fine-tune (--steps N) is a polish: a small constant step
-# size and no weight decay (it would shrink the exact weights).  The random
-# encoder's own defaults and sizes do not apply to it.
-INIT_DEFAULTS = {"compiled": {"steps": 0, "lr": 1e-4, "weight_decay": 0.0, "schedule": "constant", "warmup": 0}}
+# `--init compiled` (trainer/seqcompiled.py): the compiled program is exact and not
+# trained (steps > 0 are refused there).  The random encoder's own defaults and
+# sizes do not apply to it.
+INIT_DEFAULTS = {"compiled": {"steps": 0}}
 
 
 def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str = "random") -> SeqHParams:

@@ -95,6 +95,7 @@ def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: SeqHParams) -> tuple:
     """(model, init_info or None): random weights, or the task's program compiled."""
     if cfg.init == "compiled":
         from trainer import seqcompiled
+        seqcompiled.check_steps(hp)          # (also on --resume --steps N)
         return seqcompiled.build(task, hp)
     if cfg.init != "random":
         raise RaspError(f"unknown --init {cfg.init!r} (random or compiled)")
