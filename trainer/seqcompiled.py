@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -182,7 +183,7 @@ def build(task, hp) -> tuple:
     core = compiled.remap_vocab(cmodel, inputs, outputs, extra={"task": task.name, MAX_LEN_KEY: max_len})
     info = core.cfg.extra["compiler"]
     model = _assemble(core, program)
-    init_info = {"init": "compiled", "program": str(program.ir.path), MAX_LEN_KEY: max_len,
+    init_info = {"init": "compiled", "program": Path(task.program).name, MAX_LEN_KEY: max_len,
                  "design_length": info["design_length"], "compile_time_s": info.get("compile_time_s"),
                  "width": core.cfg.d_model, "mlp": core.cfg.d_mlp,
                  "layers": core.cfg.n_prelude + core.cfg.n_body + core.cfg.n_postlude,
