@@ -84,8 +84,8 @@ def default_max_len(task) -> int:
 def check_steps(hp):
     if hp.steps:
         raise RaspError(f"--steps {hp.steps}: a compiled comparison run is not trained (--steps 0): unguarded "
-                        "AdamW steps break its exact weights (one step at lr 1e-4 took words_z60's token accuracy from 1.0 to 0.19); "
-                        "the guarded fine-tune of a compiled start exists for Fan-task runs only")
+                        "AdamW steps break its exact weights (one step at lr 1e-4 took words_z60's token accuracy "
+                        "from 1.0 to 0.19); the guarded fine-tune of a compiled start exists for Fan-task runs only")
 
 
 def resolve_hparams(task, hp):
