@@ -1,12 +1,15 @@
 """The comparison-task side of `rasp train` / `rasp eval` (trainer/cli.py
 dispatches here when the task is a `SeqTask`) and `rasp data`.
 
-    rasp train --task T --model M [--preset cpu|paper] [--seed S] [--steps N]
+    rasp train --task T --model M [--init compiled] [--preset cpu|paper] [--seed S] [--steps N]
                [--lr X --batch-size B --d-model D --n-layer L --n-head H ...]
                [--set KEY=VALUE ...] [--data FILE.jsonl] --out DIR [--resume]
     rasp eval DIR [--splits a,b] [--set KEY=VALUE ...] [-n N] [--seed S]
     rasp data TASK --split NAME -n N -o FILE.jsonl [--seed S]
     rasp data TASK --stats [--split NAME] [-n N]
+
+`--init compiled` (`--model looped` on a task that names its label program):
+the program compiled, not trained (trainer/seqcompiled.py).
 """
 from __future__ import annotations
 
