@@ -181,34 +181,41 @@ class LoopedTransformer(nn.Module):
             x = blk(x)
         return self.body_norm(x)
 
-    def decode(self, h: torch.Tensor) -> torch.Tensor:
-        """State [B, n(+1), d] -> logits [B, n, out_vocab] (BOS dropped)."""
+    def readout(self, h: torch.Tensor) -> torch.Tensor:
+        """State [B, n(+1), d] -> what the unembedding reads [B, n, d]
+        (postlude, final norm; BOS dropped)."""
         for blk in self.postlude:
             h = blk(h)
-        logits = self.unembed(self.final_norm(h))
-        return logits[:, 1:] if self.cfg.bos else logits
+        h = self.final_norm(h)
+        return h[:, 1:] if self.cfg.bos else h
+
+    def decode(self, h: torch.Tensor) -> torch.Tensor:
+        """State [B, n(+1), d] -> logits [B, n, out_vocab] (BOS dropped)."""
+        return self.unembed(self.readout(h))
 
     def initial_state(self, e: torch.Tensor) -> torch.Tensor:
         # Without injection the input enters once, as the initial state.
         return torch.zeros_like(e) if self.cfg.input_injection else e
 
     # -- running ----------------------------------------------------------
-    def forward(self, tokens: torch.Tensor, steps) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, steps, read=None) -> torch.Tensor:
         """Logits at each sample's own step count.  `steps` is an int or a
-        LongTensor [B] (0 allowed: the answer is decoded from h_0)."""
+        LongTensor [B] (0 allowed: the answer is decoded from h_0).  `read`
+        replaces `decode` (e.g. `readout`: the states a separate head reads)."""
+        read = read or self.decode
         B = tokens.shape[0]
         steps = torch.as_tensor(steps, device=tokens.device).long().expand(B)
         e = self.encode(tokens)
         h = self.initial_state(e)
-        out = self.decode(h) if bool((steps == 0).any()) else None
+        out = read(h) if bool((steps == 0).any()) else None
         T = int(steps.max().item()) if B else 0
         for t in range(1, T + 1):
             h = self.step(h, e)
             if bool((steps == t).any()):
-                logits = self.decode(h)
+                logits = read(h)
                 out = logits if out is None else torch.where((steps == t)[:, None, None], logits, out)
         if out is None:
-            out = self.decode(h)
+            out = read(h)
         return out
 
     def all_steps(self, tokens: torch.Tensor, max_steps: int) -> torch.Tensor:

@@ -77,7 +77,8 @@ def train_curves(rows: list, path: Path, title: str = "", acc_label: str = "trai
         ax2.plot([r["step"] for r in evals], [r["eval_acc"] for r in evals], "o-", ms=3, color="C2",
                  label=eval_label)
     ax1.set_ylabel("cross-entropy")
-    ax1.legend(fontsize=8)
+    if train:           # (a run of 0 steps, e.g. a compiled start, has no training curve)
+        ax1.legend(fontsize=8)
     ax1.set_title(title)
     ax2.set_ylabel("exact match" if "exact match" in acc_label else "accuracy")
     ax2.set_ylim(-0.03, 1.03)

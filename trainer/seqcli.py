@@ -1,12 +1,15 @@
 """The comparison-task side of `rasp train` / `rasp eval` (trainer/cli.py
 dispatches here when the task is a `SeqTask`) and `rasp data`.
 
-    rasp train --task T --model M [--preset cpu|paper] [--seed S] [--steps N]
+    rasp train --task T --model M [--init compiled] [--preset cpu|paper] [--seed S] [--steps N]
                [--lr X --batch-size B --d-model D --n-layer L --n-head H ...]
                [--set KEY=VALUE ...] [--data FILE.jsonl] --out DIR [--resume]
     rasp eval DIR [--splits a,b] [--set KEY=VALUE ...] [-n N] [--seed S]
     rasp data TASK --split NAME -n N -o FILE.jsonl [--seed S]
     rasp data TASK --stats [--split NAME] [-n N]
+
+`--init compiled` (`--model looped` on a task that names its label program):
+the program compiled, not trained (trainer/seqcompiled.py).
 """
 from __future__ import annotations
 
@@ -27,8 +30,6 @@ SHARED_FLAGS = ("steps", "batch_size", "lr", "weight_decay", "warmup", "d_model"
 def _fan_only_given(args, hp_flags) -> list:
     given = [f"--{k.replace('_', '-')}" for k in hp_flags if k not in SHARED_FLAGS and getattr(args, k, None)
              is not None]
-    if getattr(args, "init", "random") != "random":
-        given.append("--init")
     if getattr(args, "compress", None) is not None:
         given.append("--compress")
     for flag in ("guard", "freeze_fragile"):
@@ -50,8 +51,16 @@ def seq_hparams(args, hp_flags):
     from trainer.seqpresets import make_seq_hparams, parse_set
     from trainer.seqtrain import seq_task
     _refuse_fan_only(args, hp_flags)
+    task, init = seq_task(args.task), getattr(args, "init", "random")
+    if init == "compiled" and args.model != "looped":
+        raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
+    spec = get_encoder_spec(args.model)
     flags = {k: getattr(args, k, None) for k in SHARED_FLAGS}
-    return make_seq_hparams(args.preset, seq_task(args.task), get_encoder_spec(args.model), flags, parse_set(args.set))
+    hp = make_seq_hparams(args.preset, task, spec, flags, parse_set(args.set), init)
+    if init == "compiled":
+        from trainer.seqcompiled import resolve_hparams
+        resolve_hparams(task, hp)
+    return hp
 
 
 def run_seq_train(args, hp_flags) -> int:
@@ -68,7 +77,8 @@ def run_seq_train(args, hp_flags) -> int:
         if args.steps is not None:
             hp.steps = args.steps
         cfg = SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
-                           _device(args.device), True, not args.no_progress, args.max_wall)
+                           _device(args.device), True, not args.no_progress, args.max_wall,
+                           run.get("init", "random"))
     else:
         task = seq_task(args.task)
         hp = seq_hparams(args, hp_flags)
@@ -76,7 +86,7 @@ def run_seq_train(args, hp_flags) -> int:
             raise RaspError(f"--data {args.data}: no such file")
         cfg = SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
                            str(Path(args.data).resolve()) if args.data else None, _device(args.device),
-                           args.resume, not args.no_progress, args.max_wall)
+                           args.resume, not args.no_progress, args.max_wall, args.init)
     print(threads, file=sys.stderr)
     s = train_seq(cfg)
     valid = ", ".join(f"{m} {v:.4f}" for m, v in s["final_valid"].items() if v is not None)

@@ -43,9 +43,30 @@ def load_run_model(run_dir: Path, sets: dict, device):
     checkpoint.check_run_matches(run, ckpt, run_dir / "run.json")
     task = seq_task(run["task"])
     hp = apply(SeqHParams.from_dict(run["hparams"]), sets).validate()
-    model = build_model(task, run["model"], hp)
+    state = checkpoint.load_state(ckpt)
+    if run.get("init", "random") == "compiled":       # rebuilt from the recorded config, not recompiled
+        from trainer import seqcompiled
+        model = seqcompiled.rebuild(task, state["config"]["looped"])
+    else:
+        model = build_model(task, run["model"], hp)
     checkpoint.load_weights(ckpt, model, device)
-    return run, task, hp, model, checkpoint.load_state(ckpt)
+    return run, task, hp, model, state
+
+
+def check_lengths(model, task, split_examples: dict):
+    """Refuse, before scoring anything, a split whose inputs are longer than the
+    model was built for (a compiled model's design length, `max_length`)."""
+    from trainer.seqdata import example_length
+    limit = getattr(model.encoder, "max_length", None)
+    if limit is None:
+        return
+    for name, examples in split_examples.items():
+        longest = max((example_length(e) for e in examples), default=0)
+        if longest > limit:
+            raise RaspError(f"split {name}: inputs up to {longest} tokens, longer than the {limit} tokens this "
+                            f"compiled model was built for (its design length); evaluate splits up to {limit} "
+                            "tokens, or train a run compiled for longer inputs (--set compile_max_len=M covers "
+                            "4 x M tokens)")
 
 
 def summarise(raw: dict) -> dict:
@@ -97,9 +118,12 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
             old = {}
     from tqdm import tqdm
     results = dict(old)
+    split_examples = {name: generate_split(task, name, n if n is not None else
+                                           min(task.splits[name].size or DEFAULT_N, DEFAULT_N), seed)
+                      for name in names}
+    check_lengths(model, task, split_examples)
     for name in tqdm(names, disable=not progress, desc=f"eval {task.name}/{run['model']}"):
-        size = n if n is not None else min(task.splits[name].size or DEFAULT_N, DEFAULT_N)
-        examples = generate_split(task, name, size, seed)
+        examples = split_examples[name]
         raw = score_examples(task, model, examples, task.metrics, torch.device(device), batch_size)
         results[name] = {**summarise(raw), "params": task.splits[name].params}
     res = {"task": task.name, "model": run["model"], "run": str(run_dir), "step": step, "seed": seed,

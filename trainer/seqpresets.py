@@ -212,14 +212,23 @@ def apply(hp: SeqHParams, values: dict) -> SeqHParams:
     return hp
 
 
-def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict) -> SeqHParams:
+# `--init compiled` (trainer/seqcompiled.py): the compiled program is exact and not
+# trained (steps > 0 are refused there).  The random encoder's own defaults and
+# sizes do not apply to it.
+INIT_DEFAULTS = {"compiled": {"steps": 0}}
+
+
+def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str = "random") -> SeqHParams:
     if preset not in PRESET_NAMES:
         raise RaspError(f"unknown preset {preset!r} (known: {', '.join(PRESET_NAMES)})")
     fam = task_family(task)
     hp = SeqHParams()
     apply(hp, FAMILY[preset].get(fam, {}))
-    apply(hp, dict(spec.defaults))
-    apply(hp, dict((spec.presets.get(preset) or {}).get(fam, {})))
+    if init == "random":
+        apply(hp, dict(spec.defaults))
+        apply(hp, dict((spec.presets.get(preset) or {}).get(fam, {})))
+    else:
+        apply(hp, dict(INIT_DEFAULTS[init]))
     apply(hp, {k: v for k, v in flags.items() if v is not None})
     apply(hp, sets)
     return hp.validate()

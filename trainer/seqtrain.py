@@ -50,9 +50,10 @@ class SeqRunConfig:
     resume: bool = False
     progress: bool = True
     max_wall: Optional[float] = None
+    init: str = "random"                # or "compiled": the task's program (trainer/seqcompiled.py)
 
     def to_dict(self) -> dict:
-        return {"kind": "seq", "task": self.task, "model": self.model, "init": "random",
+        return {"kind": "seq", "task": self.task, "model": self.model, "init": self.init,
                 "preset": self.preset, "data": self.data, "device": self.device, "hparams": self.hp.to_dict()}
 
 
@@ -80,10 +81,25 @@ def build_model(task: SeqTask, model_name: str, hp: SeqHParams) -> SeqModel:
     return SeqModel(encoder, make_head(task.kind, hp.d_model, len(task.labels), hp.pooling))
 
 
-def model_config(cfg: SeqRunConfig, task: SeqTask) -> dict:
+def model_config(cfg: SeqRunConfig, task: SeqTask, model: SeqModel) -> dict:
     """What a checkpoint records to rebuild its model."""
-    return {"kind": "seq", "task": task.name, "model": cfg.model, "encoder": asdict(encoder_config(task, cfg.hp)),
-            "n_labels": len(task.labels), "pooling": cfg.hp.pooling}
+    out = {"kind": "seq", "task": task.name, "model": cfg.model, "encoder": asdict(encoder_config(task, cfg.hp)),
+           "n_labels": len(task.labels), "pooling": cfg.hp.pooling, "init": cfg.init}
+    if cfg.init == "compiled":
+        from trainer import seqcompiled
+        out["looped"] = seqcompiled.model_config(model)
+    return out
+
+
+def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: SeqHParams) -> tuple:
+    """(model, init_info or None): random weights, or the task's program compiled."""
+    if cfg.init == "compiled":
+        from trainer import seqcompiled
+        seqcompiled.check_steps(hp)          # (also on --resume --steps N)
+        return seqcompiled.build(task, hp)
+    if cfg.init != "random":
+        raise RaspError(f"unknown --init {cfg.init!r} (random or compiled)")
+    return build_model(task, cfg.model, hp), None
 
 
 def check_splits(task: SeqTask, hp: SeqHParams):
@@ -185,7 +201,8 @@ def _train(cfg: SeqRunConfig) -> dict:
                         f"pass --resume to continue it or choose another --out")
 
     torch.manual_seed(hp.seed)
-    model = build_model(task, cfg.model, hp).to(device)
+    model, init_info = initial_model(cfg, task, hp)
+    model = model.to(device)
     stream = TrainStream(task, hp, data)
     step, sums = 0, {"loss": 0.0, "acc": 0.0, "k": 0}
     # groups: parameters tagged by their model (S4D's SSM lr cap, Mamba's no-decay A and D)
@@ -202,14 +219,15 @@ def _train(cfg: SeqRunConfig) -> dict:
     headline = task.metrics[0]
 
     metrics_path = out / "metrics.jsonl"
-    checkpoint.write_json_atomic(out / "run.json", cfg.to_dict() | {"n_params": _n_params(model)})
+    checkpoint.write_json_atomic(out / "run.json", cfg.to_dict() | {"n_params": _n_params(model)}
+                                 | ({"init_info": init_info} if init_info else {}))
     kept = [r for r in checkpoint.read_jsonl(metrics_path) if r.get("step", 0) <= step]
     checkpoint.write_text_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def save(at: int):
         checkpoint.save(out, at, model, opt, {"numpy_rng": stream.rng.bit_generator.state, "accumulators": sums,
                                               "train_lengths": stream.lengths,
-                                              "config": model_config(cfg, task), "model_name": cfg.model,
+                                              "config": model_config(cfg, task, model), "model_name": cfg.model,
                                               "task": cfg.task}, keep=hp.keep_ckpts)
 
     def evaluate(at: int) -> dict:

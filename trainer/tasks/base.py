@@ -48,6 +48,9 @@ class SeqTask:
     description: str = ""
     train_range: Optional[tuple] = None         # (lo, hi) lengths seen in training, for plots
     paper_stats: dict = field(default_factory=dict)   # BENCHMARKS.md figures `rasp data --stats` prints
+    # the n-RASP-L program whose outputs are the labels (input value = int(vocab
+    # string), label = int(label string)); `rasp train --init compiled` compiles it
+    program: Optional[str] = None
 
     @property
     def causal(self) -> bool:

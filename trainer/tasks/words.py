@@ -168,7 +168,8 @@ for _suffix, _wp in P3_GROUPS.items():
         labels=tuple(str(i) for i in range(_g.order)), splits=_splits, generate=generator(_suffix),
         metrics=("token_acc", "seq_acc"), family="words",
         description=f"word problem over {_g.name} ({_g.order} elements): the prefix product at every position",
-        train_range=(2, TRAIN_K), paper_stats={**WP_STATS, "group order": _g.order}))
+        train_range=(2, TRAIN_K), paper_stats={**WP_STATS, "group order": _g.order},
+        program=str(PROGRAMS / f"words_{_suffix}.rasp")))
 
 _mixed = groups.get("mixed")
 register(SeqTask(
@@ -180,7 +181,8 @@ register(SeqTask(
     paper_stats={"source": "BENCHMARKS.md §2.5.3 (P2 §4, App. C, D.1)", "elements": 240,
                  "train": "512 x 16 384 words, L = 256, p = 0.1", "tests": "4 096 words, L = 256 and 1 024, p = 0.5 (OOD)",
                  "hard tokens": "non-identity A5 part, probability p each position",
-                 "result": "explicit Mamba2 at chance on p = 0.5; implicit Mamba2 generalises (figures only)"}))
+                 "result": "explicit Mamba2 at chance on p = 0.5; implicit Mamba2 generalises (figures only)"},
+    program=str(PROGRAMS / "words_mixed.rasp")))
 
 
 # ---- the WP release format: `seed,input,target`, space-separated ids ----

@@ -1,0 +1,107 @@
+"""The compiled group-word program as a comparison model (trainer/seqcompiled.py,
+`rasp train --task words_* --model looped --init compiled`): its answers are
+the task's labels (the interpreter's) at every length up to the design
+length, longer inputs are refused, and the words suite has its row.
+
+Compiled at --set compile_max_len=2 (design length 8) to stay fast."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rasp.cli import main
+from rasp.errors import RaspError
+from trainer import scoring, seqcompiled
+from trainer.seqdata import collate
+from trainer.seqpresets import SeqHParams
+from trainer.seqtrain import seq_task
+
+MAX_LEN = 2                 # design length 4 x 2 = 8
+
+
+def _words(task, lengths, n, seed=0):
+    """Uniform random words of each length, labelled by the task (its program, interpreted)."""
+    rng = np.random.default_rng(seed)
+    return [ex for L in lengths for ex in task.generate(rng, {"min_len": L, "max_len": L}, n)]
+
+
+@pytest.fixture(scope="module")
+def z60():
+    task = seq_task("words_z60")
+    model, info = seqcompiled.build(task, SeqHParams(extra={"compile_max_len": MAX_LEN}))
+    return task, model.eval(), info
+
+
+@pytest.mark.parametrize("group", ["z60", "a5"])
+def test_compiled_run_answers_the_task_labels_up_to_the_design_length(group, z60):
+    task, model, info = z60 if group == "z60" else (seq_task(f"words_{group}"), None, None)
+    if model is None:
+        model, info = seqcompiled.build(task, SeqHParams(extra={"compile_max_len": MAX_LEN}))
+        model.eval()
+    assert info["design_length"] == 4 * MAX_LEN == model.encoder.max_length
+    examples = _words(task, [1, 2, 5, 7, 8], 6, seed=len(group))
+    batch = collate(task, examples)          # mixed lengths: right padding in one batch
+    with torch.no_grad():
+        logits, enc = model(batch.tokens, batch.mask)
+    pred = scoring.predictions(logits)
+    scored = batch.targets >= 0
+    assert bool(scored.sum() == sum(len(e.target) for e in examples))
+    assert torch.equal(pred[scored], batch.targets[scored])
+    # T(n) = n - 1 iterations of the one-layer body, as the program's loop says
+    assert enc.stats["depth"].tolist() == [float(max(len(e.input) - 1, 0)) for e in examples]
+
+
+def test_longer_inputs_are_refused(z60):
+    task, model, _ = z60
+    batch = collate(task, _words(task, [4 * MAX_LEN + 1], 2))
+    with pytest.raises(RaspError, match="longer than the 8 tokens"):
+        model(batch.tokens, batch.mask)
+
+
+def test_train_eval_cli_writes_an_exact_run_and_refuses_splits_beyond_the_design_length(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--task", "words_z60", "--model", "looped", "--init", "compiled", "--set",
+                 f"compile_max_len={MAX_LEN}", "--set", "eval_samples=16", "--out", str(out), "--no-progress"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["init"] == "compiled" and run["hparams"]["steps"] == 0
+    assert run["init_info"]["design_length"] == 4 * MAX_LEN
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["finished"] and summary["final_valid"] == {"token_acc": 1.0, "seq_acc": 1.0}
+    assert main(["eval", str(out), "--splits", "valid", "-n", "20", "--no-progress", "--no-plots"]) == 0
+    res = json.loads((out / "eval.json").read_text())
+    assert res["splits"]["valid"]["metrics"]["seq_acc"]["mean"] == 1.0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--splits", "valid,test_16", "-n", "5", "--no-progress", "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "split test_16: inputs up to 16 tokens, longer than the 8 tokens" in err
+
+
+def test_init_compiled_is_refused_where_there_is_nothing_to_compile_or_when_asked_to_train(tmp_path, capsys):
+    for argv, message in [(["--task", "words_z60", "--model", "gru"], "--model gru has no compiled form"),
+                          (["--task", "flipflop", "--model", "looped"], "names no program"),
+                          (["--task", "words_z60", "--model", "looped", "--steps", "5"], "is not trained")]:
+        assert main(["train", *argv, "--init", "compiled", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_default_compile_length_covers_every_split():
+    from trainer.cli import planned_hparams
+    hp = planned_hparams(["--task", "words_a5", "--model", "looped", "--init", "compiled", "--out", "x"])
+    assert hp["steps"] == 0 and hp["extra"] == {"compile_max_len": 128}      # longest split: test_512
+    hp = planned_hparams(["--task", "words_mixed", "--model", "looped", "--init", "compiled", "--out", "x"])
+    assert hp["extra"] == {"compile_max_len": 256}                              # test_1024_p*
+
+
+def test_words_suite_has_the_compiled_row():
+    from trainer.compare import grid
+    from trainer.compare.suite import load_suite
+    suite = load_suite("words")
+    runs = grid.expand(suite, "cpu", seeds=1, models=["compiled"])
+    assert {r.task for r in runs} == {"words_z60", "words_a4z5", "words_a5", "words_mixed"}
+    for r in runs:
+        assert r.model == "looped" and r.train["init"] == "compiled" and r.train["steps"] == 0
+        assert "steps=" not in " ".join(r.train.get("set", []))      # nothing sets the steps back
+    rows = {t.id: [row for row in t.rows if row.attrs.get("model") == "compiled"] for t in suite.tables}
+    assert len(rows["p3_table2"]) == 1 and len(rows["p2_mixed"]) == 1
+    assert set(rows["p3_table2"][0].published) == {None}        # "—": the papers have none

@@ -1,0 +1,203 @@
+"""A comparison task's own program, compiled, as a comparison model:
+
+    rasp train --task words_z60 --model looped --init compiled [--set compile_max_len=M] --out DIR
+    rasp eval DIR --splits valid,test_16,test_32
+
+The task names the n-RASP-L program whose outputs are its labels
+(`SeqTask.program`; the word problems: programs/words_<group>.rasp).  The
+compiler (compiler.compile_program, via trainer.compiled.compile_task_model)
+turns it into a looped transformer; `trainer.compiled.remap_vocab` puts that
+model into the task's token tables (embedding row i = vocab entry i, whose
+program value is int(vocab[i]); unembedding row j = label j, value
+int(labels[j])), and the run is an ordinary comparison run: a `SeqModel`
+whose encoder is the compiled model (every sample runs the T(n) iterations
+its program's loop count gives, computed host-side by the compiler's
+`CompiledModel.loop_counts`, as `rasp run` does) and whose per-position head
+is the compiled unembedding.  Scoring, eval.json and checkpoints are the
+comparison runs' own (trainer/seqtrain.py, trainer/seqeval.py).
+
+Why `--model looped --init compiled`, not an encoder name of its own: it is
+the Fan-task runs' spelling of the same thing (the looped transformer class,
+weights from the compiler), and the build needs the task (its program and
+token tables), which an encoder's `build(EncoderConfig)` never sees.
+
+Lengths: the model is compiled at `compile_max_len` (an `extra` key; default
+the task's longest split / 4), so its numeric tables cover inputs up to the
+design length 4 x compile_max_len.  Nothing promises outputs beyond it, so the
+encoder refuses longer inputs (RaspError) and `rasp eval` refuses a split
+with longer examples before scoring anything.
+
+Steps: 0, and `--steps N > 0` is refused.  The comparison trainer has none of
+what keeps a compiled start exact in the Fan trainer (descent guard, frozen
+length-fragile tensors, zeros kept): measured on words_z60 (compile_max_len
+2, batch 8), one plain AdamW step at lr 1e-4 took token accuracy from 1.00
+to 0.19, three left 0.125 on the validation split (gradient norm 9e5: the
+compiled weights are large and their thresholds tight).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from rasp.errors import RaspError
+from trainer import compiled
+from trainer.model import LoopedConfig, LoopedTransformer
+from trainer.models.base import EncoderOutput
+from trainer.models.heads import PositionHead, SeqModel
+
+MAX_LEN_KEY = "compile_max_len"
+
+
+def task_program(task):
+    """The task's program (a rasp.Program), or a RaspError saying it has none."""
+    import rasp
+    if not task.program:
+        raise RaspError(f"--init compiled: task {task.name} names no program (its labels do not come from an "
+                        "n-RASP-L program), so there is nothing to compile")
+    if task.kind != "per_position":
+        raise RaspError(f"--init compiled: task {task.name} is a {task.kind} task; a compiled program answers "
+                        "at every position (per_position tasks only)")
+    return rasp.load(task.program)
+
+
+def split_max_length(task, name: str) -> int:
+    """The longest input of split `name`, from its generator parameters."""
+    params = task.splits[name].params
+    for key in ("max_len", "L"):
+        if key in params:
+            return int(params[key])
+    raise RaspError(f"--init compiled: task {task.name}, split {name}: its longest input is not a parameter "
+                    f"(max_len or L); give the compile length with --set {MAX_LEN_KEY}=M")
+
+
+def default_max_len(task) -> int:
+    """The smallest compile max-len whose design length covers every split."""
+    from compiler.compiled import DESIGN_FACTOR
+    longest = max(split_max_length(task, name) for name in task.splits)
+    return math.ceil(longest / DESIGN_FACTOR)
+
+
+def check_steps(hp):
+    if hp.steps:
+        raise RaspError(f"--steps {hp.steps}: a compiled comparison run is not trained (--steps 0): unguarded "
+                        "AdamW steps break its exact weights (one step at lr 1e-4 took words_z60's token accuracy "
+                        "from 1.0 to 0.19); the guarded fine-tune of a compiled start exists for Fan-task runs only")
+
+
+def resolve_hparams(task, hp):
+    """Fill in `compile_max_len` (default: every split of the task) and check it and the steps."""
+    task_program(task)
+    check_steps(hp)
+    m = hp.extra.setdefault(MAX_LEN_KEY, default_max_len(task))
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise RaspError(f"--set {MAX_LEN_KEY}={m!r}: a positive integer")
+    return hp
+
+
+def design_length(model: LoopedTransformer) -> int:
+    return int(model.cfg.extra["compiler"]["design_length"])
+
+
+def _program_value(token: str, symbols: dict, what: str, task) -> int:
+    if token in symbols:
+        return int(symbols[token])
+    try:
+        return int(token)
+    except ValueError:
+        raise RaspError(f"--init compiled: task {task.name}'s {what} {token!r} is neither a number nor a name "
+                        "of its program") from None
+
+
+def token_values(task, program) -> tuple:
+    """(input values in vocab order, output values in label order)."""
+    symbols = dict(program.ir.symbols)
+    return ([_program_value(t, symbols, "input token", task) for t in task.vocab],
+            [_program_value(t, symbols, "label", task) for t in task.labels])
+
+
+class CompiledEncoder(nn.Module):
+    """The compiled looped transformer as a comparison encoder: hidden = what
+    its unembedding reads (the head holds the unembedding), after each
+    sample's own T(n) iterations."""
+
+    def __init__(self, core: LoopedTransformer, program):
+        super().__init__()
+        from compiler import CompiledModel
+        self.core = core
+        info = core.cfg.extra["compiler"]
+        if info.get("until_stable"):
+            raise RaspError(f"--init compiled: {program.ir.path}: a loop that runs until stable is not supported "
+                            "here (only a loop count the host computes)")
+        # for the loop count only (CompiledModel.loop_counts: the program's own T(n))
+        self.runner = CompiledModel(core, program.ir.source, program.ir.path, program=program)
+        self.values = torch.tensor(core.cfg.extra["input_tokens"], dtype=torch.long)
+        self.max_length = design_length(core)
+
+    def loop_counts(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        ids = (tokens.cpu() - 1).clamp(min=0)
+        batch = [self.values[ids[b, :int(n)]].tolist() for b, n in enumerate(lengths.cpu())]
+        return torch.as_tensor(self.runner.loop_counts(batch), device=tokens.device)
+
+    def forward(self, tokens, mask):
+        lengths = mask.long().sum(1)
+        if tokens.shape[0] and int(lengths.max()) > self.max_length:
+            raise RaspError(f"an input of {int(lengths.max())} tokens is longer than the {self.max_length} tokens "
+                            f"this compiled model was built for (--set {MAX_LEN_KEY}="
+                            f"{self.core.cfg.extra['compiler']['max_len']}); train a new run with a larger one")
+        counts = self.loop_counts(tokens, lengths)
+        # embedding row = vocab index; padding (id 0, on the right) reads row 0: attention is
+        # causal, so real positions never see it, and its outputs are masked out
+        ids = (tokens - 1).clamp(min=0)
+        hidden = self.core(ids, counts, read=self.core.readout)
+        zero = counts == 0
+        if bool(zero.any()):    # 0 iterations: the prelude's values e, not h_0 = 0 (as CompiledModel.logits)
+            hidden = torch.where(zero[:, None, None], self.core.readout(self.core.encode(ids)), hidden)
+        c = self.core.cfg
+        depth = (c.n_prelude + counts * c.n_body + c.n_postlude).float()
+        return EncoderOutput(hidden, mask, None, {"depth": depth})
+
+
+def _assemble(core: LoopedTransformer, program) -> SeqModel:
+    """SeqModel(encoder = core without its unembedding, head = that unembedding)."""
+    head = PositionHead(core.cfg.d_model, core.cfg.out_vocab_size)
+    with torch.no_grad():
+        head.out.weight.copy_(core.unembed.weight)
+        if core.unembed.bias is not None:
+            head.out.bias.copy_(core.unembed.bias)
+        else:
+            head.out.bias.zero_()
+    del core.unembed
+    return SeqModel(CompiledEncoder(core, program), head)
+
+
+def build(task, hp) -> tuple:
+    """Compile the task's program -> (SeqModel, init_info for run.json)."""
+    program = task_program(task)
+    max_len = hp.extra[MAX_LEN_KEY]
+    cmodel = compiled.compile_task_model(program, max_len)
+    inputs, outputs = token_values(task, program)
+    core = compiled.remap_vocab(cmodel, inputs, outputs, extra={"task": task.name, MAX_LEN_KEY: max_len})
+    info = core.cfg.extra["compiler"]
+    model = _assemble(core, program)
+    init_info = {"init": "compiled", "program": Path(task.program).name, MAX_LEN_KEY: max_len,
+                 "design_length": info["design_length"], "compile_time_s": info.get("compile_time_s"),
+                 "width": core.cfg.d_model, "mlp": core.cfg.d_mlp,
+                 "layers": core.cfg.n_prelude + core.cfg.n_body + core.cfg.n_postlude,
+                 "params": sum(p.numel() for p in model.parameters())}
+    return model, init_info
+
+
+def model_config(model: SeqModel) -> dict:
+    """What a checkpoint records to rebuild the compiled model without compiling."""
+    return json.loads(model.encoder.core.cfg.to_json())
+
+
+def rebuild(task, config: dict) -> SeqModel:
+    """The model of a checkpoint's `config["looped"]` (weights still to load)."""
+    cfg = LoopedConfig.from_dict(config)
+    core = LoopedTransformer(cfg)
+    return _assemble(core, task_program(task))
