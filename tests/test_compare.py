@@ -204,6 +204,21 @@ def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_asid
     assert runner.state(spec, d) == "done"                      # the fake trainer's fresh run
 
 
+def test_a_run_another_invocation_finished_keeps_its_record(suite, fake, tmp_path):
+    """Two `rasp compare` invocations over the same runs: the one that finds a run
+    already done when its turn comes leaves that run's compare_run.json (its
+    commands and timings) as the other wrote it."""
+    spec = G.expand(suite, "cpu", seeds=1, models=["gru"], tasks=["flip"])[0]
+    d = tmp_path / spec.run_id
+    first = runner.execute(spec, d, fake)
+    assert first["status"] == "finished" and [s["step"] for s in first["steps"]] == ["train", "eval_default"]
+    kept = (d / "compare_run.json").read_text()
+    again = runner.execute(spec, d, fake)
+    assert (again["state"], again["status"], again["steps"]) == ("done", "finished", [])
+    assert (d / "compare_run.json").read_text() == kept
+    assert (d / "calls.log").read_text().count("train") == 1          # nothing ran twice
+
+
 def test_skip_finished_resume_interrupted(suite, tmp_path):
     r = G.expand(suite, "cpu")[0]
     d = tmp_path / r.run_id

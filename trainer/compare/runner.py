@@ -221,6 +221,8 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
     if failed.exists():
         failed.unlink()                      # a retry: the old failure no longer describes the run
     record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": []}
+    if record["state"] == "done":          # another invocation finished it since this one listed it:
+        return {**record, "status": "finished", "seconds": 0.0}      # its compare_run.json stays
     if record["state"] == "stale":
         record["stale_settings"] = stale_settings(spec, run_dir)
         record["set_aside"] = str(set_aside(run_dir))
