@@ -54,10 +54,12 @@ def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train
     fig, ax = plt.subplots(figsize=(6.5, 4))
     if train_max:
         ax.axvline(train_max + 0.5, color="0.4", ls="--", label="longest training length")
-    for key, pts in sorted(series.items()):
+    colors = plt.get_cmap("tab20").colors if len(series) > 10 else [None]   # > 10 lines: 20 colours
+    for i, (key, pts) in enumerate(sorted(series.items())):
+        color = colors[i % len(colors)]
         xs = sorted(pts)
         ys = [sum(pts[x]) / len(pts[x]) for x in xs]
-        ax.plot(xs, ys, marker="o", ms=3, label=labels[key])
+        ax.plot(xs, ys, marker="o", ms=3, label=labels[key], color=color)
     ax.set_xlabel("length")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
     ax.set_ylabel(ylabel)
