@@ -52,15 +52,21 @@ from trainer.models.heads import PositionHead, SeqModel
 MAX_LEN_KEY = "compile_max_len"
 
 
-def task_program(task):
-    """The task's program (a rasp.Program), or a RaspError saying it has none."""
-    import rasp
+def check_compilable(task):
+    """A RaspError unless the task names a program a compiled run can answer with
+    (cheap: the program is parsed only when the model is built)."""
     if not task.program:
         raise RaspError(f"--init compiled: task {task.name} names no program (its labels do not come from an "
                         "n-RASP-L program), so there is nothing to compile")
     if task.kind != "per_position":
         raise RaspError(f"--init compiled: task {task.name} is a {task.kind} task; a compiled program answers "
                         "at every position (per_position tasks only)")
+
+
+def task_program(task):
+    """The task's program (a rasp.Program), or a RaspError saying it has none."""
+    import rasp
+    check_compilable(task)
     return rasp.load(task.program)
 
 
@@ -90,7 +96,7 @@ def check_steps(hp):
 
 def resolve_hparams(task, hp):
     """Fill in `compile_max_len` (default: every split of the task) and check it and the steps."""
-    task_program(task)
+    check_compilable(task)      # not task_program: `rasp compare` resolves this for every run it checks
     check_steps(hp)
     m = hp.extra.setdefault(MAX_LEN_KEY, default_max_len(task))
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:

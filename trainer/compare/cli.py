@@ -119,8 +119,9 @@ def run(args) -> int:
         for r in runs:
             cmds = runner.planned_commands(r, out / r.run_id, commands)
             st = runner.state(r, out / r.run_id)
-            why = f" ({'; '.join(runner.stale_settings(r, out / r.run_id))}; set aside as .staleK and trained anew)"
-            print(f"{r.run_id}: {st}" + (why if st == "stale" else ""))
+            why = (f" ({'; '.join(runner.stale_settings(r, out / r.run_id))}; set aside as .staleK and trained anew)"
+                   if st == "stale" else "")
+            print(f"{r.run_id}: {st}{why}")
             for _, c in cmds:
                 print("    " + " ".join(c))
         print(f"{len(runs)} runs in {out} (dry run: nothing started)")
