@@ -70,8 +70,8 @@ def run_seq_train(args, hp_flags) -> int:
     from trainer.seqtrain import SeqRunConfig, seq_task, train_seq
     threads = set_threads(args.threads)
     out = Path(args.out)
-    _refuse_fan_only(args, hp_flags)
     if args.resume and checkpoint.has_run(out):
+        _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
         run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
         hp = SeqHParams.from_dict(run["hparams"])
         if args.steps is not None:
