@@ -67,7 +67,7 @@ def test_train_eval_cli_writes_an_exact_run_and_refuses_splits_beyond_the_design
     assert run["init"] == "compiled" and run["hparams"]["steps"] == 0
     assert run["init_info"]["design_length"] == 4 * MAX_LEN
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["finished"] and summary["final_valid"] == {"token_acc": 1.0, "seq_acc": 1.0}
+    assert summary["finished"] and summary["final_eval_metrics"] == {"token_acc": 1.0, "seq_acc": 1.0}
     assert main(["eval", str(out), "--splits", "valid", "-n", "20", "--no-progress", "--no-plots"]) == 0
     res = json.loads((out / "eval.json").read_text())
     assert res["splits"]["valid"]["metrics"]["seq_acc"]["mean"] == 1.0
@@ -77,12 +77,31 @@ def test_train_eval_cli_writes_an_exact_run_and_refuses_splits_beyond_the_design
     assert "split test_16: inputs up to 16 tokens, longer than the 8 tokens" in err
 
 
-def test_init_compiled_is_refused_where_there_is_nothing_to_compile_or_when_asked_to_train(tmp_path, capsys):
+def test_init_compiled_is_refused_where_there_is_nothing_to_compile(tmp_path, capsys):
     for argv, message in [(["--task", "words_z60", "--model", "gru"], "--model gru has no compiled form"),
-                          (["--task", "flipflop", "--model", "looped"], "names no program"),
-                          (["--task", "words_z60", "--model", "looped", "--steps", "5"], "is not trained")]:
+                          (["--task", "flipflop", "--model", "looped"], "names no program")]:
         assert main(["train", *argv, "--init", "compiled", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_compiled_start_fine_tunes_under_the_guard_and_stays_exact(tmp_path):
+    """Given steps, a compiled comparison run trains in the one loop under the
+    descent guard (unguarded, one AdamW step took Z60 from 1.0 to 0.19), and is
+    still exact on every split within its design length."""
+    out = tmp_path / "ft"
+    assert main(["train", "--task", "words_z60", "--model", "looped", "--init", "compiled", "--set",
+                 f"compile_max_len={MAX_LEN}", "--steps", "6", "--batch-size", "8", "--set", "guard_samples=16",
+                 "--set", "log_every=3", "--set", "eval_samples=32", "--out", str(out), "--no-progress"]) == 0
+    hp = json.loads((out / "run.json").read_text())["hparams"]
+    assert hp["guard"] and hp["keep_zeros"] and hp["steps"] == 6
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in logged] == [3, 6] and all("rejected" in r for r in logged)
+    assert json.loads((out / "summary.json").read_text())["final_eval_metrics"]["seq_acc"] == 1.0
+    assert main(["eval", str(out), "--splits", "train,valid,train_k", "-n", "64", "--no-plots",
+                 "--no-progress"]) == 0
+    res = json.loads((out / "eval.json").read_text())["splits"]
+    assert all(res[s]["metrics"]["seq_acc"]["mean"] == 1.0 for s in ("train", "valid", "train_k"))
 
 
 def test_default_compile_length_covers_every_split():

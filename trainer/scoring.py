@@ -23,14 +23,28 @@ def example_values(name: str, pred: torch.Tensor, batch: SeqBatch) -> list:
     return [score(name, p, t) for p, t in zip(pred, targets)]
 
 
-def loss_fn(logits: torch.Tensor, batch: SeqBatch) -> torch.Tensor:
-    """Cross-entropy: per_position averaged over the batch's scored positions."""
+def loss_weight(batch: SeqBatch) -> float:
+    """How many terms the batch's loss averages: its examples, or its scored positions."""
     if batch.targets.dim() == 1:
-        return F.cross_entropy(logits, batch.targets)
-    s = batch.targets >= 0
-    if not bool(s.any()):
+        return float(batch.targets.shape[0])
+    return float((batch.targets >= 0).sum())
+
+
+def loss_fn(logits: torch.Tensor, batch: SeqBatch, per_shard=None) -> torch.Tensor:
+    """Cross-entropy averaged over the batch's examples (pooled heads) or
+    scored positions (per_position).  Under data parallelism `per_shard` is
+    the mean `loss_weight` of a shard, so the shards' averaged gradients are
+    the full batch's exactly."""
+    if batch.targets.dim() == 1:
+        logits, targets = logits, batch.targets
+    else:
+        s = batch.targets >= 0
+        logits, targets = logits[s], batch.targets[s]
+    if not targets.numel():
         return logits.sum() * 0.0
-    return F.cross_entropy(logits[s], batch.targets[s])
+    if per_shard is None:
+        return F.cross_entropy(logits, targets)
+    return F.cross_entropy(logits, targets, reduction="sum") / max(per_shard, 1.0)
 
 
 def predictions(logits: torch.Tensor) -> torch.Tensor:

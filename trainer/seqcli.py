@@ -32,9 +32,8 @@ def _fan_only_given(args, hp_flags) -> list:
              is not None]
     if getattr(args, "compress", None) is not None:
         given.append("--compress")
-    for flag in ("guard", "freeze_fragile"):
-        if getattr(args, flag, "auto") != "auto":
-            given.append("--" + flag.replace("_", "-"))
+    if getattr(args, "freeze_fragile", "auto") != "auto":
+        given.append("--freeze-fragile")
     return given
 
 
@@ -56,6 +55,7 @@ def seq_hparams(args, hp_flags):
         raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
     spec = get_encoder_spec(args.model)
     flags = {k: getattr(args, k, None) for k in SHARED_FLAGS}
+    flags["guard"] = {"on": True, "off": False}.get(getattr(args, "guard", "auto"))
     hp = make_seq_hparams(args.preset, task, spec, flags, parse_set(args.set), init)
     if init == "compiled":
         from trainer.seqcompiled import resolve_hparams
@@ -89,7 +89,7 @@ def run_seq_train(args, hp_flags) -> int:
                            args.resume, not args.no_progress, args.max_wall, args.init)
     print(threads, file=sys.stderr)
     s = train_seq(cfg)
-    valid = ", ".join(f"{m} {v:.4f}" for m, v in s["final_valid"].items() if v is not None)
+    valid = ", ".join(f"{m} {v:.4f}" for m, v in s["final_eval_metrics"].items() if v is not None)
     print(f"trained {cfg.task}/{cfg.model} ({s['n_params']} parameters) to step {s['step']} in "
           f"{s['seconds']:.1f}s: training loss {s['final_loss'] if s['final_loss'] is None else round(s['final_loss'], 5)}, "
           f"{s['valid_split']} ({s['valid_samples']} examples) {valid}; run in {cfg.out}")

@@ -55,6 +55,13 @@ class SeqHParams:
     ckpt_every: int = 500
     keep_ckpts: int = 2
     seed: int = 0
+    # the descent guard and the EMA (trainer/guard.py, trainer/ema.py), as for Fan's tasks
+    guard: bool = False            # keep only steps that do not hurt the batch and a fixed guard sample
+    guard_samples: int = 256       # guard examples per split
+    guard_every: int = 1           # check the guard sample every this many kept steps
+    flat_stop: int = 0             # guarded runs: stop once exact and the loss gained < 5% over this many steps
+    keep_zeros: bool = False       # train only the nonzero weights (a compiled start's sparsity pattern)
+    ema: float = 0.0               # decay of an EMA of the weights, kept after the warm-up (0: off)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self):
@@ -65,12 +72,17 @@ class SeqHParams:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    def decay_from(self) -> int:
+        """The step from which the EMA averages (the end of the warm-up)."""
+        return self.warmup
+
     def encoder_fields(self) -> dict:
         return {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_ff", "dropout")}
 
     def validate(self) -> "SeqHParams":
         ints = {"d_model": 1, "n_layer": 1, "n_head": 1, "d_ff": 1, "batch_size": 1, "steps": 0, "warmup": 0,
-                "log_every": 1, "eval_every": 0, "eval_samples": 1, "ckpt_every": 1, "keep_ckpts": 1, "seed": 0}
+                "log_every": 1, "eval_every": 0, "eval_samples": 1, "ckpt_every": 1, "keep_ckpts": 1, "seed": 0,
+                "guard_samples": 1, "guard_every": 1, "flat_stop": 0}
         for k, lo in ints.items():
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
@@ -81,6 +93,11 @@ class SeqHParams:
                 raise RaspError(f"{k} = {v!r}: a finite number >= 0")
         if self.lr <= 0:
             raise RaspError(f"lr = {self.lr}: must be positive")
+        for k in ("guard", "keep_zeros"):
+            if not isinstance(getattr(self, k), bool):
+                raise RaspError(f"{k} = {getattr(self, k)!r}: true or false")
+        if isinstance(self.ema, bool) or not isinstance(self.ema, (int, float)) or not 0 <= self.ema < 1:
+            raise RaspError(f"ema = {self.ema!r}: a decay in [0, 1) (0 = off)")
         if not self.dropout < 1:
             raise RaspError(f"dropout = {self.dropout}: below 1")
         if not (isinstance(self.betas, (list, tuple)) and len(self.betas) == 2
@@ -212,10 +229,15 @@ def apply(hp: SeqHParams, values: dict) -> SeqHParams:
     return hp
 
 
-# `--init compiled` (trainer/seqcompiled.py): the compiled program is exact and not
-# trained (steps > 0 are refused there).  The random encoder's own defaults and
-# sizes do not apply to it.
-INIT_DEFAULTS = {"compiled": {"steps": 0}}
+# `--init compiled` (trainer/seqcompiled.py): the compiled program is exact as
+# compiled, so by default it is not trained (--steps 0); given steps, it is
+# fine-tuned as a compiled Fan-task start is (trainer/presets.init_defaults):
+# under the descent guard (one unguarded AdamW step at lr 1e-4 took words_z60's
+# token accuracy from 1.0 to 0.19), its zero weights kept, no weight decay,
+# ending once exact and flat.  The random encoder's own defaults and sizes do
+# not apply to it.
+INIT_DEFAULTS = {"compiled": {"steps": 0, "guard": True, "keep_zeros": True, "guard_every": 10, "flat_stop": 60,
+                              "weight_decay": 0.0}}
 
 
 def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str = "random") -> SeqHParams:

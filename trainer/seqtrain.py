@@ -1,12 +1,14 @@
-"""The training loop of the comparison tasks (SeqTask x encoder, BENCHMARKS.md).
+"""The comparison tasks (SeqTask x encoder) as a kind of run of the one
+training loop (trainer/loop.py).
 
 Batches come from the task's train split, generated online by a seeded
 NumPy generator (or read from `--data FILE.jsonl`, reshuffled every epoch);
 AdamW with clipping and a cosine / constant / linear / root schedule; the
 encoder's `aux_loss` (ACT ponder cost) is added to the task loss and its
 `set_progress(step, total)` is called before every step.  The run directory
-is the Fan trainer's (trainer/checkpoint.py: atomic safetensors checkpoints,
-a `--resume` that continues bit-identically, one writer per directory):
+is every run's (trainer/loop.py, trainer/checkpoint.py: atomic safetensors
+checkpoints, a `--resume` that continues bit-identically, one writer per
+directory):
 
     run.json        kind "seq", task, model, preset, data, every hyper-parameter
     metrics.jsonl   loss, acc (the task's headline metric on the batch), lr,
@@ -16,19 +18,14 @@ a `--resume` that continues bit-identically, one writer per directory):
 """
 from __future__ import annotations
 
-import json
-import math
-import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from rasp.errors import RaspError
-from trainer import checkpoint, scoring
+from trainer import checkpoint, loop, scoring
 from trainer.models import ENCODERS, get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
@@ -95,7 +92,6 @@ def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: SeqHParams) -> tuple:
     """(model, init_info or None): random weights, or the task's program compiled."""
     if cfg.init == "compiled":
         from trainer import seqcompiled
-        seqcompiled.check_steps(hp)          # (also on --resume --steps N)
         return seqcompiled.build(task, hp)
     if cfg.init != "random":
         raise RaspError(f"unknown --init {cfg.init!r} (random or compiled)")
@@ -182,145 +178,158 @@ def evaluate_metrics(task, model, examples, device) -> dict:
     return {m: scoring.summary(r["values"][m])["mean"] for m in task.metrics}
 
 
-def train_seq(cfg: SeqRunConfig) -> dict:
-    try:
-        with checkpoint.run_lock(cfg.out, cfg.resume):
-            return _train(cfg)
-    except OSError as e:
-        raise checkpoint.write_failed(e, cfg.out, "the run") from None
+class SeqKind:
+    """The per-kind parts of a comparison-task run that trainer/loop.py calls."""
 
+    def __init__(self, cfg: SeqRunConfig):
+        self.cfg, self.hp = cfg, cfg.hp
+        self.task = seq_task(cfg.task)
+        check_splits(self.task, cfg.hp)
+        self.data = read_jsonl(self.task, cfg.data) if cfg.data else None
+        self.headline = self.task.metrics[0]
+        self.stream = None
 
-def _train(cfg: SeqRunConfig) -> dict:
-    hp, out, device = cfg.hp, Path(cfg.out), torch.device(cfg.device)
-    task = seq_task(cfg.task)
-    check_splits(task, hp)
-    data = read_jsonl(task, cfg.data) if cfg.data else None
-    ckpt = checkpoint.latest(out, repair=True)
-    if ckpt is not None and not cfg.resume:
-        raise RaspError(f"{out} already holds a run (step {checkpoint.load_state(ckpt)['step']}); "
-                        f"pass --resume to continue it or choose another --out")
+    # -- setting up ---------------------------------------------------------------
+    def prepare(self, device):
+        self.device = device
+        self.valid = validation_set(self.task, self.hp)
 
-    torch.manual_seed(hp.seed)
-    model, init_info = initial_model(cfg, task, hp)
-    model = model.to(device)
-    stream = TrainStream(task, hp, data)
-    step, sums = 0, {"loss": 0.0, "acc": 0.0, "k": 0}
-    # groups: parameters tagged by their model (S4D's SSM lr cap, Mamba's no-decay A and D)
-    opt = torch.optim.AdamW(param_groups(model, hp.lr, hp.weight_decay), lr=hp.lr,
-                            betas=tuple(hp.betas), eps=hp.eps, weight_decay=hp.weight_decay)
-    if ckpt is not None:
-        state = checkpoint.load_state(ckpt)
-        checkpoint.load_weights(ckpt, model, device)
-        checkpoint.restore_optimizer(ckpt, opt, state)        # also the torch RNG
-        step, sums = state["step"], state["accumulators"]
-        stream.rng.bit_generator.state = state["numpy_rng"]
-        stream.lengths = state.get("train_lengths")
-    valid = validation_set(task, hp)
-    headline = task.metrics[0]
+    def check_memory(self, device):
+        check_memory(self.task, self.cfg, self.data, device)
 
-    metrics_path = out / "metrics.jsonl"
-    checkpoint.write_json_atomic(out / "run.json", cfg.to_dict() | {"n_params": _n_params(model)}
-                                 | ({"init_info": init_info} if init_info else {}))
-    kept = [r for r in checkpoint.read_jsonl(metrics_path) if r.get("step", 0) <= step]
-    checkpoint.write_text_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
+    def seed_rng(self):
+        self.stream = TrainStream(self.task, self.hp, self.data)
 
-    def save(at: int):
-        checkpoint.save(out, at, model, opt, {"numpy_rng": stream.rng.bit_generator.state, "accumulators": sums,
-                                              "train_lengths": stream.lengths,
-                                              "config": model_config(cfg, task, model), "model_name": cfg.model,
-                                              "task": cfg.task}, keep=hp.keep_ckpts)
+    def initial_model(self, device):
+        model, info = initial_model(self.cfg, self.task, self.hp)
+        self.model_config = model_config(self.cfg, self.task, model)
+        return model, info
 
-    def evaluate(at: int) -> dict:
-        res = evaluate_metrics(task, model, valid, device)
-        row = {"step": at, **{f"eval_{m}": v for m, v in res.items()}, "eval_acc": res[headline]}
-        _append(metrics_path, row)
-        return row
+    def load_model(self, ckpt, state, device):
+        if self.cfg.init == "compiled":
+            from trainer import seqcompiled
+            model = seqcompiled.rebuild(self.task, state["config"]["looped"])
+        else:
+            model = build_model(self.task, self.cfg.model, self.hp)
+        self.model_config = model_config(self.cfg, self.task, model)
+        return checkpoint.load_weights(ckpt, model, device)
 
-    if step == 0 and hp.eval_every:
-        evaluate(0)
-    bar = tqdm(total=hp.steps, initial=step, disable=not cfg.progress, dynamic_ncols=True,
-               desc=f"{cfg.task}/{cfg.model}")
-    t_start = t_last = time.perf_counter()
-    last_step, last_eval = step, None
-    while step < hp.steps:
-        lr = lr_at(step, hp)
-        for g in opt.param_groups:
-            g["lr"] = lr * g.get("lr_scale", 1.0)
-        model.set_progress(step, hp.steps)
-        batch = collate(task, stream.examples(step)).to(device)
-        model.train()
-        logits, enc = model(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
-        loss = scoring.loss_fn(logits, batch)
+    def restore(self, state: dict):
+        self.stream.rng.bit_generator.state = state["numpy_rng"]
+        self.stream.lengths = state.get("train_lengths")
+
+    def state(self, at: int) -> dict:
+        return {"numpy_rng": self.stream.rng.bit_generator.state, "train_lengths": self.stream.lengths,
+                "config": self.model_config}
+
+    def run_record(self) -> dict:
+        return self.cfg.to_dict()
+
+    # -- optimising ---------------------------------------------------------------
+    def param_groups(self, model) -> list:
+        # groups: parameters tagged by their model (S4D's SSM lr cap, Mamba's no-decay A and D)
+        return param_groups(model, self.hp.lr, self.hp.weight_decay)
+
+    def adam_options(self) -> dict:
+        return {"betas": tuple(self.hp.betas), "eps": self.hp.eps, "weight_decay": self.hp.weight_decay}
+
+    def lr_at(self, step: int) -> float:
+        return lr_at(step, self.hp)
+
+    def before_step(self, model, step: int):
+        model.set_progress(step, self.hp.steps)
+
+    def train_batch(self, step: int, shard: slice, device):
+        return collate(self.task, self.stream.examples(step)[shard]).to(device)
+
+    def batch_weight(self, batch) -> float:
+        return scoring.loss_weight(batch)
+
+    def loss(self, net, batch, per_shard=None):
+        logits, enc = net(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
+        loss = scoring.loss_fn(logits, batch, per_shard)
         if enc.aux_loss is not None:
             loss = loss + enc.aux_loss
-        if not math.isfinite(float(loss.detach())):
-            raise RaspError(f"training diverged at step {step + 1}: the loss is not finite (lr {lr:.3g}; try a "
-                            f"smaller --lr).  The last checkpoint in {out} is intact")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip if hp.grad_clip > 0 else math.inf)
-        opt.step()
-        step += 1
-        batch_acc = scoring.summary(scoring.example_values(headline, scoring.predictions(logits.detach()), batch))
-        sums["loss"] += float(loss.detach())
-        sums["acc"] += batch_acc["mean"] or 0.0
-        sums["k"] += 1
-        if step % hp.log_every == 0 or step == hp.steps:
-            now = time.perf_counter()
-            row = {"step": step, "loss": sums["loss"] / sums["k"], "acc": sums["acc"] / sums["k"], "lr": lr,
-                   "grad_norm": float(gnorm), "steps_per_s": (step - last_step) / max(now - t_last, 1e-9)}
-            t_last, last_step = now, step
-            sums = {"loss": 0.0, "acc": 0.0, "k": 0}
-            _append(metrics_path, row)
-            bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['acc']:.3f}",
-                            **({"valid": f"{last_eval['eval_acc']:.3f}"} if last_eval else {}))
-        if hp.eval_every and step % hp.eval_every == 0:
-            last_eval = evaluate(step)
-        bar.update(1)
-        stop_now = cfg.max_wall is not None and time.perf_counter() - t_start > cfg.max_wall
-        if step % hp.ckpt_every == 0 or step == hp.steps or stop_now:
-            save(step)
-        if stop_now:
-            break
-    if checkpoint.latest(out) is None:
-        save(step)
-    bar.close()
-    return _summary(cfg, task, model, valid, device, metrics_path, step, time.perf_counter() - t_start, out,
-                    stream.lengths)
+        values = scoring.example_values(self.headline, scoring.predictions(logits.detach()), batch)
+        return loss, scoring.summary(values)["mean"] or 0.0
+
+    # -- measuring ----------------------------------------------------------------
+    def evaluate(self, model) -> dict:
+        res = evaluate_metrics(self.task, model, self.valid, self.device)
+        return {**{f"eval_{m}": v for m, v in res.items()}, "eval_acc": res[self.headline]}
+
+    def eval_description(self, step: int) -> str:
+        return f"{self.headline} on {len(self.valid)} examples of split {self.hp.valid_split}, at step {step}"
+
+    def guard_sample(self, model) -> list:
+        return guard_examples(self.task, self.hp, model)
+
+    def guard_eval(self, net, sample) -> tuple:
+        """-> (mean loss, mean headline metric, 1.0) over the guard sample."""
+        loss, acc, total = 0.0, 0.0, sum(len(b.lengths) for b in sample)
+        for b in sample:
+            l, a = self.loss(net, b.to(self.device))
+            loss += float(l) * len(b.lengths) / total
+            acc += float(a) * len(b.lengths) / total
+        return loss, acc, 1.0
+
+    def log_fields(self, step: int) -> dict:
+        return {}
+
+    def bar_fields(self, row: dict) -> dict:
+        return {}
+
+    def summary_fields(self) -> dict:
+        return {"headline": self.headline, "valid_split": self.hp.valid_split, "valid_samples": len(self.valid),
+                "train_lengths": self.stream.lengths}
+
+    def plot_title(self) -> str:
+        return f"{self.cfg.task} / {self.cfg.model}"
+
+    def curve_labels(self) -> tuple:
+        return f"training batch {self.headline}", f"{self.hp.valid_split} {self.headline}"
 
 
-def _summary(cfg, task, model, valid, device, metrics_path, step, seconds, out, train_lengths) -> dict:
-    rows = [r for r in checkpoint.read_jsonl(metrics_path) if r.get("step", 0) <= step]
-    last_eval = next((r for r in reversed(rows) if "eval_acc" in r), None)
-    if last_eval is None or last_eval["step"] != step:
-        res = evaluate_metrics(task, model, valid, device)
-        last_eval = {"step": step, **{f"eval_{m}": v for m, v in res.items()}, "eval_acc": res[task.metrics[0]]}
-        _append(metrics_path, last_eval)
-        rows.append(last_eval)
-    train_rows = [r for r in rows if "loss" in r]
-    summary = {"task": cfg.task, "model": cfg.model, "step": step, "steps": cfg.hp.steps, "seconds": seconds,
-               "n_params": _n_params(model), "headline": task.metrics[0],
-               "final_loss": train_rows[-1]["loss"] if train_rows else None,
-               "final_train_acc": train_rows[-1]["acc"] if train_rows else None,
-               "final_valid": {m: last_eval.get(f"eval_{m}") for m in task.metrics},
-               "final_valid_step": last_eval["step"], "valid_split": cfg.hp.valid_split,
-               "valid_samples": len(valid), "train_lengths": train_lengths}
-    try:
-        from trainer.plots import train_curves
-        h = task.metrics[0]
-        summary["curves"] = train_curves(rows, out / "train_curves.png", f"{cfg.task} / {cfg.model}",
-                                         f"training batch {h}", f"{cfg.hp.valid_split} {h}")
-    except Exception as e:          # a plot must never lose a finished run
-        summary["curves"] = f"not written: {e}"
-    summary["finished"] = step >= cfg.hp.steps
-    checkpoint.write_json_atomic(out / "summary.json", summary)
-    return summary
+def guard_examples(task: SeqTask, hp, model, batch_size: int = 64) -> list:
+    """The descent guard's fixed sample, from its own seed: `guard_samples`
+    examples of every split the model can take (a compiled model: those within
+    its design length), batched by length."""
+    rng = np.random.default_rng([hp.seed, 999])
+    longest = getattr(getattr(model, "encoder", None), "max_length", None)
+    examples = []
+    for name, split in task.splits.items():
+        got = task.generate(rng, split.params, hp.guard_samples)
+        if longest is None and name != hp.valid_split:
+            continue                      # a trained model: its validation split
+        examples += [e for e in got if longest is None or example_length(e) <= longest]
+    examples.sort(key=example_length)
+    return [collate(task, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
 
 
-def _n_params(model) -> int:
-    return sum(p.numel() for p in model.parameters())
+def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device):
+    """Refuse a batch whose activations would not fit, before allocating
+    them: the longest training example (the file's, or a generated batch's)
+    times the batch size, through every layer (and every iteration of a
+    looped or implicit model) at the model width, plus attention scores."""
+    from trainer.validate import available_memory
+    hp = cfg.hp
+    sample = data if data is not None else task.generate(np.random.default_rng([hp.seed, 5]),
+                                                         task.splits[hp.train_split].params, min(hp.batch_size, 64))
+    n_tokens = max(example_length(e) for e in sample) + 2
+    depth = hp.n_layer * int(hp.extra.get("max_iters", hp.extra.get("n_iter", 1)) or 1)
+    width = max(hp.d_model, hp.d_ff)
+    per_layer = hp.batch_size * n_tokens * (8 * hp.d_model + 2 * width + 2 * hp.n_head * n_tokens)
+    params = 12 * depth * hp.d_model * width + 4 * len(task.vocab) * hp.d_model
+    need = 4 * (depth * per_layer + 6 * params)
+    have = available_memory(device)
+    if need > have:
+        raise RaspError(f"a batch of {hp.batch_size} examples of up to {n_tokens} tokens through {depth} layers of "
+                        f"width {hp.d_model} needs about {need / 2 ** 30:.1f} GiB to train; {device} has "
+                        f"{have / 2 ** 30:.1f} GiB available (use a smaller d_model, n_layer, batch_size"
+                        f"{' or shorter --data rows' if data is not None else ''})")
+    return need
 
 
-def _append(path: Path, row: dict):
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
+def train_seq(cfg: SeqRunConfig) -> dict:
+    """Run (or resume) a comparison-task run; returns its summary."""
+    return loop.train(SeqKind(cfg))

@@ -1,0 +1,98 @@
+"""The descent guard: keep an optimizer step only when it does not hurt.
+
+Compiled weights sit on a knife edge (a 1e-9 change to a residual writer can
+flip a hard attention), so a fine-tune of a compiled start keeps a step only
+if the loss on its own batch does not rise, and then checks the kept steps
+on a fixed guard sample (every length the model was compiled for).  Any
+model and task can use it (`--guard on`); the training loop (trainer/loop.py)
+calls `Guard.step` in place of `optimizer.step()`.  What it measures comes
+from the run's kind (`Kind.guard_eval`, `Kind.loss`), so the same guard
+serves Fan et al.'s tasks and the comparison tasks.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+
+class Snapshot:
+    """Weights and optimizer state to return to."""
+
+    def __init__(self, model, opt):
+        self.take(model, opt)
+
+    def take(self, model, opt):
+        self.params = [p.detach().clone() for p in model.parameters()]
+        self.opt_state = copy.deepcopy(opt.state_dict())
+
+    @torch.no_grad()
+    def restore(self, model, opt):
+        for p, old in zip(model.parameters(), self.params):
+            p.copy_(old)
+        opt.load_state_dict(copy.deepcopy(self.opt_state))
+
+
+class Guard:
+    """`state` is JSON (it travels in the checkpoint): scale (the step-size
+    factor), the guard sample's loss / acc / confident share at the last
+    passed check, pending (kept steps not yet checked) and every (the
+    current check interval)."""
+
+    def __init__(self, kind, hp, net, model, opt, dist, state: dict):
+        self.kind, self.hp, self.net, self.model, self.opt, self.dist = kind, hp, net, model, opt, dist
+        self.state = state
+        self.sample = kind.guard_sample(model)
+        self.verified = Snapshot(model, opt)        # the last state the guard sample passed
+
+    def measure(self):
+        with torch.no_grad():
+            return self.kind.guard_eval(self.net, self.sample)
+
+    def step(self, batch, loss: float, acc: float) -> int:
+        """Keep the optimizer step only if the loss on the current batch does
+        not rise (and its accuracy does not fall); else undo it and halve the
+        step size.  `verify` then checks the kept steps on the guard sample,
+        after every step at first and less often while checks pass.  Returns
+        the number of steps rejected."""
+        g, d = self.state, self.dist
+        if "loss" not in g:
+            g["loss"], g["acc"], g["confident"] = self.measure()
+        before_step = Snapshot(self.model, self.opt)
+        self.opt.step()
+        with torch.no_grad():
+            new_loss, new_acc = self.kind.loss(self.net, batch)
+        before, after = d.mean(loss), d.mean(float(new_loss))
+        if not (math.isfinite(after) and after <= before and d.mean(float(new_acc)) >= d.mean(acc)):
+            before_step.restore(self.model, self.opt)
+            g["scale"] *= 0.5
+            return 1
+        g["pending"] = g.get("pending", 0) + 1
+        if g["pending"] >= g.get("every", 1):
+            return self.verify()
+        return 0
+
+    def verify(self) -> int:
+        """The steps kept since the last check stay only if, on the guard
+        sample, the loss did not rise and accuracy did not fall (nor, for a
+        start with a halting clock, the share where Eq. 2 picks T(n));
+        otherwise they are all undone and the step size halved (it regrows x2
+        per passed check, up to 1).  The interval between checks doubles
+        after each pass (up to hp.guard_every) and drops back to 1 after a
+        failure, so a stable fine-tune pays for a check every guard_every
+        steps while a failing one loses a single step per rejection; what is
+        kept is always a checked state.  Returns the number of steps undone."""
+        g = self.state
+        pending, g["pending"] = g.get("pending", 0), 0
+        if not pending:
+            return 0
+        loss, acc, conf = self.measure()
+        if loss <= g["loss"] and acc >= g["acc"] and conf >= g.get("confident", 0.0):
+            g.update(scale=min(1.0, g["scale"] * 2.0), loss=loss, acc=acc, confident=conf,
+                     every=min(2 * g.get("every", 1), max(1, self.hp.guard_every)))
+            self.verified.take(self.model, self.opt)
+            return 0
+        self.verified.restore(self.model, self.opt)
+        g.update(scale=g["scale"] * 0.5, every=1)
+        return pending
