@@ -201,3 +201,34 @@ def test_trainer_calls_set_progress_adds_aux_loss_and_reports_stats(tmp_path):
         assert st["residual"]["mean"] == 0.5 and st["iterations"]["max"] <= 12
     finally:
         ENCODERS.pop("probe_enc", None)
+
+
+def test_ddp_two_cpu_processes_match_single_process_for_a_comparison_model(tmp_path):
+    """`torchrun --nproc_per_node 2` (gloo) trains a comparison model on the
+    same global batch as one process: the logged loss curve agrees (each
+    shard's loss is normalised by the mean shard weight, so the averaged
+    gradients are the full batch's; only float summation order differs)."""
+    import subprocess
+    root = Path(__file__).resolve().parent.parent
+    args = ["train", "--task", "words_z60", "--model", "gru", "--no-progress", "--steps", "12", "--batch-size", "16",
+            "--set", "log_every=3", "--set", "eval_every=0", "--set", "eval_samples=16", "--set", "ckpt_every=12",
+            "--d-model", "16", "--lr", "0.03"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    r = subprocess.run([sys.executable, "-m", "trainer", *args, "--out", str(single)], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        "-m", "trainer", *args, "--out", str(ddp)], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((ddp / "run.json").read_text())["world_size"] == 2
+
+    def losses(run):
+        return [r["loss"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    a, b = losses(single), losses(ddp)
+    assert len(a) == len(b) == 4 and len(set(a)) == 4
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4 * max(a), (a, b)
+    from safetensors.torch import load_file
+    wa, wb = (load_file(str(run / "checkpoints" / "step_0000012" / "model.safetensors")) for run in (single, ddp))
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-4      # the same trajectory

@@ -176,26 +176,38 @@ def _main_rank() -> bool:
     return os.environ.get("RANK", "0") == "0"      # torchrun: one report, from rank 0
 
 
-def run_train(args) -> int:
+def train_kind(args):
+    """The run `rasp train ARGS` asks for, as a kind of run of the one
+    training loop (trainer/loop.py): a Fan task's or a comparison task's."""
     if is_seq_train(args):
-        from trainer.seqcli import run_seq_train
-        return run_seq_train(args, _HP_FLAGS)
+        from trainer.seqcli import seq_run_config
+        from trainer.seqtrain import SeqKind
+        return SeqKind(seq_run_config(args, _HP_FLAGS))
     if args.set or args.data:
         raise RaspError("--set/--data are for comparison tasks; Fan tasks take the hyper-parameter flags")
-    from trainer.train import train
-    threads = set_threads(args.threads)
-    cfg = config_from_args(args)
-    if _main_rank():
-        print(threads, file=sys.stderr)
-    summary = train(cfg)
-    if not _main_rank():
-        return 0
+    from trainer.train import FanKind
+    return FanKind(config_from_args(args))
+
+
+def report(summary: dict) -> str:
+    """The line `rasp train` ends with."""
     w = summary.get("final_loss_steps")
     loss = (f"training loss {summary['final_loss']:.4g} (mean of steps {w[0]}-{w[1]})"
             if summary.get("final_loss") is not None else "no training steps")
-    print(f"trained {cfg.task}/{cfg.model} ({cfg.init} init) to step {summary['step']} in "
-          f"{summary['seconds']:.1f}s: {loss}, in-distribution exact match {summary['final_eval_acc']:.3f} "
-          f"(oracle stop, measured at step {summary['final_eval_step']}); run in {cfg.out}")
+    return (f"trained {summary['task']}/{summary['model']} ({summary['init']} init, {summary['n_params']:,} "
+            f"parameters) to step {summary['step']} in {summary['seconds']:.1f}s: {loss}; {summary['final_eval']}")
+
+
+def run_train(args) -> int:
+    threads = set_threads(args.threads)
+    kind = train_kind(args)
+    if _main_rank():
+        print(threads, file=sys.stderr)
+    from trainer import loop
+    summary = loop.train(kind)
+    if not _main_rank():
+        return 0
+    print(f"{report(summary)}; run in {kind.cfg.out}")
     if summary.get("stopped"):
         print(f"stopped early: {summary['stopped']}")
     return 0

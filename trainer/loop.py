@@ -254,7 +254,7 @@ def _summary(kind, model, opt, metrics_path: Path, step: int, seconds: float, in
         "step": step, "steps": hp.steps, "finished": step >= hp.steps or bool(_stopped(rows)),
         "seconds": seconds, "n_params": n_params(model),
         "final_eval_acc": last_eval["eval_acc"], "final_eval_step": last_eval["step"],
-        "final_eval": kind.eval_description(last_eval["step"]),
+        "final_eval": kind.eval_description(last_eval),
         "final_eval_metrics": {k[len("eval_"):]: v for k, v in last_eval.items()
                                if k.startswith("eval_") and k != "eval_acc"},
         "final_loss": last["loss"] if last else None,

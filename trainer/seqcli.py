@@ -63,12 +63,13 @@ def seq_hparams(args, hp_flags):
     return hp
 
 
-def run_seq_train(args, hp_flags) -> int:
+def seq_run_config(args, hp_flags):
+    """The SeqRunConfig of `rasp train ARGS` on a comparison task (a resumed
+    run keeps its own settings; --steps may extend it)."""
     from trainer import checkpoint
-    from trainer.cli import _device, set_threads
+    from trainer.cli import _device
     from trainer.seqpresets import SeqHParams
-    from trainer.seqtrain import SeqRunConfig, seq_task, train_seq
-    threads = set_threads(args.threads)
+    from trainer.seqtrain import SeqRunConfig, seq_task
     out = Path(args.out)
     if args.resume and checkpoint.has_run(out):
         _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
@@ -76,24 +77,16 @@ def run_seq_train(args, hp_flags) -> int:
         hp = SeqHParams.from_dict(run["hparams"])
         if args.steps is not None:
             hp.steps = args.steps
-        cfg = SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
-                           _device(args.device), True, not args.no_progress, args.max_wall,
-                           run.get("init", "random"))
-    else:
-        task = seq_task(args.task)
-        hp = seq_hparams(args, hp_flags)
-        if args.data and not Path(args.data).is_file():
-            raise RaspError(f"--data {args.data}: no such file")
-        cfg = SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
-                           str(Path(args.data).resolve()) if args.data else None, _device(args.device),
-                           args.resume, not args.no_progress, args.max_wall, args.init)
-    print(threads, file=sys.stderr)
-    s = train_seq(cfg)
-    valid = ", ".join(f"{m} {v:.4f}" for m, v in s["final_eval_metrics"].items() if v is not None)
-    print(f"trained {cfg.task}/{cfg.model} ({s['n_params']} parameters) to step {s['step']} in "
-          f"{s['seconds']:.1f}s: training loss {s['final_loss'] if s['final_loss'] is None else round(s['final_loss'], 5)}, "
-          f"{s['valid_split']} ({s['valid_samples']} examples) {valid}; run in {cfg.out}")
-    return 0
+        return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
+                            _device(args.device), True, not args.no_progress, args.max_wall,
+                            run.get("init", "random"))
+    task = seq_task(args.task)
+    hp = seq_hparams(args, hp_flags)
+    if args.data and not Path(args.data).is_file():
+        raise RaspError(f"--data {args.data}: no such file")
+    return SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
+                        str(Path(args.data).resolve()) if args.data else None, _device(args.device),
+                        args.resume, not args.no_progress, args.max_wall, args.init)
 
 
 def run_seq_eval(args) -> int:

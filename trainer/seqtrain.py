@@ -258,8 +258,10 @@ class SeqKind:
         res = evaluate_metrics(self.task, model, self.valid, self.device)
         return {**{f"eval_{m}": v for m, v in res.items()}, "eval_acc": res[self.headline]}
 
-    def eval_description(self, step: int) -> str:
-        return f"{self.headline} on {len(self.valid)} examples of split {self.hp.valid_split}, at step {step}"
+    def eval_description(self, row: dict) -> str:
+        values = ", ".join(f"{m} {row[f'eval_{m}']:.4f}" for m in self.task.metrics
+                           if row.get(f"eval_{m}") is not None)
+        return f"{self.hp.valid_split} ({len(self.valid)} examples) {values} (measured at step {row['step']})"
 
     def guard_sample(self, model) -> list:
         return guard_examples(self.task, self.hp, model)

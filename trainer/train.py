@@ -159,9 +159,9 @@ class FanKind:
         return {"eval_acc": in_distribution_accuracy(self.spec, self.hp, model, self.data, self.hp.seed,
                                                      self.hp.eval_samples, self.device)}
 
-    def eval_description(self, step: int) -> str:
-        return (f"in-distribution exact match, oracle stop, {self.hp.eval_samples} inputs of "
-                f"lengths {self.data.task.min_n}..{self.hp.max_train_n}, at step {step}")
+    def eval_description(self, row: dict) -> str:
+        return (f"in-distribution exact match {row['eval_acc']:.3f} (oracle stop, {self.hp.eval_samples} inputs "
+                f"of lengths {self.data.task.min_n}..{self.hp.max_train_n}, measured at step {row['step']})")
 
     def guard_sample(self, model) -> list:
         # a compiled start's halting clock: the guard also keeps Eq. 2 finding T(n)
