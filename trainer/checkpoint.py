@@ -40,6 +40,10 @@ from rasp.errors import RaspError, RaspFileError
 from trainer.model import LoopedTransformer
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
+# run.json / summary.json "format": 2 since one training loop serves every kind
+# of run (trainer/loop.py); a run.json without it is format 1, read and resumed
+# as before.  A newer format is refused: this code cannot know what it changed.
+RUN_FORMAT = 2
 KIND = "rasp-checkpoint/1"
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -117,6 +121,11 @@ def _check_run(run, path):
           and isinstance(run.get("hparams"), dict))
     if not ok:
         raise RaspFileError(path, "not a run description (needs task, model, init and hparams)")
+    fmt = run.get("format", 1)
+    if not (isinstance(fmt, int) and not isinstance(fmt, bool) and 1 <= fmt <= RUN_FORMAT):
+        # not damage (no falling back to the checkpoint's copy): a run this code cannot read
+        raise RaspError(f"{path}: run format {json.dumps(fmt)[:20]}: this rasp reads run formats 1 to "
+                        f"{RUN_FORMAT}; use the rasp version that wrote the run (or a newer one)")
     if is_seq_run(run):
         from trainer.seqpresets import SeqHParams as HParams
     else:

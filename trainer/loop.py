@@ -37,8 +37,6 @@ from trainer import checkpoint, distributed, ema
 from trainer.compiled import finetune_stop_reason
 from trainer.guard import Guard
 
-RUN_FORMAT = 2      # run.json / summary.json "format"; runs without it are format 1 (before the one loop)
-
 
 def train(kind) -> dict:
     """Run (or resume) `kind`'s training; returns the summary."""
@@ -118,7 +116,7 @@ def _train(kind, d) -> dict:
     if d.main:
         out.mkdir(parents=True, exist_ok=True)
         checkpoint.write_json_atomic(out / "run.json", kind.run_record() | {
-            "format": RUN_FORMAT, "n_params": n_params(model), "init_info": init_info, "world_size": d.world})
+            "format": checkpoint.RUN_FORMAT, "n_params": n_params(model), "init_info": init_info, "world_size": d.world})
         kept = read_metrics(metrics_path, step)     # drop rows written after the checkpoint
         checkpoint.write_text_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
         if step == 0:
@@ -250,7 +248,7 @@ def _summary(kind, model, opt, metrics_path: Path, step: int, seconds: float, in
     prev = [r["step"] for r in train_rows[:-1]]
     solved = [r["step"] for r in rows if r.get("eval_acc", 0) >= 1.0]
     summary = {
-        "format": RUN_FORMAT, "task": cfg.task, "model": cfg.model, "init": cfg.init,
+        "format": checkpoint.RUN_FORMAT, "task": cfg.task, "model": cfg.model, "init": cfg.init,
         "step": step, "steps": hp.steps, "finished": step >= hp.steps or bool(_stopped(rows)),
         "seconds": seconds, "n_params": n_params(model),
         "final_eval_acc": last_eval["eval_acc"], "final_eval_step": last_eval["step"],

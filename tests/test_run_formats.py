@@ -1,0 +1,84 @@
+"""Run directories written before the one training loop (run format 1) still
+load, evaluate and resume, bit-identically to what the old code would have
+trained; a run of a format this code does not know is refused with a message.
+
+tests/data/runs_v1/ holds two tiny runs written by the two training loops
+that came before trainer/loop.py (commit 0461801), each cut back to its
+step-10 checkpoint as a `kill -9` after that checkpoint leaves it:
+
+    fan_v1  rasp train --task parity --steps 20 --d-model 16 --n-head 2 --ckpt-every 10 --log-every 5
+            --eval-every 10 --eval-samples 16 --max-train-n 4 --interval 5 --batch-size 8
+    seq_v1  rasp train --task words_z60 --model gru --steps 20 --batch-size 8 --d-model 8 --set log_every=5
+            --set eval_every=10 --set eval_samples=16 --set ckpt_every=10
+
+The hashes and losses below are what the old code wrote at step 20 when it
+ran those commands to the end."""
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rasp.cli import main
+from trainer.cli import planned_hparams
+
+DATA = Path(__file__).parent / "data" / "runs_v1"
+OLD_END = {
+    "fan_v1": ("686465e940220de972fd110cdf2feda06f555452494d9bfde112c4bbe1bddb08",
+               [2.279127, 2.021129, 1.727983, 1.464882]),
+    "seq_v1": ("0e92f4e5586da0a71fcbb61f8a743970790c84550abf79bdbbed428ab677ce33",
+               [4.141486, 4.191443, 4.139522, 4.119769]),
+}
+COMMANDS = {
+    "fan_v1": ["--task", "parity", "--steps", "20", "--d-model", "16", "--n-head", "2", "--ckpt-every", "10",
+               "--log-every", "5", "--eval-every", "10", "--eval-samples", "16", "--max-train-n", "4", "--interval",
+               "5", "--batch-size", "8"],
+    "seq_v1": ["--task", "words_z60", "--model", "gru", "--steps", "20", "--batch-size", "8", "--d-model", "8",
+               "--set", "log_every=5", "--set", "eval_every=10", "--set", "eval_samples=16", "--set", "ckpt_every=10"],
+}
+
+
+def _copy(name, tmp_path) -> Path:
+    run = tmp_path / name
+    shutil.copytree(DATA / name, run)
+    return run
+
+
+@pytest.mark.parametrize("name", sorted(OLD_END))
+def test_a_format_1_run_resumes_to_what_the_old_code_trained(name, tmp_path):
+    run = _copy(name, tmp_path)
+    assert "format" not in json.loads((run / "run.json").read_text())
+    assert main(["train", "--resume", "--out", str(run), "--no-progress"]) == 0
+    weights = run / "checkpoints" / "step_0000020" / "model.safetensors"
+    digest, losses = OLD_END[name]
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == digest
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [round(r["loss"], 6) for r in rows if "loss" in r] == losses
+    assert json.loads((run / "run.json").read_text())["format"] == 2
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["format"] == 2 and summary["finished"] and summary["step"] == 20
+
+
+@pytest.mark.parametrize("name", sorted(OLD_END))
+def test_a_format_1_run_is_not_stale_for_the_command_that_made_it(name):
+    """`rasp compare` compares a run's recorded hyper-parameters with what its
+    command gives a new run now: the new settings must not flag old runs."""
+    recorded = json.loads((DATA / name / "run.json").read_text())["hparams"]
+    now = planned_hparams(COMMANDS[name] + ["--out", "x"])
+    assert {k: (recorded[k], now[k]) for k in recorded.keys() & now.keys() if recorded[k] != now[k]} == {}
+
+
+def test_a_format_1_run_evaluates(tmp_path):
+    fan, seq = _copy("fan_v1", tmp_path), _copy("seq_v1", tmp_path)
+    assert main(["eval", str(fan), "--lengths", "1:2", "--samples", "4", "--no-plots", "--no-progress"]) == 0
+    assert main(["eval", str(seq), "--splits", "valid", "-n", "8", "--no-plots", "--no-progress"]) == 0
+
+
+def test_a_run_of_an_unknown_format_is_refused(tmp_path, capsys):
+    run = _copy("seq_v1", tmp_path)
+    doc = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(doc | {"format": 99}))
+    assert main(["eval", str(run), "--splits", "valid", "-n", "8", "--no-plots", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "run format 99" in err and "reads run formats 1 to 2" in err and "Traceback" not in err
