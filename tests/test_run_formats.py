@@ -82,3 +82,27 @@ def test_a_run_of_an_unknown_format_is_refused(tmp_path, capsys):
     assert main(["eval", str(run), "--splits", "valid", "-n", "8", "--no-plots", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "run format 99" in err and "reads run formats 1 to 2" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, argv, named", [
+    ("seq_v1", ["eval", "--samples", "8"], "--samples"),
+    ("seq_v1", ["eval", "--stop", "confidence"], "--stop"),
+    ("fan_v1", ["eval", "--splits", "valid"], "--splits"),
+    ("fan_v1", ["eval", "-n", "8"], "-n"),
+    ("fan_v1", ["train", "--resume", "--lr", "0.5"], "lr 0.001"),
+    ("seq_v1", ["train", "--resume", "--set", "d_ff=64"], "d_ff 128"),
+])
+def test_a_flag_that_does_not_apply_is_refused(name, argv, named, tmp_path, capsys):
+    run = _copy(name, tmp_path)
+    cmd = [argv[0], *(["--out", str(run)] if argv[0] == "train" else [str(run)]), *argv[1:], "--no-progress"]
+    assert main(cmd) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+    assert not (run / "checkpoints" / "step_0000020").exists()
+
+
+def test_resume_applies_the_bookkeeping_flags(tmp_path):
+    run = _copy("seq_v1", tmp_path)
+    assert main(["train", "--resume", "--out", str(run), "--set", "log_every=2", "--no-progress"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss" in r] == [5, 10, 12, 14, 16, 18, 20]

@@ -102,12 +102,34 @@ def _newest_step_name(out: Path):
 
 # ---- run description --------------------------------------------------------------
 
+# what `--resume` may change: how long the run goes on and how it is logged,
+# never what the model and its updates are
+RESUMABLE = ("steps", "ckpt_every", "log_every", "eval_every", "eval_samples", "keep_ckpts")
+
+
+def resumed_hparams(hp, given: dict):
+    """`hp` (a resumed run's own settings) with the settings given again on
+    the command line: those in RESUMABLE apply, any other that differs from
+    the run's is refused (a flag never silently does nothing)."""
+    def current(k):         # a field, or a comparison model's extra option
+        return getattr(hp, k) if hasattr(hp, k) else getattr(hp, "extra", {}).get(k)
+    changed = [k for k, v in given.items() if v is not None and k not in RESUMABLE and current(k) != v]
+    if changed:
+        raise RaspError(f"--resume: the run was trained with {', '.join(f'{k} {current(k)!r}' for k in changed)};"
+                        f" a resumed run keeps its settings (only {', '.join(RESUMABLE)} may change): leave "
+                        "them out, or start a new run with another --out")
+    for k in RESUMABLE:
+        if given.get(k) is not None:
+            setattr(hp, k, given[k])
+    return hp
+
+
 def run_fingerprint(run: dict) -> str:
     """Hash of what a run.json says about the model and its training: what
     a resume keeps (everything but --steps and --device)."""
     keep = {k: run.get(k) for k in ("task", "model", "init", "compress", "compress_method", "preset", "kind",
                                     "data")}
-    keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items() if k != "steps"}
+    keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items() if k not in RESUMABLE}
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
 
 
@@ -191,7 +213,7 @@ def check_run_matches(run: dict, ckpt, run_path):
             diff = sorted(k for k in set(copy) | set(run) if k not in ("hparams", "device", "init_info",
                                                                        "world_size") and copy.get(k) != run.get(k))
             diff += sorted(f"hparams.{k}" for k in set(copy["hparams"]) | set(run["hparams"])
-                           if k != "steps" and copy["hparams"].get(k) != run["hparams"].get(k))
+                           if k not in RESUMABLE and copy["hparams"].get(k) != run["hparams"].get(k))
             raise RaspFileError(run_path, f"does not describe the model in {Path(ckpt).name} (it differs in "
                                           f"{', '.join(diff[:4]) or 'its contents'}): it was edited after "
                                           "training")

@@ -126,9 +126,7 @@ def config_from_args(args):
     if args.resume and checkpoint.has_run(out):
         # A resumed run keeps its own settings (only --steps may extend it).
         run = checkpoint.read_checked_run(out)     # an edited run.json is refused
-        hp = HParams.from_dict(run["hparams"])
-        if args.steps is not None:
-            hp.steps = args.steps
+        hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"]), fan_flags(args))
         return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
                          compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
                          preset=run["preset"], device=_device(args.device), hp=hp, resume=True,
@@ -147,11 +145,21 @@ def fresh_hparams(args) -> HParams:
     task = get_task(args.task)
     if args.model not in MODELS:
         raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
-    overrides = {k: getattr(args, k, None) for k in _HP_FLAGS}
-    # the descent guard keeps a compiled start exact (see train._guarded_step)
-    overrides["guard"] = {"on": True, "off": False}.get(args.guard)
-    overrides["freeze_fragile"] = {"on": True, "off": False}.get(args.freeze_fragile)
-    return make_hparams(args.preset, task, args.init, **overrides)
+    return make_hparams(args.preset, task, args.init, **fan_flags(args))
+
+
+def fan_flags(args) -> dict:
+    """The hyper-parameters given as flags (None: not given)."""
+    given = {k: getattr(args, k, None) for k in _HP_FLAGS}
+    # the descent guard keeps a compiled start exact (trainer/guard.py)
+    given["guard"] = on_off(args.guard)
+    given["freeze_fragile"] = on_off(args.freeze_fragile)
+    return given
+
+
+def on_off(value: str):
+    """--guard / --freeze-fragile: on, off, or auto (None: the preset decides)."""
+    return {"on": True, "off": False}.get(value)
 
 
 def planned_hparams(train_argv: list) -> dict:
@@ -213,13 +221,22 @@ def run_train(args) -> int:
     return 0
 
 
+def refuse_given(args, names, why: str):
+    """Refuse the flags among `names` that were given: they do not apply to this run."""
+    given = [("-n" if k == "n" else "--" + k.replace("_", "-")) for k in names if getattr(args, k, None)
+             not in (None, [], False)]
+    if given:
+        raise RaspError(f"{', '.join(given)}: not used here ({why})")
+
+
 def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("run", help="run directory written by `rasp train`")
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
-    p.add_argument("--stop", default="oracle", choices=list(RULES))
-    p.add_argument("--threshold", type=validate.THRESHOLD, default=0.01,
-                   help="--stop threshold: confidence CE to exit at")
-    p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=256, help="test inputs per length")
+    p.add_argument("--stop", default=None, choices=list(RULES), help="Fan-task runs: the stopping rule (default oracle)")
+    p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
+                   help="--stop threshold: confidence CE to exit at (default 0.01)")
+    p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
+                   help="Fan-task runs: test inputs per length (default 256)")
     p.add_argument("--batch-size", type=validate.EVAL_BATCH, default=128)
     p.add_argument("--seed", type=validate.SEED, default=1234)
     p.add_argument("--max-len", type=validate.EVAL_MAX_LEN, default=None, metavar="N",
@@ -246,8 +263,10 @@ def run_eval(args) -> int:
     if _run_kind_is_seq(run_dir):
         from trainer.seqcli import run_seq_eval
         return run_seq_eval(args)
-    if args.splits or args.set or args.n is not None:
-        raise RaspError("--splits/--set/-n are for comparison-task runs; Fan-task runs take --lengths/--samples")
+    refuse_given(args, ("splits", "set", "n"), "a Fan-task run is evaluated by length (--lengths, --samples, --stop)")
+    args.stop = args.stop or "oracle"
+    args.threshold = 0.01 if args.threshold is None else args.threshold
+    args.samples = 256 if args.samples is None else args.samples
     run = checkpoint.read_run(run_dir)
     train_max = run["hparams"].get("max_train_n", 1)
     if args.lengths is None:

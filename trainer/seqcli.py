@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rasp.errors import RaspError
+from trainer.seqpresets import parse_set
 
 # Fan-trainer flags that mean the same for a comparison run (others are refused)
 SHARED_FLAGS = ("steps", "batch_size", "lr", "weight_decay", "warmup", "d_model", "n_layer", "n_head", "grad_clip",
@@ -44,19 +45,24 @@ def _refuse_fan_only(args, hp_flags):
                         "(set model settings with --set KEY=VALUE)")
 
 
+def seq_flags(args, sets=None) -> dict:
+    """The hyper-parameters given as flags (None: not given), and --set's."""
+    from trainer.cli import on_off
+    return {k: getattr(args, k, None) for k in SHARED_FLAGS} | {"guard": on_off(getattr(args, "guard", "auto"))} \
+        | (sets or {})
+
+
 def seq_hparams(args, hp_flags):
     """The hyper-parameters a new comparison run of these arguments trains with."""
     from trainer.models import get_encoder_spec
-    from trainer.seqpresets import make_seq_hparams, parse_set
+    from trainer.seqpresets import make_seq_hparams
     from trainer.seqtrain import seq_task
     _refuse_fan_only(args, hp_flags)
     task, init = seq_task(args.task), getattr(args, "init", "random")
     if init == "compiled" and args.model != "looped":
         raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
     spec = get_encoder_spec(args.model)
-    flags = {k: getattr(args, k, None) for k in SHARED_FLAGS}
-    flags["guard"] = {"on": True, "off": False}.get(getattr(args, "guard", "auto"))
-    hp = make_seq_hparams(args.preset, task, spec, flags, parse_set(args.set), init)
+    hp = make_seq_hparams(args.preset, task, spec, seq_flags(args), parse_set(args.set), init)
     if init == "compiled":
         from trainer.seqcompiled import resolve_hparams
         resolve_hparams(task, hp)
@@ -74,9 +80,7 @@ def seq_run_config(args, hp_flags):
     if args.resume and checkpoint.has_run(out):
         _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
         run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
-        hp = SeqHParams.from_dict(run["hparams"])
-        if args.steps is not None:
-            hp.steps = args.steps
+        hp = checkpoint.resumed_hparams(SeqHParams.from_dict(run["hparams"]), seq_flags(args, parse_set(args.set)))
         return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
                             _device(args.device), True, not args.no_progress, args.max_wall,
                             run.get("init", "random"))
@@ -92,10 +96,9 @@ def seq_run_config(args, hp_flags):
 def run_seq_eval(args) -> int:
     from trainer.cli import _device, set_threads
     from trainer.seqeval import evaluate_seq_run, format_table
-    from trainer.seqpresets import parse_set
-    if args.lengths is not None or args.stop != "oracle":
-        raise RaspError("--lengths/--stop are for Fan-task runs; a comparison run is evaluated per split "
-                        "(--splits a,b)")
+    from trainer.cli import refuse_given
+    refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
+                 "a comparison run is evaluated per split: --splits a,b, -n N")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
     if args.n is not None and args.n < 1:
         raise RaspError(f"-n {args.n}: must be at least 1")
