@@ -45,7 +45,7 @@ COMMANDS = {
                                  "(all names without NAME)"),
     "train": Command("trainer.cli", "train a looped transformer on a task", "add_train_args", "run_train"),
     "eval": Command("trainer.cli", "evaluate a training run", "add_eval_args", "run_eval"),
-    "data": Command("trainer.seqcli", "write a comparison task's split as JSON lines, or print its statistics",
+    "data": Command("trainer.datacli", "write a comparison task's split as JSON lines, or print its statistics",
                     "add_data_args", "run_data"),
     "compare": Command("trainer.compare.cli", "run a comparison suite and report it beside the published numbers"),
 }

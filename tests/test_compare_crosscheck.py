@@ -149,7 +149,7 @@ def test_reference_probes_go_through_the_compare_runner(tmp_path):
 
 
 def test_python_m_trainer_compare_is_rasp_compare(tmp_path, capsys):
-    from trainer.cli import main
+    from trainer.__main__ import main
     assert main(["compare", "counting", "--models", "gru", "--seeds", "1", "--out", str(tmp_path), "--dry-run"]) == 0
     assert "6 runs in" in capsys.readouterr().out
     assert main(["compare", "no_such_suite"]) == 2

@@ -21,6 +21,7 @@ import torch
 from rasp.errors import RaspError
 from trainer.models import MODELS
 from trainer.presets import PRESETS, HParams, make_hparams
+from trainer.seqpresets import parse_set
 from trainer.stopping import RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
 from trainer import validate
@@ -175,9 +176,95 @@ def planned_hparams(train_argv: list) -> dict:
         raise RaspError(f"cannot parse the train arguments {' '.join(train_argv)}") from None
     args.resume = False
     if is_seq_train(args):
-        from trainer.seqcli import seq_hparams
         return seq_hparams(args, _HP_FLAGS).to_dict()
     return fresh_hparams(args).to_dict()
+
+
+# ---- comparison-task runs -------------------------------------------------------------
+
+# Fan-trainer flags that mean the same for a comparison run (others are refused)
+SHARED_FLAGS = ("steps", "batch_size", "lr", "weight_decay", "warmup", "d_model", "n_layer", "n_head", "grad_clip",
+                "ckpt_every", "log_every", "eval_every", "eval_samples", "seed")
+
+
+def _fan_only_given(args, hp_flags) -> list:
+    given = [f"--{k.replace('_', '-')}" for k in hp_flags if k not in SHARED_FLAGS and getattr(args, k, None)
+             is not None]
+    if getattr(args, "compress", None) is not None:
+        given.append("--compress")
+    if getattr(args, "freeze_fragile", "auto") != "auto":
+        given.append("--freeze-fragile")
+    return given
+
+
+def _refuse_fan_only(args, hp_flags):
+    fan_only = _fan_only_given(args, hp_flags)
+    if fan_only:
+        raise RaspError(f"{', '.join(fan_only)}: Fan-task options, not used by comparison tasks "
+                        "(set model settings with --set KEY=VALUE)")
+
+
+def seq_flags(args, sets=None) -> dict:
+    """The hyper-parameters given as flags (None: not given), and --set's."""
+    return {k: getattr(args, k, None) for k in SHARED_FLAGS} | {"guard": on_off(getattr(args, "guard", "auto"))} \
+        | (sets or {})
+
+
+def seq_hparams(args, hp_flags):
+    """The hyper-parameters a new comparison run of these arguments trains with."""
+    from trainer.models import get_encoder_spec
+    from trainer.seqpresets import make_seq_hparams
+    from trainer.seqtrain import seq_task
+    _refuse_fan_only(args, hp_flags)
+    task, init = seq_task(args.task), getattr(args, "init", "random")
+    if init == "compiled" and args.model != "looped":
+        raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
+    spec = get_encoder_spec(args.model)
+    hp = make_seq_hparams(args.preset, task, spec, seq_flags(args), parse_set(args.set), init)
+    if init == "compiled":
+        from trainer.seqcompiled import resolve_hparams
+        resolve_hparams(task, hp)
+    return hp
+
+
+def seq_run_config(args, hp_flags):
+    """The SeqRunConfig of `rasp train ARGS` on a comparison task (a resumed
+    run keeps its own settings; --steps may extend it)."""
+    from trainer import checkpoint
+    from trainer.seqpresets import SeqHParams
+    from trainer.seqtrain import SeqRunConfig, seq_task
+    out = Path(args.out)
+    if args.resume and checkpoint.has_run(out):
+        _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
+        run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
+        hp = checkpoint.resumed_hparams(SeqHParams.from_dict(run["hparams"]), seq_flags(args, parse_set(args.set)))
+        return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
+                            _device(args.device), True, not args.no_progress, args.max_wall,
+                            run.get("init", "random"))
+    task = seq_task(args.task)
+    hp = seq_hparams(args, hp_flags)
+    if args.data and not Path(args.data).is_file():
+        raise RaspError(f"--data {args.data}: no such file")
+    return SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
+                        str(Path(args.data).resolve()) if args.data else None, _device(args.device),
+                        args.resume, not args.no_progress, args.max_wall, args.init)
+
+
+def run_seq_eval(args) -> int:
+    from trainer.cli import _device, set_threads
+    from trainer.seqeval import evaluate_seq_run, format_table
+    refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
+                 "a comparison run is evaluated per split: --splits a,b, -n N")
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
+    if args.n is not None and args.n < 1:
+        raise RaspError(f"-n {args.n}: must be at least 1")
+    print(set_threads(args.threads), file=sys.stderr)
+    res = evaluate_seq_run(args.run, splits, args.n, parse_set(args.set), args.batch_size, args.seed,
+                           _device(args.device), plots=not args.no_plots, progress=not args.no_progress,
+                           out_json=args.json)
+    print(format_table(res))
+    print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else ""))
+    return 0
 
 
 def _main_rank() -> bool:
@@ -188,7 +275,6 @@ def train_kind(args):
     """The run `rasp train ARGS` asks for, as a kind of run of the one
     training loop (trainer/loop.py): a Fan task's or a comparison task's."""
     if is_seq_train(args):
-        from trainer.seqcli import seq_run_config
         from trainer.seqtrain import SeqKind
         return SeqKind(seq_run_config(args, _HP_FLAGS))
     if args.set or args.data:
@@ -261,7 +347,6 @@ def run_eval(args) -> int:
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
         raise RaspError(f"{run_dir} is not a training run (no run.json)")
     if _run_kind_is_seq(run_dir):
-        from trainer.seqcli import run_seq_eval
         return run_seq_eval(args)
     refuse_given(args, ("splits", "set", "n"), "a Fan-task run is evaluated by length (--lengths, --samples, --stop)")
     args.stop = args.stop or "oracle"
@@ -285,21 +370,3 @@ def run_eval(args) -> int:
     print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else "")
           + (f" (merged with {res['kept']} earlier rows of other lengths)" if res.get("kept") else ""))
     return 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    add_train_args(sub.add_parser("train"))
-    add_eval_args(sub.add_parser("eval"))
-    from trainer.compare import cli as compare_cli     # `python -m trainer compare` = `rasp compare`
-    compare_cli.add_arguments(sub.add_parser("compare"))
-    args = parser.parse_args(argv)
-    try:
-        return {"train": run_train, "eval": run_eval, "compare": compare_cli.run}[args.cmd](args)
-    except RaspError as e:
-        print(e.format(), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:            # as `rasp`: Ctrl-C / SIGTERM of `compare` (its runs resume)
-        print("interrupted", file=sys.stderr)
-        return 130
