@@ -55,9 +55,29 @@ def set_threads(requested) -> str:
     return f"threads: {n} ({why})"
 
 
+def catalogue() -> str:
+    """Every task and model `rasp train` knows, a line each (the --help epilog)."""
+    from trainer.models import ENCODERS
+    from trainer.tasks.base import SeqTask
+
+    def block(title, rows):
+        width = max(len(name) for name, _ in rows) + 2
+        return f"{title}:\n" + "\n".join(f"  {name:<{width}}{text}" for name, text in rows)
+    fan = [(n, t.description) for n, t in TASKS.items() if not isinstance(t, SeqTask)]
+    seq = [(n, t.description) for n, t in TASKS.items() if isinstance(t, SeqTask)]
+    return "\n\n".join([
+        block("Fan et al.'s tasks (a looped transformer and its baselines: --model below)", fan),
+        block("models for Fan et al.'s tasks", [(n, m.description) for n, m in MODELS.items()]),
+        block("comparison tasks (docs: trainer/README.md)", seq),
+        block("models for the comparison tasks (--set KEY=VALUE sets their options)",
+              [(n, m.description) for n, m in ENCODERS.items()])])
+
+
 def add_train_args(p: argparse.ArgumentParser):
-    p.add_argument("--task", help=f"one of: {', '.join(TASKS)}")
-    p.add_argument("--model", default="looped", help=f"one of: {', '.join(MODELS)}")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = catalogue()
+    p.add_argument("--task", help="the task (listed below)")
+    p.add_argument("--model", default="looped", help="the model (listed below; default looped)")
     p.add_argument("--init", default="random", choices=["random", "compiled"])
     p.add_argument("--compress", type=validate.COMPRESS, default=None, metavar="D",
                    help="with --init compiled: project the compiled model into width D")

@@ -88,7 +88,8 @@ register = MODELS.register
 get_model_spec = MODELS.lookup
 
 
-register(ModelSpec("looped", adaptive=True, description="looped block, T(n) iterations, input injection"))
+register(ModelSpec("looped", adaptive=True, description="Fan et al.'s looped transformer: one block, T(n) "
+                                                        "iterations, input injection"))
 register(ModelSpec("looped_noinj", adaptive=True, injection=False,
                    description="looped block without input injection"))
 register(ModelSpec("fap", deep=True, fixed_steps="one", description="full-answer prediction, deep model"))
@@ -103,10 +104,13 @@ register(ModelSpec("ntp_loop", objective="ntp", fixed_steps="loop",
 
 
 # ---- the looped block as a comparison encoder (SeqTasks) -----------------------------
-# The same block as above (GPT-2 pre-norm, causal, no positional encoding),
-# weight-tied and applied `loops` times with input injection:
-# h_0 = 0, h_t = body(h_{t-1} + e).  Fan tasks look models up in MODELS, the
-# comparison tasks in ENCODERS, so both registries can say "looped".
+# One model, `looped`, for every task: the same LoopedTransformer (GPT-2
+# pre-norm block, causal, no positional encoding), weight-tied, with input
+# injection h_0 = 0, h_t = body(h_{t-1} + e).  What differs is only who knows
+# the number of iterations: Fan et al.'s tasks give T(n) per sample (MODELS
+# entry above); a comparison task has no T(n), so the model runs a fixed
+# `loops` (--set loops=K), unless it is the task's own program compiled
+# (--init compiled, trainer/seqcompiled.py), which runs its program's T(n).
 
 class LoopedEncoder(nn.Module):
     def __init__(self, cfg):
@@ -130,5 +134,6 @@ class LoopedEncoder(nn.Module):
 
 
 register_encoder(EncoderSpec("looped", LoopedEncoder, "looped",
-                             "Fan et al.'s block, weight-tied, `loops` iterations with input injection (causal)",
+                             "the looped transformer above: --set loops=K iterations (default 4), as no T(n) "
+                             "is known; --init compiled: its program's T(n)",
                              {"loops": 4, "injection": True, "pooling": "end"}, {}))

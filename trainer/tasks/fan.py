@@ -52,6 +52,7 @@ class Task:
     target: str = "fap"
     min_n: int = 1
     symbols: tuple = (">", "#")    # symbols the sampler needs from the program
+    description: str = ""          # one line, for `rasp train --help`
 
     @property
     def program_path(self) -> Path:
@@ -104,15 +105,20 @@ def _binary_out(sym):
     return [0, 1, sym["#"]]
 
 
-register(Task("parity", sample_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50)))
-register(Task("copy", sample_copy, _binary_out, PaperHParams(2, 8, 1000, 19, 30)))
+register(Task("parity", sample_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
+              description="Fan et al.: the parity of n bits (docs/tasks.md)"))
+register(Task("copy", sample_copy, _binary_out, PaperHParams(2, 8, 1000, 19, 30),
+              description="Fan et al.: copy n bits"))
 register(Task("addition", sample_addition, _binary_out, PaperHParams(3, 8, 1600, 19, 30),
-              symbols=(">", "#", "+")))
-register(Task("binary_sum", sample_binary_sum, _binary_out, PaperHParams(2, 16, 1000, 19, 24)))
+              symbols=(">", "#", "+"), description="Fan et al.: the sum of two n-bit numbers"))
+register(Task("binary_sum", sample_binary_sum, _binary_out, PaperHParams(2, 16, 1000, 19, 24),
+              description="Fan et al.: the number of ones among n bits, in binary"))
 register(Task("multiplication", sample_multiplication, _binary_out,
-              PaperHParams(4, 8, 500, 11, 15), t_max_extra=30, symbols=(">", "#", "*")))
+              PaperHParams(4, 8, 500, 11, 15), t_max_extra=30, symbols=(">", "#", "*"),
+              description="Fan et al.: the product of two binary numbers"))
 register(Task("unique_set", sample_unique_set, lambda sym: list(range(50)) + [sym["#"]],
-              PaperHParams(3, 8, 1000, 19, 30), t_max_extra=30))
+              PaperHParams(3, 8, 1000, 19, 30), t_max_extra=30,
+              description="Fan et al.: the distinct tokens of n, in order of first appearance"))
 
 
 def parse_lengths(text: str) -> list:
