@@ -450,22 +450,21 @@ def load_state(ckpt: Path) -> dict:
     return state
 
 
-def load_model(ckpt: Path, device="cpu") -> LoopedTransformer:
-    state = load_state(ckpt)
-    cfg = check_config(state["config"], Path(ckpt) / "state.json", "config")
-    tensors = load_tensors(Path(ckpt) / "model.safetensors", expected_shapes(cfg), device=device)
+def load_model(ckpt: Path, device="cpu", model: torch.nn.Module = None) -> torch.nn.Module:
+    """The weights of checkpoint `ckpt` in `model` (any module, built from the
+    checkpoint's config by its run's kind), or, without one, in the
+    LoopedTransformer that the checkpoint's config describes.  The file must
+    hold exactly the model's tensors and shapes (compiler's file checks)."""
+    path = Path(ckpt) / "model.safetensors"
+    if model is not None:
+        model.load_state_dict(load_tensors(path, {k: list(v.shape) for k, v in model.state_dict().items()},
+                                           device=device))
+        return model.to(device)
+    cfg = check_config(load_state(ckpt)["config"], Path(ckpt) / "state.json", "config")
+    tensors = load_tensors(path, expected_shapes(cfg), device=device)
     with torch.device("meta"):           # every tensor comes from the file
         model = LoopedTransformer(cfg)
     model.load_state_dict(tensors, assign=True)
-    return model.to(device)
-
-
-def load_weights(ckpt: Path, model: torch.nn.Module, device="cpu") -> torch.nn.Module:
-    """Fill `model` (any module, built from the checkpoint's config) with the
-    weights in `ckpt`; the file must hold exactly its tensors and shapes."""
-    shapes = {k: list(v.shape) for k, v in model.state_dict().items()}
-    tensors = load_tensors(Path(ckpt) / "model.safetensors", shapes, device=device)
-    model.load_state_dict(tensors)
     return model.to(device)
 
 

@@ -27,7 +27,7 @@ from rasp.errors import RaspError
 from trainer import checkpoint, scoring
 from trainer.seqdata import generate_split
 from trainer.seqpresets import SeqHParams, apply
-from trainer.seqtrain import build_model, score_examples, seq_task
+from trainer.seqtrain import checkpoint_model, score_examples, seq_task
 
 DEFAULT_N = 1000        # examples per split unless -n says otherwise (at most the split's paper size)
 STATS = ("depth", "iterations", "residual")
@@ -44,12 +44,8 @@ def load_run_model(run_dir: Path, sets: dict, device):
     task = seq_task(run["task"])
     hp = apply(SeqHParams.from_dict(run["hparams"]), sets).validate()
     state = checkpoint.load_state(ckpt)
-    if run.get("init", "random") == "compiled":       # rebuilt from the recorded config, not recompiled
-        from trainer import seqcompiled
-        model = seqcompiled.rebuild(task, state["config"]["looped"])
-    else:
-        model = build_model(task, run["model"], hp)
-    checkpoint.load_weights(ckpt, model, device)
+    model = checkpoint.load_model(ckpt, device, checkpoint_model(task, run["model"], run.get("init", "random"), hp,
+                                                                 state))
     return run, task, hp, model, state
 
 

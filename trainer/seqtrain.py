@@ -98,6 +98,15 @@ def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: SeqHParams) -> tuple:
     return build_model(task, cfg.model, hp), None
 
 
+def checkpoint_model(task: SeqTask, model_name: str, init: str, hp: SeqHParams, state: dict) -> SeqModel:
+    """The model a comparison checkpoint holds, its weights still to load: a
+    compiled one rebuilt from the checkpoint's config (not recompiled)."""
+    if init == "compiled":
+        from trainer import seqcompiled
+        return seqcompiled.rebuild(task, state["config"]["looped"])
+    return build_model(task, model_name, hp)
+
+
 def check_splits(task: SeqTask, hp: SeqHParams):
     for s in (hp.train_split, hp.valid_split):
         if s not in task.splits:
@@ -206,13 +215,10 @@ class SeqKind:
         return model, info
 
     def load_model(self, ckpt, state, device):
-        if self.cfg.init == "compiled":
-            from trainer import seqcompiled
-            model = seqcompiled.rebuild(self.task, state["config"]["looped"])
-        else:
-            model = build_model(self.task, self.cfg.model, self.hp)
+        model = checkpoint.load_model(ckpt, device, checkpoint_model(self.task, self.cfg.model, self.cfg.init,
+                                                                     self.hp, state))
         self.model_config = model_config(self.cfg, self.task, model)
-        return checkpoint.load_weights(ckpt, model, device)
+        return model
 
     def restore(self, state: dict):
         self.stream.rng.bit_generator.state = state["numpy_rng"]
