@@ -14,7 +14,8 @@ from rasp.cli import main
 from rasp.errors import RaspError
 from trainer import scoring, seqcompiled
 from trainer.seqdata import collate
-from trainer.seqpresets import SeqHParams
+from trainer.hparams import defaults
+from trainer.seqpresets import apply
 from trainer.seqtrain import seq_task
 
 MAX_LEN = 2                 # design length 4 x 2 = 8
@@ -29,7 +30,7 @@ def _words(task, lengths, n, seed=0):
 @pytest.fixture(scope="module")
 def z60():
     task = seq_task("words_z60")
-    model, info = seqcompiled.build(task, SeqHParams(extra={"compile_max_len": MAX_LEN}))
+    model, info = seqcompiled.build(task, apply(defaults("seq"), {"compile_max_len": MAX_LEN}))
     return task, model.eval(), info
 
 
@@ -37,7 +38,7 @@ def z60():
 def test_compiled_run_answers_the_task_labels_up_to_the_design_length(group, z60):
     task, model, info = z60 if group == "z60" else (seq_task(f"words_{group}"), None, None)
     if model is None:
-        model, info = seqcompiled.build(task, SeqHParams(extra={"compile_max_len": MAX_LEN}))
+        model, info = seqcompiled.build(task, apply(defaults("seq"), {"compile_max_len": MAX_LEN}))
         model.eval()
     assert info["design_length"] == 4 * MAX_LEN == model.encoder.max_length
     examples = _words(task, [1, 2, 5, 7, 8], 6, seed=len(group))

@@ -71,7 +71,7 @@ def test_combinations_and_memory_are_refused_before_allocating(tmp_path, capsys,
 def test_memory_estimate_is_in_range_for_a_real_model():
     """The estimate counts the parameters exactly and the activations roughly."""
     from trainer.models import get_model_spec, looped_config
-    from trainer.presets import HParams
+    from trainer.hparams import HParams
     from trainer.train import build_data
     spec, hp = get_model_spec("looped"), HParams(d_model=64, n_head=4, n_layer=2, max_train_n=5)
     data = build_data("parity", spec, hp)
@@ -95,7 +95,7 @@ def test_any_flag_value_is_accepted_or_refused_cleanly(flag, value):
     except argparse.ArgumentTypeError:
         return
     import math
-    from trainer.presets import CHOICES
+    from trainer.hparams import CHOICES
     assert v in CHOICES[flag] if flag in CHOICES else (math.isfinite(v) and v >= 0)
 
 

@@ -14,7 +14,8 @@ from seq_toys import TOYS, register_toys  # noqa: E402
 from rasp.cli import main  # noqa: E402
 from trainer import scoring  # noqa: E402
 from trainer.seqdata import SeqBatch, collate, generate_split, read_jsonl  # noqa: E402
-from trainer.seqpresets import SeqHParams, apply, lr_at, parse_set  # noqa: E402
+from trainer.hparams import defaults  # noqa: E402
+from trainer.seqpresets import apply, lr_at, parse_set  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -70,12 +71,12 @@ def test_collate_pads_and_masks():
 
 
 def test_presets_merge_and_set():
-    hp = apply(SeqHParams(), parse_set(["lr=0.5", "steps=3.0", "max_iters=12", "name=abc", "betas=[0.8,0.9]"]))
+    hp = apply(defaults("seq"), parse_set(["lr=0.5", "steps=3.0", "max_iters=12", "name=abc", "betas=[0.8,0.9]"]))
     assert hp.lr == 0.5 and hp.steps == 3 and isinstance(hp.steps, int) and hp.betas == [0.8, 0.9]
     assert hp.extra == {"max_iters": 12, "name": "abc"}
-    hp = SeqHParams(steps=10, lr=1.0, schedule="cosine")
+    hp = apply(defaults("seq"), {"steps": 10, "lr": 1.0, "schedule": "cosine"})
     assert lr_at(0, hp) == 1.0 and lr_at(10, hp) < 1e-9
-    assert lr_at(5, SeqHParams(steps=10, lr=1.0, schedule="linear")) == 0.5
+    assert lr_at(5, apply(defaults("seq"), {"steps": 10, "lr": 1.0, "schedule": "linear"})) == 0.5
 
 
 def _train(tmp, task, model, *extra):

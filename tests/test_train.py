@@ -26,7 +26,7 @@ from trainer import checkpoint, objectives  # noqa: E402
 from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval  # noqa: E402
 from trainer.evaluate import evaluate_run  # noqa: E402
 from trainer.models import MODELS, get_model_spec  # noqa: E402
-from trainer.presets import HParams  # noqa: E402
+from trainer.hparams import HParams  # noqa: E402
 from trainer.train import RunConfig, build_data, train  # noqa: E402
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

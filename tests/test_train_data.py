@@ -23,7 +23,8 @@ from trainer.compiled import compress, projection, remap_vocab, residual_second_
 from trainer.data import TaskData  # noqa: E402
 from trainer.labels import ProgramLabeler  # noqa: E402
 from trainer.model import LoopedConfig, LoopedTransformer  # noqa: E402
-from trainer.presets import HParams, make_hparams  # noqa: E402
+from trainer.hparams import HParams  # noqa: E402
+from trainer.presets import make_hparams  # noqa: E402
 from trainer.schedule import curriculum_max_n, lr_at, sample_lengths  # noqa: E402
 from trainer.tasks import TASKS, Task, get_task, parse_lengths  # noqa: E402
 

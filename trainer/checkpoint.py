@@ -148,11 +148,9 @@ def _check_run(run, path):
         # not damage (no falling back to the checkpoint's copy): a run this code cannot read
         raise RaspError(f"{path}: run format {json.dumps(fmt)[:20]}: this rasp reads run formats 1 to "
                         f"{RUN_FORMAT}; use the rasp version that wrote the run (or a newer one)")
-    if is_seq_run(run):
-        from trainer.seqpresets import SeqHParams as HParams
-    else:
-        from trainer.presets import HParams
-    types = {f.name: str(f.type) for f in dataclasses.fields(HParams)}
+    from trainer.hparams import HParams
+    mine = set(HParams.names("seq" if is_seq_run(run) else "fan"))
+    types = {f.name: str(f.type) for f in dataclasses.fields(HParams) if f.name in mine}
     for k, v in run["hparams"].items():
         if k in types and not _fits(v, types[k]):
             raise RaspFileError(path, f"hparams.{k}: {json.dumps(v)[:40]} is not a valid {types[k]}")

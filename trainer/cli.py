@@ -20,7 +20,8 @@ import torch
 
 from rasp.errors import RaspError
 from trainer.models import MODELS
-from trainer.presets import PRESETS, HParams, make_hparams
+from trainer.hparams import HParams
+from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
 from trainer.stopping import RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
@@ -251,13 +252,12 @@ def seq_run_config(args, hp_flags):
     """The SeqRunConfig of `rasp train ARGS` on a comparison task (a resumed
     run keeps its own settings; --steps may extend it)."""
     from trainer import checkpoint
-    from trainer.seqpresets import SeqHParams
     from trainer.seqtrain import SeqRunConfig, seq_task
     out = Path(args.out)
     if args.resume and checkpoint.has_run(out):
         _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
         run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
-        hp = checkpoint.resumed_hparams(SeqHParams.from_dict(run["hparams"]), seq_flags(args, parse_set(args.set)))
+        hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"], "seq"), seq_flags(args, parse_set(args.set)))
         return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
                             _device(args.device), True, not args.no_progress, args.max_wall,
                             run.get("init", "random"))

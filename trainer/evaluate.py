@@ -16,7 +16,7 @@ from tqdm import tqdm
 from rasp.errors import RaspError
 from trainer import checkpoint, objectives
 from trainer.models import get_model_spec
-from trainer.presets import HParams
+from trainer.hparams import HParams
 from trainer.stopping import RULES
 from trainer.train import build_data
 

@@ -1,84 +1,14 @@
-"""Hyper-parameters: the paper's (Fan et al. App. E / docs/tasks.md) and a small
-CPU preset that trains in minutes on 2 cores.  CLI flags override fields."""
+"""The presets of Fan et al.'s tasks: the paper's hyper-parameters (App. E /
+docs/tasks.md) and a small CPU preset that trains in minutes on 2 cores.
+CLI flags override fields (trainer/hparams.py: the one HParams class)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import replace
 from typing import Optional
 
 from rasp.errors import RaspError
+from trainer.hparams import HParams
 from trainer.tasks import Task
-
-
-# the recipe's switches and their values (the first is Fan et al.'s)
-CHOICES = {"wd_params": ("all", "matrices"), "init_scheme": ("gpt2", "normal"),
-           "read_in": ("linear", "embedding"), "arch": ("fan", "legacy"),
-           "loss_reduction": ("token", "sample"), "padding": ("scored", "ignored")}
-
-
-@dataclass
-class HParams:
-    d_model: int = 256
-    n_head: int = 8
-    n_layer: int = 1              # layers in the looped block
-    d_mlp: Optional[int] = None   # default 4 * d_model
-    batch_size: int = 64
-    lr: float = 1e-4
-    weight_decay: float = 0.01    # torch.optim.AdamW's default, as in Fan et al.'s code
-    wd_params: str = "all"        # "all" (Fan et al.: every parameter) | "matrices" (no decay on biases, norms)
-    warmup: int = 0               # linear warm-up steps
-    decay_start: Optional[int] = None  # cosine decay to 0 from this step (None: end of the curriculum)
-    ema: float = 0.0              # decay of an EMA of the weights kept after decay_start (0: off)
-    init_scheme: str = "gpt2"     # "gpt2" (Fan et al.: GPT-2 blocks, PyTorch-default read-in/out) | "normal" (all N(0, 0.02))
-    read_in: str = "linear"       # "linear" (one-hot Linear, bias) | "embedding" (nn.Embedding, N(0,1))
-    arch: str = "fan"             # "fan" (tanh GELU, read-in bias, no norm before read-out) | "legacy"
-    loss_reduction: str = "token"  # "token" (Fan et al.: mean over all answer tokens of the batch) | "sample"
-    padding: str = "scored"       # "scored" (Fan et al.: rows padded to the curriculum's longest, padding scored as `#`) | "ignored"
-    read_in_dims: Optional[int] = None  # fan-in of the one-hot read-in's init (Fan et al.: their n_dims; None: our vocab)
-    read_out_dims: Optional[int] = None  # read-out logits (Fan et al.: their n_dims, the extra never targets; None: our outputs)
-    steps: int = 100_000          # total optimizer steps
-    grad_clip: float = 1.0
-    start_n: int = 1              # curriculum: max length at step 0
-    max_train_n: int = 20         # curriculum: final max length
-    interval: int = 1000          # curriculum: steps per +1 of the max length
-    baseline_depth: int = 20      # FAP/NTP baselines: layers = this x the block's
-    pause_tokens: int = 20        # *-Pause baselines
-    loop_steps: int = 20          # NTP-Loop: fixed number of iterations
-    log_every: int = 50
-    ckpt_every: int = 1000
-    keep_ckpts: int = 2
-    eval_every: int = 500         # in-distribution exact match (oracle stop) during training
-    eval_samples: int = 256
-    guard: bool = False           # keep only steps that do not hurt the batch and a fixed guard sample
-    guard_samples: int = 256
-    guard_max_n: Optional[int] = None  # guard sample lengths 1..this (None: max_train_n); compiled: compile length
-    guard_every: int = 1          # check the guard sample every this many kept steps (undo them all if it fails)
-    flat_stop: int = 0            # guarded runs: stop once exact and the loss gained < 5% over this many steps
-    keep_zeros: bool = False      # train only the nonzero weights (a compiled start's sparsity pattern)
-    freeze_fragile: bool = False  # compiled start: freeze tensors whose tolerance shrinks with length
-    seed: int = 0
-
-    def to_dict(self):
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d):
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def curriculum_end(self) -> int:
-        return max(0, self.max_train_n - self.start_n) * self.interval
-
-    def decay_from(self) -> int:
-        return self.curriculum_end() if self.decay_start is None else self.decay_start
-
-    def validate(self):
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise RaspError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: "
-                                f"one of {', '.join(allowed)}")
-        if not 0.0 <= self.ema < 1.0:
-            raise RaspError(f"--ema {self.ema}: a decay in [0, 1) (0 = off)")
-        return self
 
 
 def fan_decay_start(max_train_n: int, interval: int) -> int:

@@ -26,7 +26,8 @@ import torch
 from rasp.errors import RaspError
 from trainer import checkpoint, scoring
 from trainer.seqdata import generate_split
-from trainer.seqpresets import SeqHParams, apply
+from trainer.hparams import HParams
+from trainer.seqpresets import apply
 from trainer.seqtrain import checkpoint_model, score_examples, seq_task
 
 DEFAULT_N = 1000        # examples per split unless -n says otherwise (at most the split's paper size)
@@ -42,7 +43,7 @@ def load_run_model(run_dir: Path, sets: dict, device):
     run = checkpoint.read_run(run_dir, ckpt)
     checkpoint.check_run_matches(run, ckpt, run_dir / "run.json")
     task = seq_task(run["task"])
-    hp = apply(SeqHParams.from_dict(run["hparams"]), sets).validate()
+    hp = apply(HParams.from_dict(run["hparams"], "seq"), sets).validate()
     state = checkpoint.load_state(ckpt)
     model = checkpoint.load_model(ckpt, device, checkpoint_model(task, run["model"], run.get("init", "random"), hp,
                                                                  state))

@@ -1,15 +1,16 @@
-"""Hyper-parameters of the comparison runs (SeqTasks).
+"""The presets of the comparison runs (SeqTasks), and their schedules.
 
-A run's settings are merged in this order, later winning:
+A run's settings (trainer/hparams.py: HParams of kind "seq") are merged in
+this order, later winning:
 
-    SeqHParams defaults
+    hparams.defaults("seq")
     < FAMILY[preset][task family]            (this file: optimiser, batch, steps)
     < EncoderSpec.defaults                    (the model's extra keys)
     < EncoderSpec.presets[preset][family]     (the model's sizes for that task)
     < CLI flags (--steps --lr --batch-size --d-model ...)
     < --set KEY=VALUE                         (any field, or an EncoderConfig.extra key)
 
-A key that is a SeqHParams field sets it; any other key goes to `extra`
+A key that is a field of a comparison run sets it; any other key goes to `extra`
 (handed to the encoder as EncoderConfig.extra).  Everything lands in
 run.json and the checkpoint.
 """
@@ -17,100 +18,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
 
 from rasp.errors import RaspError
+from trainer.hparams import HParams, defaults
 
 PRESET_NAMES = ("cpu", "paper")
-SCHEDULES = ("cosine", "constant", "linear", "root")
-POOLINGS = ("mean", "end", "cls")
-
-
-@dataclass
-class SeqHParams:
-    # encoder (EncoderConfig fields)
-    d_model: int = 64
-    n_layer: int = 1
-    n_head: int = 4
-    d_ff: int = 128
-    dropout: float = 0.0
-    # head
-    pooling: str = "mean"          # classify / pair tasks: mean | end | cls
-    # optimiser (AdamW)
-    batch_size: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    betas: list = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
-    grad_clip: float = 1.0         # 0 = no clipping
-    steps: int = 1000
-    schedule: str = "cosine"       # cosine (to 0) | constant | linear (OneCycle's linear anneal) | root (JRC rootwarmup)
-    warmup: int = 0
-    # data and bookkeeping
-    train_split: str = "train"
-    valid_split: str = "valid"
-    log_every: int = 50
-    eval_every: int = 250          # 0: only at the end
-    eval_samples: int = 256
-    ckpt_every: int = 500
-    keep_ckpts: int = 2
-    seed: int = 0
-    # the descent guard and the EMA (trainer/guard.py, trainer/ema.py), as for Fan's tasks
-    guard: bool = False            # keep only steps that do not hurt the batch and a fixed guard sample
-    guard_samples: int = 256       # guard examples per split
-    guard_every: int = 1           # check the guard sample every this many kept steps
-    flat_stop: int = 0             # guarded runs: stop once exact and the loss gained < 5% over this many steps
-    keep_zeros: bool = False       # train only the nonzero weights (a compiled start's sparsity pattern)
-    ema: float = 0.0               # decay of an EMA of the weights, kept after the warm-up (0: off)
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self):
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "SeqHParams":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def decay_from(self) -> int:
-        """The step from which the EMA averages (the end of the warm-up)."""
-        return self.warmup
-
-    def encoder_fields(self) -> dict:
-        return {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_ff", "dropout")}
-
-    def validate(self) -> "SeqHParams":
-        ints = {"d_model": 1, "n_layer": 1, "n_head": 1, "d_ff": 1, "batch_size": 1, "steps": 0, "warmup": 0,
-                "log_every": 1, "eval_every": 0, "eval_samples": 1, "ckpt_every": 1, "keep_ckpts": 1, "seed": 0,
-                "guard_samples": 1, "guard_every": 1, "flat_stop": 0}
-        for k, lo in ints.items():
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise RaspError(f"{k} = {v!r}: an integer >= {lo}")
-        for k in ("lr", "weight_decay", "eps", "grad_clip", "dropout"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise RaspError(f"{k} = {v!r}: a finite number >= 0")
-        if self.lr <= 0:
-            raise RaspError(f"lr = {self.lr}: must be positive")
-        for k in ("guard", "keep_zeros"):
-            if not isinstance(getattr(self, k), bool):
-                raise RaspError(f"{k} = {getattr(self, k)!r}: true or false")
-        if isinstance(self.ema, bool) or not isinstance(self.ema, (int, float)) or not 0 <= self.ema < 1:
-            raise RaspError(f"ema = {self.ema!r}: a decay in [0, 1) (0 = off)")
-        if not self.dropout < 1:
-            raise RaspError(f"dropout = {self.dropout}: below 1")
-        if not (isinstance(self.betas, (list, tuple)) and len(self.betas) == 2
-                and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas)):
-            raise RaspError(f"betas = {self.betas!r}: two numbers in [0, 1)")
-        self.betas = [float(b) for b in self.betas]
-        if self.schedule not in SCHEDULES:
-            raise RaspError(f"schedule = {self.schedule!r}: one of {', '.join(SCHEDULES)}")
-        if self.pooling not in POOLINGS:
-            raise RaspError(f"pooling = {self.pooling!r}: one of {', '.join(POOLINGS)}")
-        if not isinstance(self.extra, dict):
-            raise RaspError("extra must be a mapping")
-        return self
 
 
 # Per task family: what any model uses unless its EncoderSpec says otherwise.
@@ -210,10 +122,10 @@ def parse_set(items) -> dict:
     return out
 
 
-def apply(hp: SeqHParams, values: dict) -> SeqHParams:
-    """Set each key: a field (its type kept: an int field given 2.0 stays
-    2) or, otherwise, an `extra` key."""
-    names = {f.name for f in fields(SeqHParams)} - {"extra"}
+def apply(hp: HParams, values: dict) -> HParams:
+    """Set each key: a field of a comparison run (its type kept: an int field
+    given 2.0 stays 2) or, otherwise, an `extra` key."""
+    names = set(HParams.names("seq")) - {"extra"}
     for k, v in values.items():
         if k in names:
             old = getattr(hp, k)
@@ -240,11 +152,11 @@ INIT_DEFAULTS = {"compiled": {"steps": 0, "guard": True, "keep_zeros": True, "gu
                               "weight_decay": 0.0}}
 
 
-def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str = "random") -> SeqHParams:
+def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str = "random") -> HParams:
     if preset not in PRESET_NAMES:
         raise RaspError(f"unknown preset {preset!r} (known: {', '.join(PRESET_NAMES)})")
     fam = task_family(task)
-    hp = SeqHParams()
+    hp = defaults("seq")
     apply(hp, FAMILY[preset].get(fam, {}))
     if init == "random":
         apply(hp, dict(spec.defaults))
@@ -256,7 +168,7 @@ def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str
     return hp.validate()
 
 
-def lr_at(step: int, hp: SeqHParams) -> float:
+def lr_at(step: int, hp: HParams) -> float:
     """Warm-up (linear, `warmup` steps), then: cosine to 0 at the last step,
     constant, linear to 0 (OneCycleLR with linear annealing), or JRC's
     rootwarmup lr * min(1, t/W) / sqrt(max(t, W))."""

@@ -30,7 +30,8 @@ from trainer.models import ENCODERS, get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
 from trainer.seqdata import collate, example_length, read_jsonl
-from trainer.seqpresets import SeqHParams, lr_at
+from trainer.hparams import HParams, defaults
+from trainer.seqpresets import lr_at
 from trainer.tasks import get_task
 from trainer.tasks.base import SeqTask
 
@@ -41,7 +42,7 @@ class SeqRunConfig:
     model: str
     out: str
     preset: str = "cpu"
-    hp: SeqHParams = field(default_factory=SeqHParams)
+    hp: HParams = field(default_factory=lambda: defaults("seq"))
     data: Optional[str] = None          # a JSON-lines train set instead of online generation
     device: str = "cpu"
     resume: bool = False
@@ -61,12 +62,12 @@ def seq_task(name: str) -> SeqTask:
     return task
 
 
-def encoder_config(task: SeqTask, hp: SeqHParams) -> EncoderConfig:
+def encoder_config(task: SeqTask, hp: HParams) -> EncoderConfig:
     return EncoderConfig(vocab_size=len(task.vocab) + 1, causal=task.causal, extra=dict(hp.extra),
                          **hp.encoder_fields())
 
 
-def build_model(task: SeqTask, model_name: str, hp: SeqHParams) -> SeqModel:
+def build_model(task: SeqTask, model_name: str, hp: HParams) -> SeqModel:
     spec = get_encoder_spec(model_name) if model_name in ENCODERS else None
     if spec is None:
         raise RaspError(f"unknown model {model_name!r} for comparison tasks (known: {', '.join(ENCODERS)})")
@@ -88,7 +89,7 @@ def model_config(cfg: SeqRunConfig, task: SeqTask, model: SeqModel) -> dict:
     return out
 
 
-def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: SeqHParams) -> tuple:
+def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: HParams) -> tuple:
     """(model, init_info or None): random weights, or the task's program compiled."""
     if cfg.init == "compiled":
         from trainer import seqcompiled
@@ -98,7 +99,7 @@ def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: SeqHParams) -> tuple:
     return build_model(task, cfg.model, hp), None
 
 
-def checkpoint_model(task: SeqTask, model_name: str, init: str, hp: SeqHParams, state: dict) -> SeqModel:
+def checkpoint_model(task: SeqTask, model_name: str, init: str, hp: HParams, state: dict) -> SeqModel:
     """The model a comparison checkpoint holds, its weights still to load: a
     compiled one rebuilt from the checkpoint's config (not recompiled)."""
     if init == "compiled":
@@ -107,7 +108,7 @@ def checkpoint_model(task: SeqTask, model_name: str, init: str, hp: SeqHParams, 
     return build_model(task, model_name, hp)
 
 
-def check_splits(task: SeqTask, hp: SeqHParams):
+def check_splits(task: SeqTask, hp: HParams):
     for s in (hp.train_split, hp.valid_split):
         if s not in task.splits:
             raise RaspError(f"task {task.name} has no split {s!r} (splits: {', '.join(task.splits)})")
@@ -117,7 +118,7 @@ class TrainStream:
     """The training batches, a pure function of (seed, step) and the RNG state
     the checkpoint keeps."""
 
-    def __init__(self, task: SeqTask, hp: SeqHParams, data: Optional[list] = None):
+    def __init__(self, task: SeqTask, hp: HParams, data: Optional[list] = None):
         self.task, self.hp, self.data = task, hp, data
         self.params = task.splits[hp.train_split].params
         self.rng = np.random.default_rng(hp.seed)
@@ -152,7 +153,7 @@ def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
     return _PERM_CACHE[key]
 
 
-def validation_set(task: SeqTask, hp: SeqHParams) -> list:
+def validation_set(task: SeqTask, hp: HParams) -> list:
     """Fixed validation examples from their own generator (never the training stream)."""
     return task.generate(np.random.default_rng([hp.seed, 1]), task.splits[hp.valid_split].params, hp.eval_samples)
 

@@ -18,7 +18,7 @@ from trainer.data import TaskData
 from trainer.initialise import initial_model
 from trainer.labels import ProgramLabeler
 from trainer.models import get_model_spec
-from trainer.presets import HParams
+from trainer.hparams import HParams
 from trainer.schedule import curriculum_max_n, lr_at, sample_lengths
 from trainer.tasks import get_task
 

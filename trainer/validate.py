@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.presets import CHOICES
+from trainer.hparams import CHOICES, HParams
 
 MAX_SIZE = 1 << 16        # widths, heads, layers: far above anything trainable here
 MAX_N = 2000              # training problem sizes (the paper's largest is 20)
@@ -67,7 +67,7 @@ HP_FLAG_TYPES = {
     "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
     "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9),
     "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "read_in_dims": size, "read_out_dims": size,
-    **{name: one_of(allowed) for name, allowed in CHOICES.items()}}
+    **{name: one_of(allowed) for name, allowed in CHOICES.items() if name in HParams.names("fan")}}
 COMPRESS = size
 MAX_WALL = float_in(0.0, math.inf, lo_open=True)
 EVAL_SAMPLES = int_in(1, 1 << 20)
