@@ -222,7 +222,7 @@ class CompiledModel:
         if beyond_design not in BEYOND_DESIGN:
             raise ValueError(f"beyond_design must be one of {BEYOND_DESIGN}, not {beyond_design!r}")
         batch = [list(map(int, x)) for x in batch]
-        self.program.check_batch(batch, rasp.program.RunLimits())
+        self.program.check_batch(batch, rasp.RunLimits())
         longer = self.beyond_design(batch)
         if longer and beyond_design == "error":
             raise RaspError(self.beyond_design_message(batch, longer))
