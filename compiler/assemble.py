@@ -1,4 +1,4 @@
-"""Make the named-subspace ops dense and fill a `trainer.model.LoopedTransformer`.
+"""Make the named-subspace ops dense and fill a `model.LoopedTransformer`.
 
 BOS is tracked exactly while the weights are written: BOS attends only to
 itself, so its residual vector is a fixed function of the weights; each
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from trainer.model import LoopedConfig, LoopedTransformer
+from model import LoopedConfig, LoopedTransformer
 
 from .basis import BOS, GATE, IDX, IDX2, ONE, Cat
 from .clock import DONE_LOGIT, OPEN_LOGIT

@@ -53,7 +53,7 @@ def run_compiled(args) -> int:
     cm = load_compiled(args.program)
     if getattr(args, "trace", False):
         raise RaspError("--trace is for programs; a compiled model has no named variables to trace")
-    from rasp.program import RunLimits
+    from rasp.limits import RunLimits
     from .limits import check_compiled_run, check_steps_flag
     limits = RunLimits()
     max_len = args.max_len if getattr(args, "max_len", None) is not None else limits.max_len

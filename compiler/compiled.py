@@ -14,9 +14,9 @@ import torch
 from safetensors.torch import save_file
 
 import rasp
+from model import LoopedConfig, LoopedTransformer
 from rasp.errors import RaspError, RaspFileError
 from rasp.interpreter import host_values
-from trainer.model import LoopedConfig, LoopedTransformer
 
 from .assemble import assemble
 from .clock import Clock, try_clock
@@ -222,7 +222,7 @@ class CompiledModel:
         if beyond_design not in BEYOND_DESIGN:
             raise ValueError(f"beyond_design must be one of {BEYOND_DESIGN}, not {beyond_design!r}")
         batch = [list(map(int, x)) for x in batch]
-        self.program.check_batch(batch, rasp.program.RunLimits())
+        self.program.check_batch(batch, rasp.RunLimits())
         longer = self.beyond_design(batch)
         if longer and beyond_design == "error":
             raise RaspError(self.beyond_design_message(batch, longer))
@@ -295,7 +295,10 @@ class CompiledModel:
         """config.json, model.safetensors, program.rasp and manifest.json (their
         SHA-256), each written atomically."""
         from safetensors import SafetensorError
-        from .validate import COMPILED_FILES, write_manifest
+
+        from model.files import write_manifest
+
+        from .validate import COMPILED_FILES
         d = Path(directory)
         state = {k: v.contiguous() for k, v in self.model.state_dict().items()}
         try:
@@ -322,7 +325,7 @@ def _atomic(path: Path, write):
 
 
 def load_compiled(directory) -> CompiledModel:
-    """Every file is checked first (compiler/validate.py): a damaged or edited
+    """Every file is checked first (compiler/validate.py, model/files.py): a damaged or edited
     directory is a `DIR/FILE: error: ...`, never a loader's traceback."""
     from .validate import load_compiled_parts
     cfg, state, program, source = load_compiled_parts(directory)

@@ -8,8 +8,10 @@ import numpy as np
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError
 
-# ~10-20 s of one CPU thread (measured: 1.5e9 multiply-adds/s on parity) (a `max_work` argument, when the CLI has one, replaces it)
-DEFAULT_MAX_WORK = 3 * 10 ** 10
+# multiply-adds per run (a different unit from the interpreter's element operations,
+# rasp.limits.DEFAULT_MAX_WORK): ~10-20 s of one CPU thread (measured: 1.5e9 multiply-adds/s
+# on parity); a `max_work` argument, when the CLI has one, replaces it
+DEFAULT_MAX_MULADDS = 3 * 10 ** 10
 CHUNK = 256                      # CompiledModel.run_batch's batch size
 
 
@@ -34,7 +36,7 @@ def flops(cfg, n_tokens: int, batch: int, steps: int) -> float:
 
 
 def check_compiled_run(cm, batch, params, max_len: int, max_steps: int, where: str = "input",
-                       lines=None, max_work: float = DEFAULT_MAX_WORK, config_path=None):
+                       lines=None, max_work: float = DEFAULT_MAX_MULADDS, config_path=None):
     """Refuse (exit 2) a run that exceeds a limit; returns the loop counts."""
     lines = lines or list(range(1, len(batch) + 1))
     for i, x in enumerate(batch):

@@ -1,13 +1,12 @@
-"""Reading directories a user hands us as data, checked before use.
+"""Reading a compiled-model directory (`rasp compile -o DIR`), checked before use.
 
-A compiled-model directory (`rasp compile -o DIR`) and a training checkpoint
-folder are read as JSON and safetensors only; nothing in them is ever
-executed.  Each file is checked against a schema before anything is built
-from it: a safetensors file's header (dtypes, shapes, offsets that tile the
-file exactly), a model config's keys, types and ranges, and the SHA-256 of
-every file recorded in `manifest.json` when the directory was written.
-Any failure is a `RaspFileError` naming the file (`DIR/FILE: error: ...`,
-exit status 2), never a traceback from a loader.
+The files are read as JSON, safetensors and program text only; nothing in
+them is ever executed.  The generic checks (safetensors header, JSON, the
+SHA-256 manifest, the model config) are model/files.py's; this module adds
+what only a compiled model has: the compiler's keys in `config.extra`, and a
+program copy whose vocabulary and loop match the config.  Any failure is a
+`RaspFileError` naming the file (`DIR/FILE: error: ...`, exit status 2),
+never a traceback from a loader.
 
 Directories written before manifests existed are accepted with a warning:
 their structure is still checked in full, only edits that keep the structure
@@ -16,281 +15,42 @@ unnoticed.  Recompiling writes the manifest.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import os
 import sys
-import tempfile
-from dataclasses import fields
 from pathlib import Path
 
+from model.files import (MANIFEST, all_ints, check_config, check_value, expected_shapes, is_int, load_tensors,
+                         read_json, read_text, verify_manifest)
 from rasp.errors import RaspError, RaspFileError
 
 from .loops import one_loop
 
-MANIFEST = "manifest.json"
 COMPILED_FILES = ("config.json", "model.safetensors", "program.rasp")
-MAX_DIM = 1 << 20            # any single width or vocabulary
-MAX_LAYERS = 4096            # prelude + body + postlude blocks
-MAX_HEADER = 100 << 20       # a safetensors JSON header
-DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-              "U8": 1, "BOOL": 1}
-
-
-# ---- checksums ------------------------------------------------------------------
-
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def manifest_data(directory, names, kind: str) -> dict:
-    d = Path(directory)
-    return {"format": kind, "sha256": {name: sha256_file(d / name) for name in names}}
-
-
-def write_manifest(directory, names, kind: str):
-    """Record the SHA-256 of `names` in DIR/manifest.json (atomically)."""
-    d = Path(directory)
-    text = json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + MANIFEST + ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, d / MANIFEST)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def verify_manifest(directory, names, kind: str) -> bool:
-    """True when DIR/manifest.json lists exactly `names` and every checksum
-    matches; False when there is no manifest (an older directory); raises
-    RaspFileError when the manifest or a file does not match."""
-    d = Path(directory)
-    path = d / MANIFEST
-    if not path.exists():
-        return False
-    man = read_json(path)
-    if not isinstance(man, dict) or man.get("format") != kind or not isinstance(man.get("sha256"), dict):
-        raise RaspFileError(path, f"not a {kind} manifest")
-    listed = man["sha256"]
-    if set(listed) != set(names):
-        raise RaspFileError(path, f"lists {sorted(listed)}, expected {sorted(names)}")
-    for name in names:
-        f = d / name
-        if not f.is_file():
-            raise RaspFileError(f, "missing")
-        if sha256_file(f) != listed[name]:
-            raise RaspFileError(f, "checksum mismatch: the file changed after it was written "
-                                   "(damaged or edited)")
-    return True
-
-
-# ---- plain files ----------------------------------------------------------------
-
-def read_text(path) -> str:
-    path = Path(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RaspFileError(path, "missing") from None
-    except UnicodeDecodeError:
-        raise RaspFileError(path, "not UTF-8 text (damaged?)") from None
-    except OSError as e:
-        raise RaspFileError(path, f"cannot read: {e.strerror}") from None
-
-
-def read_json(path):
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise RaspFileError(path, f"not valid JSON ({e.__class__.__name__}: {str(e)[:80]}); "
-                                  "the file is damaged or was cut short") from None
-
-
-# ---- safetensors ----------------------------------------------------------------
-
-def safetensors_header(path) -> dict:
-    """{name: (dtype, shape)} from a safetensors file, after checking that its
-    header is well formed and its tensors tile the data exactly (a truncated
-    or padded file fails here, before any loader sees it)."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(8)
-            n = int.from_bytes(head, "little") if len(head) == 8 else -1
-            if n < 2 or n > min(size - 8, MAX_HEADER):
-                raise RaspFileError(path, f"not a safetensors file, or cut short ({size} bytes)")
-            raw = f.read(n)
-    except FileNotFoundError:
-        raise RaspFileError(path, "missing") from None
-    except OSError as e:
-        raise RaspFileError(path, f"cannot read: {e.strerror}") from None
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise RaspFileError(path, "damaged safetensors header (not JSON)") from None
-    if not isinstance(header, dict):
-        raise RaspFileError(path, "damaged safetensors header")
-    meta = header.pop("__metadata__", {})
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise RaspFileError(path, "damaged safetensors metadata")
-    out, spans = {}, []
-    for name, entry in header.items():
-        ok = (isinstance(entry, dict) and entry.get("dtype") in DTYPE_SIZE
-              and isinstance(entry.get("shape"), list) and _ints(entry["shape"], 0)
-              and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
-              and _ints(entry["data_offsets"], 0))
-        if not ok:
-            raise RaspFileError(path, f"damaged safetensors entry for {name!r}")
-        begin, end = entry["data_offsets"]
-        if end - begin != math.prod(entry["shape"]) * DTYPE_SIZE[entry["dtype"]]:
-            raise RaspFileError(path, f"tensor {name!r}: its offsets do not match its shape")
-        spans.append((begin, end))
-        out[name] = (entry["dtype"], tuple(entry["shape"]))
-    spans.sort()
-    pos = 0
-    for begin, end in spans:
-        if begin != pos:
-            raise RaspFileError(path, "damaged safetensors layout (tensors overlap or leave gaps)")
-        pos = end
-    if pos != size - 8 - n:
-        raise RaspFileError(path, f"cut short or padded: the header describes {pos} bytes of data, "
-                                  f"the file holds {size - 8 - n}")
-    return out
-
-
-def _ints(xs, lo) -> bool:
-    return all(isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in xs)
-
-
-def load_tensors(path, expected: dict, dtype: str = "F32", device="cpu") -> dict:
-    """Load a safetensors file whose tensors must be exactly `expected`
-    ({name: shape}), each of `dtype`, all finite."""
-    import torch
-    from safetensors.torch import load_file
-    path = Path(path)
-    header = safetensors_header(path)
-    missing = sorted(set(expected) - set(header))
-    unknown = sorted(set(header) - set(expected))
-    if missing or unknown:
-        raise RaspFileError(path, "tensors do not match the config: "
-                            + (f"missing {missing[:3]}" if missing else "")
-                            + (" " if missing and unknown else "") + (f"unexpected {unknown[:3]}" if unknown else ""))
-    for name, shape in expected.items():
-        got_dtype, got_shape = header[name]
-        if got_dtype != dtype or got_shape != tuple(shape):
-            raise RaspFileError(path, f"tensor {name!r} is {got_dtype}{list(got_shape)}; the config needs "
-                                      f"{dtype}{list(shape)}")
-    try:
-        tensors = load_file(str(path), device=str(device))
-    except Exception as e:           # the header was checked; anything left is a damaged file
-        raise RaspFileError(path, f"cannot load ({type(e).__name__}: {str(e)[:80]})") from None
-    for name, t in tensors.items():
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise RaspFileError(path, f"tensor {name!r} holds NaN or infinite values (damaged)")
-    return tensors
-
-
-# ---- model configs --------------------------------------------------------------
-
-def _check(path, ok: bool, key: str, want: str, value):
-    if not ok:
-        shown = json.dumps(value)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise RaspFileError(path, f"{key}: expected {want}, got {shown}")
-
-
-def _int(x, lo, hi) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
-
-
-def check_config(cfg: dict, path, where: str = ""):
-    """A LoopedConfig from a dict read from `path` (`where`: the key it sits
-    under, for messages), after checking every key, type and range."""
-    from trainer.model import LoopedConfig
-    p = where + "." if where else ""
-    _check(path, isinstance(cfg, dict), where or "config", "an object", cfg)
-    names = {f.name for f in fields(LoopedConfig)}
-    unknown = sorted(set(cfg) - names)
-    if unknown:
-        raise RaspFileError(path, f"unknown key {p}{unknown[0]!r} (not a model config field)")
-    missing = sorted(names - set(cfg))
-    if missing:
-        raise RaspFileError(path, f"missing key {p}{missing[0]!r}")
-    sizes = {"vocab_size": 1, "out_vocab_size": 1, "d_model": 1, "n_head": 1, "d_head": 1, "d_mlp": 1,
-             "n_prelude": 0, "n_body": 0, "n_postlude": 0}
-    for key, lo in sizes.items():
-        _check(path, _int(cfg[key], lo, MAX_DIM), p + key, f"an integer in {lo}..{MAX_DIM}", cfg[key])
-    layers = cfg["n_prelude"] + cfg["n_body"] + cfg["n_postlude"]
-    _check(path, layers <= MAX_LAYERS, p + "n_prelude + n_body + n_postlude", f"at most {MAX_LAYERS}", layers)
-    _check(path, cfg["n_head"] * cfg["d_head"] <= MAX_DIM, p + "n_head * d_head", f"at most {MAX_DIM}",
-           cfg["n_head"] * cfg["d_head"])
-    _check(path, cfg["norm"] in ("layernorm", "none"), p + "norm", '"layernorm" or "none"', cfg["norm"])
-    from trainer.model import ACTIVATIONS
-    _check(path, cfg["activation"] in ACTIVATIONS, p + "activation", " or ".join(map(json.dumps, ACTIVATIONS)),
-           cfg["activation"])
-    for key in ("input_injection", "body_final_norm", "bias", "bos"):
-        _check(path, isinstance(cfg[key], bool), p + key, "true or false", cfg[key])
-    a = cfg["attn_scale"]
-    _check(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),
-           p + "attn_scale", "null or a finite number", a)
-    feats = cfg["position_features"]
-    ok = isinstance(feats, list) and all(
-        isinstance(f, list) and len(f) == 2 and f[0] in ("one", "index", "index_sq")
-        and _int(f[1], 0, cfg["d_model"] - 1) for f in feats)
-    _check(path, ok, p + "position_features", "[[one|index|index_sq, residual dim], ...]", feats)
-    _check(path, isinstance(cfg["extra"], dict), p + "extra", "an object", cfg["extra"])
-    try:
-        return LoopedConfig.from_dict(cfg)
-    except (TypeError, ValueError) as e:
-        raise RaspFileError(path, f"not a model config ({e})") from None
-
-
-def expected_shapes(cfg) -> dict:
-    """{parameter name: shape} of LoopedTransformer(cfg), built on the meta
-    device (nothing is allocated, however large the config claims to be)."""
-    import torch
-    from trainer.model import LoopedTransformer
-    with torch.device("meta"):
-        model = LoopedTransformer(cfg)
-    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
 def _check_compiled_extra(cfg, path):
     ex, d = cfg.extra, cfg.d_model
-    _check(path, all(k in ex for k in ("input_tokens", "output_tokens", "state_dims", "compiler")),
-           "extra", "input_tokens, output_tokens, state_dims and compiler", sorted(ex))
+    check_value(path, all(k in ex for k in ("input_tokens", "output_tokens", "state_dims", "compiler")),
+                "extra", "input_tokens, output_tokens, state_dims and compiler", sorted(ex))
     toks = ex["input_tokens"]
-    _check(path, isinstance(toks, list) and len(toks) == cfg.vocab_size and _ints(toks, -(1 << 62))
-           and len(set(toks)) == len(toks), "extra.input_tokens",
-           f"{cfg.vocab_size} distinct integers (vocab_size)", toks)
+    check_value(path, isinstance(toks, list) and len(toks) == cfg.vocab_size and all_ints(toks, -(1 << 62))
+                and len(set(toks)) == len(toks), "extra.input_tokens",
+                f"{cfg.vocab_size} distinct integers (vocab_size)", toks)
     out = ex["output_tokens"]
-    _check(path, isinstance(out, list) and len(out) == cfg.out_vocab_size and _ints(out, -(1 << 62)),
-           "extra.output_tokens", f"{cfg.out_vocab_size} integers (out_vocab_size)", out)
+    check_value(path, isinstance(out, list) and len(out) == cfg.out_vocab_size and all_ints(out, -(1 << 62)),
+                "extra.output_tokens", f"{cfg.out_vocab_size} integers (out_vocab_size)", out)
     sd = ex["state_dims"]
-    _check(path, isinstance(sd, list) and all(_int(x, 0, d - 1) for x in sd), "extra.state_dims",
-           f"residual dims in 0..{d - 1}", sd)
+    check_value(path, isinstance(sd, list) and all(is_int(x, 0, d - 1) for x in sd), "extra.state_dims",
+                f"residual dims in 0..{d - 1}", sd)
     info = ex["compiler"]
-    _check(path, isinstance(info, dict), "extra.compiler", "an object", info)
+    check_value(path, isinstance(info, dict), "extra.compiler", "an object", info)
     for key in ("has_loop", "until_stable"):
-        _check(path, isinstance(info.get(key), bool), f"extra.compiler.{key}", "true or false", info.get(key))
+        check_value(path, isinstance(info.get(key), bool), f"extra.compiler.{key}", "true or false", info.get(key))
     for key in ("max_len", "design_length"):
-        _check(path, _int(info.get(key), 1, 1 << 40), f"extra.compiler.{key}", "a positive integer",
-               info.get(key))
+        check_value(path, is_int(info.get(key), 1, 1 << 40), f"extra.compiler.{key}", "a positive integer",
+                    info.get(key))
     steps = info.get("steps")
-    _check(path, steps is None or _int(steps, 0, 1 << 62), "extra.compiler.steps",
-           "null or a non-negative integer", steps)
+    check_value(path, steps is None or is_int(steps, 0, 1 << 62), "extra.compiler.steps",
+                "null or a non-negative integer", steps)
     lv = ex.get("loop_vars", [])
     ok = isinstance(lv, list) and all(
         isinstance(v, dict) and isinstance(v.get("name"), str) and v.get("kind") in ("cat", "num")
@@ -298,7 +58,7 @@ def _check_compiled_extra(cfg, path):
         and all(isinstance(f, dict) and all(k.isdigit() and int(k) < d and isinstance(c, (int, float))
                                             for k, c in f.items()) for f in v["forms"])
         for v in lv)
-    _check(path, ok, "extra.loop_vars", "a list of loop-variable forms over residual dims", lv)
+    check_value(path, ok, "extra.loop_vars", "a list of loop-variable forms over residual dims", lv)
 
 
 # ---- compiled-model directories -------------------------------------------------

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import RaspRuntimeError
 from .ir import SELECTOR, Loop, LoopOut, LoopState, Node, ProgramIR
-from .program import DEFAULT_MAX_WORK  # noqa: F401  (the user-facing limits live with RunLimits)
+
 _RAISE = "raise it with --max-work"
 
 

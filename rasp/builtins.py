@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import ast as A
 from . import ir
-from .lower import Function, LambdaValue, Predicate, Reduction, Scope, describe
+from .values import Function, LambdaValue, Predicate, Reduction, Scope, describe
 
 # parameter lists: (name, default) where None means required
 _SIGNATURES = {

@@ -18,7 +18,7 @@ EXIT_USAGE = 2
 
 
 def _limits(args):
-    from .program import RunLimits
+    from .limits import RunLimits
     limits = RunLimits()
     if getattr(args, "max_len", None) is not None:
         limits.max_len = args.max_len

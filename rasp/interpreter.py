@@ -35,18 +35,13 @@ from . import budget
 from .errors import RaspError, RaspRequireError, RaspRuntimeError
 from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, HostExpr, Indices,
                  Input, Lookup, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
+from .limits import RunLimits
 from .trace import TraceEvent
 from .valuesets import in_table, lookup
 
 I64_MIN = np.int64(np.iinfo(np.int64).min)     # NumPy scalars: never narrowed
 I64_MAX = np.int64(np.iinfo(np.int64).max)
 DENSE_BUDGET_BYTES = 200 * 2**20     # cap for [B, N, N] temporaries
-
-
-@dataclass
-class Limits:
-    max_steps: int = 10_000          # per loop per input
-    max_work: int = budget.DEFAULT_MAX_WORK   # element operations per input, all loops (rasp.budget)
 
 
 @dataclass
@@ -60,7 +55,7 @@ GROUP_WORK = 2**16                   # padded tokens per length group (see _leng
 
 
 def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
-            trace: bool = False, limits: Limits = Limits()) -> BatchResult:
+            trace: bool = False, limits: RunLimits = RunLimits()) -> BatchResult:
     """Run `ir` on every input of `batch` (validated lists of ints)."""
     groups = [] if trace else _length_groups([len(x) for x in batch])
     if len(groups) > 1:
@@ -133,7 +128,7 @@ def check_requires(ir: ProgramIR, batch: list, params: Optional[dict] = None) ->
     if ir.requires and batch:
         tokens, lengths = pad_batch(batch)
         with np.errstate(all="ignore"):
-            _check_requires(_Run(ir, tokens, lengths, params or {}, False, Limits()))
+            _check_requires(_Run(ir, tokens, lengths, params or {}, False, RunLimits()))
 
 
 def _check_requires(run: "_Run") -> None:

@@ -13,15 +13,17 @@ from __future__ import annotations
 import difflib
 import graphlib
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Callable, Optional
+from typing import Optional
 
 from . import ast as A
+from . import builtins as _builtins
 from . import ir
 from .errors import RaspError, RaspWarning
 from .parser import parse
+from .values import (UNDEFINED, Function, LambdaValue, LazyLoopOut, Predicate, Reduction, Scope,
+                     describe)
 
 MAX_VOCAB = 100_000
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1   # s-op values are NumPy int64
@@ -40,69 +42,6 @@ HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 # index-derived s-ops may go through these without leaving RASP-L (docs/language.md §10)
 INDEX_SAFE = {"eq", "ne", "lt", "le", "gt", "ge", "where"}
-
-
-# ---- values the checker tracks besides graph nodes -----------------------------
-
-@dataclass(frozen=True)
-class Predicate:
-    name: str
-
-
-@dataclass(frozen=True)
-class Reduction:
-    name: str
-
-
-@dataclass
-class LambdaValue:
-    node: A.Lambda
-    scope: "Scope"
-
-
-@dataclass
-class Function:
-    name: str
-    params: list                      # [(name, default)]; default: AST (defs) or value (builtins)
-    body: Optional[list] = None       # statements (defs)
-    builtin: Optional[Callable] = None
-    library: bool = False
-    loc: Optional[ir.Loc] = None
-
-
-class _Undefined:
-    """A loop-body name that has no value before the loop and is read before
-    the body assigns it."""
-
-
-UNDEFINED = _Undefined()
-
-
-@dataclass
-class LazyLoopOut:
-    loop: ir.Loop
-    var: ir.LoopVar
-
-
-class Scope:
-    def __init__(self, parent: Optional["Scope"] = None):
-        self.vars: dict = {}
-        self.parent = parent
-
-    def lookup(self, name):
-        scope = self
-        while scope is not None:
-            if name in scope.vars:
-                return scope.vars[name]
-            scope = scope.parent
-        raise KeyError(name)
-
-    def names(self):
-        scope, out = self, set()
-        while scope is not None:
-            out |= set(scope.vars)
-            scope = scope.parent
-        return out
 
 
 # ---- the graph builder: hash-consing and loop-invariant placement ---------------
@@ -739,24 +678,6 @@ def require_text(source: str, stmt: A.Require) -> str:
     return " ".join(text.split())
 
 
-def describe(value) -> str:
-    if isinstance(value, ir.Node):
-        return {ir.SOP: "an s-op", ir.SCALAR: "a number", ir.SELECTOR: "a selector"}[value.kind]
-    if isinstance(value, Function):
-        return f"the function '{value.name}'"
-    if isinstance(value, Predicate):
-        return f"the predicate '{value.name}'"
-    if isinstance(value, Reduction):
-        return f"the reduction '{value.name}'"
-    if isinstance(value, LambdaValue):
-        return "a lambda"
-    if isinstance(value, ir.Table):
-        return f"the lookup table '{value.name}'"
-    if isinstance(value, tuple):
-        return f"{len(value)} values"
-    return "nothing"
-
-
 def assigned_names(stmts: list) -> list:
     names = []
     for stmt in stmts:
@@ -801,9 +722,6 @@ def check_recursion(defs: dict, lowering: Lowering):
         i = cycle.index(first)
         path = " -> ".join(cycle[i:] + cycle[:i] + [first])
         raise lowering.error(f"recursion is not allowed: {path}", defs[first])
-
-
-from . import builtins as _builtins  # noqa: E402  (builtins needs the classes above)
 
 
 @lru_cache(maxsize=1)

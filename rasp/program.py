@@ -1,32 +1,14 @@
 """A loaded program: input parsing, output formatting, and running it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from .errors import RaspError, RaspInputError, shorten
 from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, int64_of
 from .ir import ProgramIR
+from .limits import RunLimits
 from .lower import lower
-
-DEFAULT_MAX_LEN = 8192
-DEFAULT_MAX_STEPS = 10_000
-DEFAULT_MAX_WORK = 10 ** 10     # rasp.budget enforces it; defined here so loading a program needs no NumPy
-
-
-@dataclass
-class RunLimits:
-    max_len: int = DEFAULT_MAX_LEN     # tokens per input
-    max_steps: int = DEFAULT_MAX_STEPS  # iterations per loop per input
-    max_work: int = DEFAULT_MAX_WORK   # element operations per input, all loops together
-
-    def check(self):
-        for flag, value, least in (("--max-len", self.max_len, 1), ("--max-steps", self.max_steps, 0),
-                                   ("--max-work", self.max_work, 1)):
-            if value < least:
-                raise RaspError(f"{flag} must be at least {least}, got {value}")
-
 
 class Program:
     def __init__(self, ir: ProgramIR, warnings: list):
@@ -113,14 +95,13 @@ class Program:
 
     def run_batch(self, batch, params: Optional[dict] = None, *, trace: bool = False,
                   limits: Optional[RunLimits] = None, where: str = "input"):
-        from .interpreter import Limits, execute
+        from .interpreter import execute
         limits = limits or RunLimits()
         limits.check()
         batch = [tokens if isinstance(tokens, list) else [int(t) for t in tokens] for tokens in batch]
         self.check_batch(batch, limits, where)
         self.check_params(params)
-        return execute(self.ir, batch, params, trace=trace,
-                       limits=Limits(max_steps=limits.max_steps, max_work=limits.max_work))
+        return execute(self.ir, batch, params, trace=trace, limits=limits)
 
     def run(self, tokens, params: Optional[dict] = None) -> list:
         return self.run_batch([tokens], params).outputs[0]

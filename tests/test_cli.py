@@ -138,11 +138,11 @@ def _modules_after(tmp_path, *argv):
     ["--help"],
     ["run", "--help"],
 ])
-def test_interpreter_commands_load_no_torch_compiler_or_trainer(tmp_path, argv):
+def test_interpreter_commands_load_no_torch_model_compiler_or_trainer(tmp_path, argv):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     status, out, top = _modules_after(tmp_path, *argv)
     assert status == 0 and out
-    assert not top & {"torch", "compiler", "trainer"}, top & {"torch", "compiler", "trainer"}
+    assert not top & {"torch", "model", "compiler", "trainer"}, top & {"torch", "model", "compiler", "trainer"}
     if argv[0] == "run" and "--help" not in argv:
         assert out.split() == ["0", "1", "1", "0", "1", "#", "#"]
     if argv[0] in ("check", "--help"):

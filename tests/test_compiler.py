@@ -271,7 +271,7 @@ def test_save_load_roundtrip(tmp_path):
     cm2 = load_compiled(tmp_path / "m")
     batch = [[1, 0, 1, -1, -2, -2], [0, -1, -2], [1, 1, 1, 1, -1, -2]]
     assert cm2.run_batch(batch) == cm.run_batch(batch) == prog.run_batch(batch).outputs
-    from trainer.model import LoopedTransformer
+    from model import LoopedTransformer
     assert isinstance(cm2.model, LoopedTransformer)
     cfg = cm2.model.cfg
     assert cfg.norm == "none" and cfg.input_injection and cfg.bos and not cfg.body_final_norm

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 import rasp
 from rasp import interpreter as interp
 from rasp.errors import RaspError, RaspRuntimeError
-from rasp.interpreter import BatchResult, Limits, execute
+from rasp.interpreter import BatchResult, execute
+from rasp.limits import RunLimits
 from rasp.ir import MAP_ARITY
 from rasp.trace import format_trace
 
@@ -548,18 +549,18 @@ def test_unread_undefined_variable_is_fine():
 
 def test_step_limit():
     src = SMALL + "x = seq\nloop len(seq):\n    x = x + 1\noutput x\n"
-    assert run(src, [[1, 2, 3]], limits=Limits(max_steps=3)).outputs == [[4, 5, 6]]
+    assert run(src, [[1, 2, 3]], limits=RunLimits(max_steps=3)).outputs == [[4, 5, 6]]
     with pytest.raises(RaspRuntimeError, match="--max-steps") as e:
-        run(src, [[1], [1, 2, 3, 4]], limits=Limits(max_steps=3))
+        run(src, [[1], [1, 2, 3, 4]], limits=RunLimits(max_steps=3))
     assert e.value.input_index == 1 and e.value.loc.line == 3
 
 
 def test_step_limit_until_stable_only_counts_steps_run():
     src = SMALL + "x = seq\nloop 1000 until stable:\n    x = min(x + 1, 5)\noutput x\n"
-    res = run(src, [[1, 2, 3]], limits=Limits(max_steps=6))
+    res = run(src, [[1, 2, 3]], limits=RunLimits(max_steps=6))
     assert res.outputs == [[5, 5, 5]] and res.steps.tolist() == [[5]]
     with pytest.raises(RaspRuntimeError, match="--max-steps"):
-        run(src, [[0]], limits=Limits(max_steps=5))
+        run(src, [[0]], limits=RunLimits(max_steps=5))
 
 
 # ---- traces -----------------------------------------------------------------------------------
@@ -702,7 +703,7 @@ output x - y
 
 def test_narrow_dtypes_are_used():
     prog = rasp.load("programs/parity.rasp")
-    run_ = interp._Run(prog.ir, np.array([[1, 0, -1, -2]]), np.array([4]), {}, False, Limits())
+    run_ = interp._Run(prog.ir, np.array([[1, 0, -1, -2]]), np.array([4]), {}, False, RunLimits())
     loop = prog.ir.loops[0]
     assert all(run_.dtype[v.state] == np.int8 for v in loop.vars)
 
@@ -752,7 +753,7 @@ def test_counter_dtype_follows_the_loop_count():
     ir = program(src).ir
     var = ir.loops[0].vars[0]
     for n, dtype in [(20, np.int8), (200, np.int64)]:
-        r = interp._Run(ir, np.ones((1, n), np.int64), np.array([n]), {}, False, Limits())
+        r = interp._Run(ir, np.ones((1, n), np.int64), np.array([n]), {}, False, RunLimits())
         assert r.dtype_of(var.state) == dtype
 
 
@@ -774,7 +775,7 @@ def test_length_groups_give_the_same_results(monkeypatch):
     assert len(interp._length_groups([len(x) for x in batch])) == 4
     ir = program(GROUPED_SRC).ir
     grouped = execute(ir, batch)
-    whole = interp._execute(ir, batch, None, False, Limits())
+    whole = interp._execute(ir, batch, None, False, RunLimits())
     assert grouped.outputs == whole.outputs
     assert grouped.steps.tolist() == whole.steps.tolist()
 

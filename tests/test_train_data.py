@@ -17,12 +17,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import references as R  # noqa: E402
+from model import LoopedConfig, LoopedTransformer  # noqa: E402
 from rasp.errors import RaspError  # noqa: E402
 from trainer import stopping  # noqa: E402
 from trainer.compiled import compress, projection, remap_vocab, residual_second_moment  # noqa: E402
 from trainer.data import TaskData  # noqa: E402
 from trainer.labels import ProgramLabeler  # noqa: E402
-from trainer.model import LoopedConfig, LoopedTransformer  # noqa: E402
 from trainer.hparams import HParams  # noqa: E402
 from trainer.presets import make_hparams  # noqa: E402
 from trainer.schedule import curriculum_max_n, lr_at, sample_lengths  # noqa: E402
@@ -288,7 +288,7 @@ def test_gpt2_init_statistics_match_fan_et_al():
     """Fan et al.'s model: GPT-2 blocks (N(0, 0.02), residual writers
     N(0, 0.02/sqrt(2L)), zero biases, LayerNorm 1/0) between a one-hot read-in
     Linear and a read-out Linear at PyTorch's default uniform(+-1/sqrt(fan_in))."""
-    from trainer.model import gpt2_init_
+    from model import gpt2_init_
     torch.manual_seed(0)
     cfg = LoopedConfig(vocab_size=6, out_vocab_size=5, d_model=256, n_head=8, n_body=2, embed_bias=True,
                        decode_norm=False, activation="gelu_tanh")

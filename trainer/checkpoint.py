@@ -12,7 +12,7 @@ a torn one.
     OUT/latest.json             {"step": 500, "path": "checkpoints/step_0000500"}
     OUT/.lock                   held (flock) by the one `rasp train` writing OUT
 
-Reading is defensive (compiler/validate.py checks every file): a damaged
+Reading is defensive (model/files.py checks every file): a damaged
 newest checkpoint falls back to the previous intact one (two are kept), a
 missing or damaged `latest.json` is rebuilt from the checkpoint folders, and
 a run whose checkpoints are all gone is refused rather than restarted.
@@ -34,10 +34,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save as safetensors_bytes
 
-from compiler.validate import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
-                               verify_manifest, write_manifest)
+from model import LoopedTransformer
+from model.files import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
+                         verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
-from trainer.model import LoopedTransformer
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # run.json / summary.json "format": 2 since one training loop serves every kind

@@ -27,8 +27,8 @@ from typing import Optional
 import networkx as nx
 import torch
 
+from model import LoopedTransformer
 from rasp.errors import RaspError
-from trainer.model import LoopedTransformer
 
 NEG_BIAS = -1e4
 TIE_BREAK = 1e-3

@@ -45,9 +45,9 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from model import LoopedConfig, LoopedTransformer
 from rasp.errors import RaspError
 from trainer import compiled
-from trainer.model import LoopedConfig, LoopedTransformer
 from trainer.models.base import EncoderOutput
 from trainer.models.heads import PositionHead, SeqModel
 

@@ -131,7 +131,7 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
     gradients, two AdamW moments and the guard's copy, plus the activations
     kept for backpropagation through every block application."""
     import torch
-    from trainer.model import LoopedTransformer
+    from model import LoopedTransformer
     with torch.device("meta"):              # the exact count, without allocating the weights
         params = LoopedTransformer(cfg).num_params()
     inner, d, m = cfg.n_head * cfg.d_head, cfg.d_model, cfg.d_mlp

@@ -25,9 +25,9 @@ from typing import Callable, Optional
 import torch
 import torch.nn as nn
 
+from model import LoopedConfig, LoopedTransformer, gpt2_init_
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.registry import Registry
-from trainer.model import LoopedConfig, LoopedTransformer, gpt2_init_
 
 
 @dataclass(frozen=True)

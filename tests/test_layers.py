@@ -1,0 +1,170 @@
+"""Imports flow one way: rasp -> model -> compiler -> trainer.
+
+Every .py file of the four packages is parsed with `ast` (imports inside
+functions count: a lazy import is still an import), relative imports are
+resolved, and the module-level import graph is checked:
+
+  * no circle among modules (a circle through a lazy import is still one);
+  * no module imports from a package above its own (rasp < model < compiler
+    < trainer);
+  * no module reaches a `_private` name of another top-level package.
+
+An import of `a.b.c` is an edge to the module `a.b.c` only (not to the
+packages `a` and `a.b` whose `__init__` also runs): a package that re-exports
+its submodules would otherwise be in a circle with each of them.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ORDER = ("rasp", "model", "compiler", "trainer")     # lower first: each may import only those before it
+LEVEL = {name: i for i, name in enumerate(ORDER)}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> dict[str, Path]:
+    found = {}
+    for top in ORDER:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+SOURCES = _sources()
+MODULES = set(SOURCES)
+
+
+def _package_of(module: str) -> str:
+    """The package a module's relative imports start from."""
+    path = SOURCES[module]
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _resolve(module: str, level: int, target: str | None) -> str:
+    base = _package_of(module)
+    for _ in range(level - 1):
+        base = base.rpartition(".")[0]
+    return ".".join(p for p in (base, target) if p)
+
+
+def _imports(module: str):
+    """(imported module, names taken from it, line) for every import statement of
+    `module`, at any depth, plus `_private` attributes read off imported modules."""
+    tree = ast.parse(SOURCES[module].read_text(), filename=str(SOURCES[module]))
+    bound: dict[str, str] = {}               # local name -> internal module it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, [], node.lineno
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node.level, node.module) if node.level else node.module
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                if sub in MODULES:
+                    yield sub, [], node.lineno
+                    bound[alias.asname or alias.name] = sub
+                else:
+                    yield source, [alias.name], node.lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            yield bound[node.value.id], [node.attr], node.lineno
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _internal(name: str) -> str | None:
+    """The module of the four packages that `name` names (the longest known prefix)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(MODULES)
+    for module in sorted(MODULES):
+        for imported, names, line in _imports(module):
+            target = _internal(imported)
+            if target is None or target == module:
+                continue
+            graph.add_edge(module, target)
+            lines = graph.edges[module, target].setdefault("lines", [])
+            if line not in lines:
+                lines.append(line)
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _cycles(graph: nx.DiGraph) -> list[str]:
+    shown = []
+    for cycle in nx.simple_cycles(graph):
+        shown.append(" -> ".join(cycle + cycle[:1]))
+        if len(shown) == 20:
+            shown.append("...")
+            break
+    return shown
+
+
+def _outside_trainer_cycles() -> nx.DiGraph:
+    """The graph less the edges between two trainer modules: every circle in it runs
+    through rasp, model or compiler (trainer's own circles are the next test's)."""
+    graph = GRAPH.copy()
+    graph.remove_edges_from([(a, b) for a, b in GRAPH.edges if _top(a) == _top(b) == "trainer"])
+    return graph
+
+
+def test_the_four_packages_are_all_parsed():
+    assert {_top(m) for m in MODULES} == set(ORDER)
+    assert {"rasp.program", "model", "compiler.compiled", "trainer.cli"} <= MODULES
+
+
+def test_no_import_circle_in_rasp_model_or_compiler():
+    cycles = _cycles(_outside_trainer_cycles())
+    assert not cycles, "import circles:\n  " + "\n  ".join(cycles)
+
+
+def test_no_import_circle_in_trainer():
+    trainer = GRAPH.subgraph(m for m in MODULES if _top(m) == "trainer")
+    cycles = _cycles(trainer)
+    assert not cycles, "import circles:\n  " + "\n  ".join(cycles)
+
+
+def test_imports_flow_from_rasp_to_model_to_compiler_to_trainer():
+    upward = [f"{a} imports {b} (line {', '.join(map(str, GRAPH.edges[a, b]['lines']))})"
+              for a, b in sorted(GRAPH.edges) if LEVEL[_top(a)] < LEVEL[_top(b)]]
+    assert not upward, f"imports against the order {' < '.join(ORDER)}:\n  " + "\n  ".join(upward)
+
+
+def test_no_private_name_is_imported_from_another_package():
+    private = []
+    for module in sorted(MODULES):
+        for imported, names, line in _imports(module):
+            target = _internal(imported)
+            if target is None or _top(target) == _top(module):
+                continue
+            hidden = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            hidden += [p for p in target.split(".") + imported[len(target):].split(".")
+                       if p.startswith("_") and not p.startswith("__")]
+            private += [f"{module} line {line}: {target}.{n}" for n in hidden]
+    assert not private, "private names used across packages:\n  " + "\n  ".join(private)
