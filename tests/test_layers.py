@@ -19,7 +19,6 @@ import ast
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER = ("rasp", "model", "compiler", "trainer")     # lower first: each may import only those before it
