@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from rasp.errors import RaspError  # noqa: E402
 from trainer import plots  # noqa: E402
-from trainer.evaluate import evaluate_run  # noqa: E402
+from trainer.evaluate import evaluate_run, rows  # noqa: E402
 from trainer.presets import make_hparams  # noqa: E402
 from trainer.tasks import get_task  # noqa: E402
 from trainer.train import RunConfig, train  # noqa: E402
@@ -54,8 +54,7 @@ def run_one(out: Path, task: str, init: str, args) -> dict:
     return summary
 
 
-def summarise(res: dict, train_max: int) -> dict:
-    rows = res["rows"]
+def summarise(rows: list, train_max: int) -> dict:
     ind = [r["exact_match"] for r in rows if r["length"] <= train_max]
     ood = [r["exact_match"] for r in rows if r["length"] > train_max]
     return {"in_dist": sum(ind) / len(ind), "ood": sum(ood) / len(ood) if ood else None,
@@ -107,8 +106,8 @@ def main(argv=None):
                 entry["stops"] = {}
                 for stop in args.stops.split(","):
                     res = evaluate_run(run_dir, lengths, stop, samples=args.samples, threshold=0.01)
-                    entry["stops"][stop] = summarise(res, train_max) | {"rows": res["rows"]}
-                    curves.append(res)
+                    entry["stops"][stop] = summarise(rows(res), train_max) | {"rows": rows(res)}
+                    curves.append(rows(res))
                     labels.append(f"{init}, {stop}")
             except (RaspError, ImportError, RuntimeError) as e:
                 entry["error"] = f"{type(e).__name__}: {e}"

@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 import rasp  # noqa: E402
 from rasp.cli import main  # noqa: E402
 from trainer import checkpoint  # noqa: E402
+from trainer.evaluate import rows  # noqa: E402
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
 PARITY = ROOT / "programs" / "parity.rasp"
@@ -378,14 +379,14 @@ def test_eval_merges_rows_by_length_and_shows_progress(run, capsys):
     status, out, _ = in_process(capsys, "eval", run, "--lengths", "4", "--samples", "8")
     assert status == 0 and "merged with 2 earlier rows" in out
     res = json.loads((run / "eval_oracle.json").read_text())
-    assert [r["length"] for r in res["rows"]] == [1, 2, 4]
+    assert [r["length"] for r in rows(res)] == [1, 2, 4] and list(res["splits"]["test"]["by_length"]) == ["1", "2", "4"]
     assert (run / "eval_oracle_accuracy.png").stat().st_size > 1000
     # a later checkpoint: the earlier step's results are kept under their own name
     assert main([*TRAIN, "--steps", "30", "--out", str(run), "--resume"]) == 0
     status, _, err = in_process(capsys, "eval", run, "--lengths", "3", "--samples", "8", "--no-plots")
     assert status == 0 and "moved to eval_oracle_step20.json" in err
-    assert [r["length"] for r in json.loads((run / "eval_oracle_step20.json").read_text())["rows"]] == [1, 2, 4]
-    assert [r["length"] for r in json.loads((run / "eval_oracle.json").read_text())["rows"]] == [3]
+    assert [r["length"] for r in rows(json.loads((run / "eval_oracle_step20.json").read_text()))] == [1, 2, 4]
+    assert [r["length"] for r in rows(json.loads((run / "eval_oracle.json").read_text()))] == [3]
 
 
 def test_eval_length_limit(run, capsys):

@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
 from rasp.errors import RaspError  # noqa: E402
 from trainer import checkpoint, objectives  # noqa: E402
 from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval  # noqa: E402
-from trainer.evaluate import evaluate_run  # noqa: E402
+from trainer.evaluate import evaluate_run, rows as eval_rows  # noqa: E402
 from trainer.models import MODELS, get_model_spec  # noqa: E402
 from trainer.hparams import HParams  # noqa: E402
 from trainer.train import RunConfig, build_data, train  # noqa: E402
@@ -63,13 +63,13 @@ def test_looped_parity_learns(tmp_path):
     assert s["first_step_at_100"] is not None or s["final_eval_acc"] >= 0.95
     # eval artefacts: table rows, JSON, both plots
     res = evaluate_run(out, [1, 2, 3, 6], "confidence", samples=64)
-    assert [r["length"] for r in res["rows"]] == [1, 2, 3, 6]
-    assert all(0 <= r["exact_match"] <= 1 and "curve" in r for r in res["rows"])
-    assert res["rows"][0]["exact_match"] >= 0.9
+    assert [r["length"] for r in eval_rows(res)] == [1, 2, 3, 6]
+    assert all(0 <= r["exact_match"] <= 1 and "curve" in r for r in eval_rows(res))
+    assert eval_rows(res)[0]["exact_match"] >= 0.9
     assert Path(res["json"]).exists() and len(res["plots"]) == 2
     assert all(Path(p).stat().st_size > 1000 for p in res["plots"])
-    thr = evaluate_run(out, [3], "threshold", samples=64, threshold=0.05, plots=False)["rows"][0]
-    conf = res["rows"][2]
+    thr = eval_rows(evaluate_run(out, [3], "threshold", samples=64, threshold=0.05, plots=False))[0]
+    conf = eval_rows(res)[2]
     assert thr["iterations"] < conf["iterations"]          # early exit saves loop iterations
 
 
@@ -81,7 +81,7 @@ def test_baselines_train_and_evaluate(tmp_path, name):
     rows = [r for r in metrics(out) if "loss" in r]
     assert np.isfinite(rows[-1]["loss"]) and rows[-1]["loss"] < rows[0]["loss"]
     res = evaluate_run(out, [2], "oracle", samples=16, plots=False)
-    assert 0 <= res["rows"][0]["exact_match"] <= 1
+    assert 0 <= eval_rows(res)[0]["exact_match"] <= 1
 
 
 def test_ntp_greedy_decoding_matches_teacher_forcing(tmp_path):
@@ -285,7 +285,7 @@ def test_cpu_preset_copy_reaches_full_in_distribution_accuracy(tmp_path):
     # the previous recipe (N(0, 0.02) init, warm-up) reached 1.0 at step 1800
     assert s["final_eval_acc"] >= 0.9
     res = evaluate_run(tmp_path / "copy", [5, 10, 11], "confidence", samples=128, plots=False)
-    assert res["rows"][0]["exact_match"] >= 0.97 and res["rows"][2]["exact_match"] > 0.5
+    assert eval_rows(res)[0]["exact_match"] >= 0.97 and eval_rows(res)[2]["exact_match"] > 0.5
 
 
 @pytest.mark.slow

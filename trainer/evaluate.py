@@ -1,5 +1,23 @@
-"""`rasp eval`: exact match per test length under a stopping rule, with the
-chosen steps, the compute used and per-step curves."""
+"""`rasp eval` of a Fan-task run: exact match per test length under a
+stopping rule, with the chosen steps, the compute used and per-step curves.
+
+The file has every run's evaluation schema (trainer/seqeval.py writes the
+same for comparison runs; trainer/README.md shows it): a Fan run's test
+inputs are one split, "test", whose grouping is the length n:
+
+    {"format": 2, "kind": "fan", "task", "model", "init", "run", "step", "seed",
+     "headline": "exact_match", "train_range": [min n, max n], "stop", "threshold",
+     "splits": {"test": {"n", "params": {"lengths", "samples"},
+                         "metrics": {"exact_match": {"mean", "se"}},
+                         "by_length": {"n": {"exact_match", "se", "n", "chosen_step", "oracle_step",
+                                             "iterations", "seconds", "seed", "curve"?}},
+                         "by_group": {},
+                         "stats": {"iterations" (the chosen step; not for the oracle),
+                                   "iterations_run", "oracle_step": {"mean", "max", "by_length"}}}}}
+
+One file per stopping rule (eval_<rule>.json): the rules are alternative
+readings of one model, each evaluated on the same inputs.  Files of format 1
+(a list of "rows" per length) are still read (`rows`)."""
 from __future__ import annotations
 
 import json
@@ -62,8 +80,8 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
                 curves.append((b, out["curve_acc"].cpu(), out["curve_true_ce"].cpu(), out["curve_conf_ce"].cpu()))
         c = torch.cat(correct).float()
         p = float(c.mean())
-        row = {"length": int(n), "exact_match": p, "stderr": math.sqrt(max(p * (1 - p), 0.0) / len(c)),
-               "samples": len(c), "chosen_step": float(torch.cat(chosen).float().mean()),
+        row = {"length": int(n), "exact_match": p, "se": math.sqrt(max(p * (1 - p), 0.0) / len(c)),
+               "n": len(c), "chosen_step": float(torch.cat(chosen).float().mean()),
                "oracle_step": float(torch.cat(T).float().mean()),
                "iterations": float(torch.cat(ran).float().mean()), "seconds": secs}
         if curves:
@@ -92,54 +110,88 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     data = build_data(run["task"], spec, hp, labeler)
     if data.input_tokens != model.cfg.extra.get("input_tokens"):
         raise RaspError(f"{run_dir}: the checkpoint's token table does not match task {run['task']}")
-    rows = evaluate_model(spec, hp, model, data, lengths, rule, samples, batch_size, threshold, seed, device,
-                          progress)
-    result = {"run": str(run_dir), "task": run["task"], "model": run["model"], "init": run["init"],
-              "step": step, "stop": rule, "threshold": threshold if rule == "threshold" else None,
-              "train_max_n": hp.max_train_n, "rows": rows}
+    fresh = evaluate_model(spec, hp, model, data, lengths, rule, samples, batch_size, threshold, seed, device,
+                           progress)
+    head = {"format": checkpoint.RUN_FORMAT, "kind": "fan", "task": run["task"], "model": run["model"],
+            "init": run["init"], "run": str(run_dir), "step": step, "seed": seed, "headline": "exact_match",
+            "train_range": [data.task.min_n, hp.max_train_n], "stop": rule,
+            "threshold": threshold if rule == "threshold" else None}
     name = f"eval_{rule}.json" if rule != "threshold" else f"eval_threshold_{threshold:g}.json"
     path = Path(out_json) if out_json else Path(run_dir) / name
-    result["kept"] = _merge_earlier(path, result)
+    earlier = _earlier_rows(path, head)
+    new = {r["length"] for r in fresh}
+    kept = [r for r in earlier if r["length"] not in new]
+    result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
     checkpoint.write_json_atomic(path, result)
-    result["json"] = str(path)
+    result.update(json=str(path), kept=len(kept))
     if plots:
         from trainer import plots as P
-        result["plots"] = P.eval_plots(result, Path(path).with_suffix(""))
+        result["plots"] = P.eval_plots(result, rows(result), Path(path).with_suffix(""))
     return result
 
 
-def _merge_earlier(path: Path, result: dict) -> int:
-    """Fold the rows stored in `path` by an earlier evaluation of the same
-    checkpoint and settings into `result` (new rows win per length); an
-    earlier file of another step or rule is moved to PATH_stepN.json.
-    Returns how many earlier rows were kept."""
+FAN_SPLIT = "test"
+ROW_KEYS = ("exact_match", "se", "n", "chosen_step", "oracle_step", "iterations", "seconds", "seed", "curve")
+# the depth statistics of a row: the step the stopping rule chose is the depth the model used
+ROW_STATS = {"iterations": "chosen_step", "iterations_run": "iterations", "oracle_step": "oracle_step"}
+
+
+def document(head: dict, rows: list) -> dict:
+    """The evaluation file of a Fan run from its per-length rows."""
+    total = sum(r["n"] for r in rows)
+    mean = sum(r["exact_match"] * r["n"] for r in rows) / total if total else None
+    se = math.sqrt(sum((r["se"] * r["n"]) ** 2 for r in rows)) / total if total else None
+    stats = {name: {"mean": sum(r[key] * r["n"] for r in rows) / total if total else None,
+                    "max": max((r[key] for r in rows), default=None),
+                    "by_length": {str(r["length"]): r[key] for r in rows}}
+             for name, key in ROW_STATS.items() if not (name == "iterations" and head["stop"] == "oracle")}
+    split = {"n": total, "params": {"lengths": [r["length"] for r in rows],
+                                    "samples": sorted({r["n"] for r in rows})},
+             "metrics": {"exact_match": {"mean": mean, "se": se}},
+             "by_length": {str(r["length"]): {k: r[k] for k in ROW_KEYS if k in r} for r in rows},
+             "by_group": {}, "stats": stats}
+    return {**head, "splits": {FAN_SPLIT: split}}
+
+
+def rows(doc: dict) -> list:
+    """The per-length rows of a Fan evaluation file, by length (a format-1
+    file's "rows" as they were, with its stderr / samples as se / n)."""
+    if isinstance(doc.get("rows"), list):
+        return [{**{"se": r.get("stderr"), "n": r.get("samples")}, **r} for r in doc["rows"]]
+    by_length = doc["splits"][FAN_SPLIT]["by_length"]
+    return [{"length": int(L), **row} for L, row in sorted(by_length.items(), key=lambda kv: int(kv[0]))]
+
+
+def _earlier_rows(path: Path, head: dict) -> list:
+    """The rows stored in `path` by an earlier evaluation of the same
+    checkpoint and settings (the table and plots then cover every length
+    evaluated so far); an earlier file of another step or rule is moved to
+    PATH_stepN.json and contributes nothing."""
     if not path.exists():
-        return 0
+        return []
     try:
         old = json.loads(path.read_text())
-        same = all(old.get(k) == result[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
-        old_rows = [r for r in old["rows"] if isinstance(r, dict) and isinstance(r.get("length"), int)]
+        same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
+        old_rows = [r for r in rows(old) if isinstance(r, dict) and isinstance(r.get("length"), int)
+                    and all(isinstance(r.get(k), (int, float)) for k in ("exact_match", "se", "n"))]
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
         print(f"warning: {path} was damaged; replacing it", file=sys.stderr)
-        return 0
+        return []
     if not same:
         keep = path.with_name(f"{path.stem}_step{old.get('step')}{path.suffix}")
         os.replace(path, keep)
         print(f"note: the results of step {old.get('step')} in {path.name} were moved to {keep.name}",
               file=sys.stderr)
-        return 0
-    new = {r["length"] for r in result["rows"]}
-    kept = [r for r in old_rows if r["length"] not in new]
-    result["rows"] = sorted(kept + result["rows"], key=lambda r: r["length"])
-    return len(kept)
+        return []
+    return old_rows
 
 
 def format_table(result: dict) -> str:
     head = f"{result['task']} / {result['model']} ({result['init']} init, step {result['step']}), stop = {result['stop']}"
     lines = [head, f"{'length':>6} {'exact':>7} {'stderr':>7} {'step':>6} {'T(n)':>6} {'iters':>6}"]
-    for r in result["rows"]:
-        mark = "*" if r["length"] <= result["train_max_n"] else " "
-        lines.append(f"{r['length']:>5}{mark} {r['exact_match']:7.3f} {r['stderr']:7.3f} "
+    for r in rows(result):
+        mark = "*" if r["length"] <= result["train_range"][1] else " "
+        lines.append(f"{r['length']:>5}{mark} {r['exact_match']:7.3f} {r['se']:7.3f} "
                      f"{r['chosen_step']:6.1f} {r['oracle_step']:6.1f} {r['iterations']:6.1f}")
     lines.append("* = inside the training range; step = chosen step (mean), iters = loop iterations run (mean)")
     return "\n".join(lines)

@@ -11,14 +11,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
-def accuracy_vs_length(results: list, labels: list, train_max_n: int, path: Path, title: str = ""):
+def accuracy_vs_length(series: list, labels: list, train_max_n: int, path: Path, title: str = ""):
+    """Exact match +- its standard error against n, one series of per-length
+    rows (trainer/evaluate.rows) per label."""
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.axvspan(0.5, train_max_n + 0.5, color="0.9", label="training lengths")
     ax.axvline(train_max_n + 0.5, color="0.4", ls="--")
-    for res, lab in zip(results, labels):
-        xs = [r["length"] for r in res["rows"]]
-        ys = [r["exact_match"] for r in res["rows"]]
-        es = [r["stderr"] for r in res["rows"]]
+    for rows, lab in zip(series, labels):
+        xs = [r["length"] for r in rows]
+        ys = [r["exact_match"] for r in rows]
+        es = [r["se"] for r in rows]
         ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=lab)
     ax.set_xlabel("length n")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
@@ -91,12 +93,12 @@ def train_curves(rows: list, path: Path, title: str = "", acc_label: str = "trai
     return str(path)
 
 
-def eval_plots(result: dict, stem: Path) -> list:
+def eval_plots(result: dict, rows: list, stem: Path) -> list:
     stem = Path(stem)
     name = f"{result['task']} / {result['model']} ({result['init']}), stop={result['stop']}"
-    out = [accuracy_vs_length([result], [result["stop"]], result["train_max_n"],
+    out = [accuracy_vs_length([rows], [result["stop"]], result["train_range"][1],
                               stem.with_name(stem.name + "_accuracy.png"), name)]
-    with_curve = [r for r in result["rows"] if "curve" in r]
+    with_curve = [r for r in rows if "curve" in r]
     if with_curve:
         row = with_curve[-1]     # the longest length, as in Fan et al. Fig. 6
         out.append(step_curve(row, stem.with_name(stem.name + f"_steps_n{row['length']}.png"),

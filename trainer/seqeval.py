@@ -123,9 +123,9 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
         examples = split_examples[name]
         raw = score_examples(task, model, examples, task.metrics, torch.device(device), batch_size)
         results[name] = {**summarise(raw), "params": task.splits[name].params}
-    res = {"task": task.name, "model": run["model"], "run": str(run_dir), "step": step, "seed": seed,
-           "headline": task.metrics[0], "train_range": train_range,
-           "splits": results}
+    res = {"format": checkpoint.RUN_FORMAT, "kind": "seq", "task": task.name, "model": run["model"],
+           "init": run.get("init", "random"), "run": str(run_dir), "step": step, "seed": seed,
+           "headline": task.metrics[0], "train_range": train_range, "splits": results}
     checkpoint.write_json_atomic(path, res)
     res["json"] = str(path)
     if plots:

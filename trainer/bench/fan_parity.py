@@ -76,11 +76,11 @@ def run(args):
 def add_rules(run_dir: Path, result: dict, rules: str, samples: int):
     """Evaluate the run's final model under each stopping rule, lengths 1-30,
     into result["rules"], and write run_dir/fan_parity.json."""
-    from trainer.evaluate import evaluate_run
+    from trainer.evaluate import evaluate_run, rows
     lengths = list(range(1, 31))
     for rule in rules.split(","):
         res = evaluate_run(run_dir, lengths, rule, samples=samples, batch_size=samples, seed=4321, plots=False)
-        by_n = {r["length"]: r for r in res["rows"]}
+        by_n = {r["length"]: r for r in rows(res)}
         exact = {n: by_n[n]["exact_match"] for n in lengths}
         result["rules"][rule] = {
             "by_length": exact,

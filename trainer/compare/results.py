@@ -1,9 +1,10 @@
 """Reading what a run directory holds: its status and its evaluation
 results in one shape, whichever trainer wrote them.
 
-Comparison runs write eval.json (splits -> metrics / by_length / stats, see
-HELPER_COMMON.md); Fan-task runs write eval_<rule>.json (rows per length,
-trainer/evaluate.py).  Both become
+Every run writes one evaluation schema (splits -> metrics / by_length /
+stats: trainer/evaluate.py for Fan-task runs, whose one split "test" is
+grouped by length, and trainer/seqeval.py); Fan-task runs of format 1 wrote
+a list of rows per length instead.  Both become
 `{split: {"metrics": {m: x}, "by_length": {L: {m: x}}, "stats": {s: {"by_length": {L: x}, ...}}}}`
 (comparison runs also keep the split's example count "n");
 a Fan file is one split named "test" with metric "exact_match".
@@ -31,7 +32,7 @@ class RunResult:
 
 
 def normalize(doc: dict) -> dict:
-    if isinstance(doc.get("splits"), dict):
+    if isinstance(doc.get("splits"), dict):          # format 2 (every run) and comparison runs of format 1
         out = {}
         for name, s in doc["splits"].items():
             metrics = {m: (v.get("mean") if isinstance(v, dict) else v) for m, v in s.get("metrics", {}).items()}
@@ -39,8 +40,10 @@ def normalize(doc: dict) -> dict:
                                    for key in ("by_length", "by_group"))
             out[name] = {"metrics": metrics, "by_length": by_length, "by_group": by_group, "stats": s.get("stats", {}),
                          "n": s.get("n")}
+            if doc.get("kind") == "fan":      # lengths n: the training range is shaded in the plots
+                out[name]["train_max_n"] = (doc.get("train_range") or [None, None])[-1]
         return out
-    if isinstance(doc.get("rows"), list):          # trainer/evaluate.py (Fan tasks)
+    if isinstance(doc.get("rows"), list):          # Fan-task runs' format 1 (trainer/evaluate.py before format 2)
         rows = [r for r in doc["rows"] if isinstance(r, dict) and "length" in r]
         by_length = {str(r["length"]): {"exact_match": r.get("exact_match")} for r in rows}
         stats = {name: {"by_length": {str(r["length"]): r[key] for r in rows if key in r}}
