@@ -236,7 +236,8 @@ def _compiled_finetune(tmp_path, task, steps=30, **kw):
     return out, hp, start, s["init_info"], s
 
 
-@pytest.mark.parametrize("task", ["parity", "copy"])
+# copy repeats parity's check on a second task (about a minute on 2 cores): slow
+@pytest.mark.parametrize("task", ["parity", pytest.param("copy", marks=pytest.mark.slow)])
 def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_path, task):
     """Fine-tuning a compiled start on n <= 6 keeps it exact up to 3x that
     (the guard sample spans the compiled lengths; length-fragile tensors are frozen)."""
