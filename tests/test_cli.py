@@ -218,7 +218,6 @@ def test_compiled_finetune_stops_once_exact_and_flat_and_threads_are_reported(tm
     model is exact and the loss no longer improves (or the guard has stalled
     it), says why, and stays exact;
     train and eval print the thread count they chose (1 on small machines)."""
-    pytest.importorskip("torch")
     out = tmp_path / "pc"
     done = _rasp("train", "--task", "parity", "--init", "compiled", "--preset", "cpu", "--max-train-n", "4",
                  "--freeze-fragile", "off", "--guard-max-n", "8", "--log-every", "10", "--flat-stop", "20",
@@ -245,7 +244,6 @@ def test_compiled_finetune_stops_once_exact_and_flat_and_threads_are_reported(tm
 
 
 def test_threads_must_be_positive(tmp_path):
-    pytest.importorskip("torch")
     done = _rasp("train", "--task", "parity", "--out", str(tmp_path / "r"), "--threads", "0", "--steps", "1")
     assert done.returncode == 2 and "--threads must be at least 1" in done.stderr and "Traceback" not in done.stderr
 

@@ -546,7 +546,6 @@ def test_dry_run_prints_the_commands(suite, tmp_path, capsys):
 # ---- submitit -----------------------------------------------------------------------
 
 def test_submitit_local_executor(suite, fake, tmp_path):
-    pytest.importorskip("submitit")
     out = tmp_path / "out"
     runs = G.expand(suite, "cpu", seeds=1, tasks=["flip"])
     records = runner.run_slurm(runs, out, {"timeout_min": 5}, cluster="local", commands=fake)

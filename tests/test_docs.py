@@ -5,8 +5,10 @@ and library function has a reference entry, and every entry's example gives
 the result shown.
 
 A `console` block holds `$ COMMAND` lines, each followed by its output
-(stdout, then stderr).  Before comparing, timings, decimal numbers and
-temporary paths are normalised.  A `<!-- file: NAME -->` line before a code
+(stdout, then stderr).  Before comparing, temporary paths and the numbers
+that vary from machine to machine are normalised (MACHINE_DEPENDENT: timings,
+and a trained model's loss and accuracies, which float summation order on
+another CPU may change); every other number is compared exactly.  A `<!-- file: NAME -->` line before a code
 block writes that block to NAME first.  `python tests/test_docs.py --update`
 rewrites the outputs in docs/tutorial.md from a fresh run.
 """
@@ -61,9 +63,18 @@ def commands(body: str):
 PROGRESS_BAR = re.compile(r"\|[^|]*\| *\d+/\d+ \[")
 
 
+# (pattern, replacement): the only numbers not compared exactly
+MACHINE_DEPENDENT = [
+    (re.compile(r"\b\d+(?:\.\d+)? ?(s|steps/s|it/s)\b"), r"<time> \1"),   # `in 0.4s`, `compile 0.025 s`
+    (re.compile(r"\b(training loss|exact match) \d+\.\d+"), r"\1 <trained>"),   # rasp train's summary
+    (re.compile(r"^( +\d+\*?) +\d\.\d+ +\d\.\d+(?= )", re.M), r"\1 <exact> <stderr>"),  # rasp eval's rows
+]
+
+
 def normalise(text: str, workdir: Path) -> str:
     text = text.replace(str(workdir) + os.sep, "").replace(str(workdir), ".")
-    text = re.sub(r"\d+\.\d+(e-?\d+)?", "N.N", text)                # timings, losses, accuracies
+    for pattern, replacement in MACHINE_DEPENDENT:
+        text = pattern.sub(replacement, text)
     lines = (line.rsplit("\r", 1)[-1].rstrip() for line in text.strip("\n").split("\n"))
     # a progress bar (tqdm, on stderr) redraws itself: the tutorial does not show it
     return "\n".join(line for line in lines if line and not PROGRESS_BAR.search(line))

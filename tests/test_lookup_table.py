@@ -132,7 +132,6 @@ def test_unknowable_index_is_a_located_runtime_error():
 # ---- compiler: value sets and exact compiled group words ------------------------------
 
 def test_value_set_is_the_reachable_entries():
-    pytest.importorskip("torch")
     from compiler.values import ValueSets
     prog = rasp.loads("const T = [[5, 6, 7], [8, 9, 10], [11, 12, 13]]\ninput seq: {0, 2}\n"
                       "output seq_map(seq, shift_right(seq, 1), T)\n")
@@ -149,7 +148,6 @@ def _exact_up_to(prog, cm, top, per_length, rng, vocab):
 
 
 def test_word_s3_compiles_exactly_to_4x():
-    pytest.importorskip("torch")
     from compiler import compile_program
     prog = rasp.load(ROOT / "programs" / "word_s3.rasp")
     cm = compile_program(prog, max_len=8)
@@ -158,7 +156,6 @@ def test_word_s3_compiles_exactly_to_4x():
 
 def test_60_element_table_compiles_exactly_to_4x():
     """A 60 x 60 table (Z60 as a list): one categorical lookup MLP."""
-    pytest.importorskip("torch")
     from compiler import compile_program
     prog = rasp.loads(R.table_word_source(R.z60_table()), "<z60 table>")
     cm = compile_program(prog, max_len=6)
@@ -173,7 +170,6 @@ def test_60_element_table_compiles_exactly_to_4x():
 def test_group_word_programs_exact_to_4x_slow(path):
     """Every group-word program in programs/ (the data helper's words_*.rasp
     included), compiled at 16, exact at every length up to 64."""
-    pytest.importorskip("torch")
     from compiler import compile_program
     prog = rasp.load(path)
     cm = compile_program(prog, max_len=16)

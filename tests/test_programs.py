@@ -260,7 +260,6 @@ def test_word_z60_steps():
 # ------------------------------------------------------------ compilation
 
 def _compiled_matches(name, max_len, count, max_n):
-    pytest.importorskip("torch")
     from compiler import compile_program
     prog = program(name)
     cm = compile_program(prog, max_len=max_len)
