@@ -106,3 +106,22 @@ def test_resume_applies_the_bookkeeping_flags(tmp_path):
     assert main(["train", "--resume", "--out", str(run), "--set", "log_every=2", "--no-progress"]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "loss" in r] == [5, 10, 12, 14, 16, 18, 20]
+
+
+@pytest.mark.parametrize("name, flags, named", [
+    ("fan_v1", ["--model", "ntp"], "--model ntp (the run has looped)"),
+    ("seq_v1", ["--task", "words_a5"], "--task words_a5 (the run has words_z60)"),
+    ("seq_v1", ["--preset", "paper"], "--preset paper (the run has cpu)"),
+])
+def test_resume_refuses_flags_that_name_another_run(name, flags, named, tmp_path, capsys):
+    run = _copy(name, tmp_path)
+    assert main(["train", "--resume", "--out", str(run), *flags, "--no-progress"]) == 2
+    assert named in capsys.readouterr().err
+    # the same values as the run's are fine
+    same = {"fan_v1": ["--model", "looped", "--task", "parity"], "seq_v1": ["--model", "gru", "--preset", "cpu"]}
+    assert main(["train", "--resume", "--out", str(run), *same[name], "--no-progress"]) == 0
+
+
+def test_compress_method_without_compress_is_refused(tmp_path, capsys):
+    assert main(["train", "--task", "parity", "--compress-method", "pca", "--out", str(tmp_path / "x")]) == 2
+    assert "--compress-method: not used without --compress" in capsys.readouterr().err

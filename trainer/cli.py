@@ -74,18 +74,42 @@ def catalogue() -> str:
               [(n, m.description) for n, m in ENCODERS.items()])])
 
 
+class Given(argparse.Action):
+    """Stores the value and notes that the flag was given (`args.given`), so
+    a setting that a run already has can be told from a default."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
+
+
+# what names a run (run.json), and so cannot change on --resume
+RUN_SETTINGS = ("task", "model", "init", "compress", "compress_method", "preset", "data")
+
+
+def refuse_changed_run(args, run: dict):
+    """--resume with a run-level flag that names something else than the run is."""
+    given = getattr(args, "given", frozenset())
+    changed = [k for k in RUN_SETTINGS if k in given and getattr(args, k) != run.get(k)
+               and not (k == "data" and run.get(k) and Path(args.data).resolve() == Path(run[k]))]
+    if changed:
+        raise RaspError("--resume: " + ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)} (the run has "
+                                                 f"{run.get(k)})" for k in changed)
+                        + "; a resumed run keeps what it is: leave them out, or start a new run with another --out")
+
+
 def add_train_args(p: argparse.ArgumentParser):
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = catalogue()
-    p.add_argument("--task", help="the task (listed below)")
-    p.add_argument("--model", default="looped", help="the model (listed below; default looped)")
-    p.add_argument("--init", default="random", choices=["random", "compiled"])
-    p.add_argument("--compress", type=validate.COMPRESS, default=None, metavar="D",
+    p.add_argument("--task", action=Given, help="the task (listed below)")
+    p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
+    p.add_argument("--init", action=Given, default="random", choices=["random", "compiled"])
+    p.add_argument("--compress", action=Given, type=validate.COMPRESS, default=None, metavar="D",
                    help="with --init compiled: project the compiled model into width D")
-    p.add_argument("--compress-method", default="merge", choices=["merge", "pca", "random"],
-                   help="merge: share coordinates between dims that are never live together (exact), "
-                        "then PCA below that width; pca; random")
-    p.add_argument("--preset", default="cpu", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--compress-method", action=Given, default="merge", choices=["merge", "pca", "random"],
+                   help="with --compress: merge (share coordinates between dims that are never live together, "
+                        "exact, then PCA below that width), pca or random")
+    p.add_argument("--preset", action=Given, default="cpu", help=f"one of: {', '.join(PRESETS)}")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--guard", default="auto", choices=["auto", "on", "off"],
@@ -101,7 +125,7 @@ def add_train_args(p: argparse.ArgumentParser):
                        help=f"override the preset's {name}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="comparison tasks: any hyper-parameter or model option (EncoderConfig.extra), repeatable")
-    p.add_argument("--data", default=None, metavar="FILE.jsonl",
+    p.add_argument("--data", action=Given, default=None, metavar="FILE.jsonl",
                    help="comparison tasks: train on this file (from `rasp data`) instead of generating online")
     return p
 
@@ -148,12 +172,15 @@ def config_from_args(args):
     if args.resume and checkpoint.has_run(out):
         # A resumed run keeps its own settings (only --steps may extend it).
         run = checkpoint.read_checked_run(out)     # an edited run.json is refused
+        refuse_changed_run(args, run)
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"]), fan_flags(args))
         return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
                          compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
                          preset=run["preset"], device=_device(args.device), hp=hp, resume=True,
                          progress=not args.no_progress, max_wall=args.max_wall)
     hp = fresh_hparams(args)
+    if "compress_method" in getattr(args, "given", ()) and args.compress is None:
+        raise RaspError("--compress-method: not used without --compress D")
     return RunConfig(task=args.task, out=str(out), model=args.model, init=args.init,
                      compress=args.compress, compress_method=args.compress_method, preset=args.preset,
                      device=_device(args.device), hp=hp, resume=args.resume,
@@ -257,6 +284,7 @@ def seq_run_config(args, hp_flags):
     if args.resume and checkpoint.has_run(out):
         _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
         run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
+        refuse_changed_run(args, run)
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"], "seq"), seq_flags(args, parse_set(args.set)))
         return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
                             _device(args.device), True, not args.no_progress, args.max_wall,
