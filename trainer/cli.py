@@ -194,6 +194,8 @@ def fresh_hparams(args) -> HParams:
     task = get_task(args.task)
     if args.model not in MODELS:
         raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
+    if args.freeze_fragile == "on" and args.init != "compiled":
+        raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
     return make_hparams(args.preset, task, args.init, **fan_flags(args))
 
 
