@@ -321,6 +321,34 @@ def sizes_table(limit: float, only=None) -> str:
     return "\n".join(rows)
 
 
+SIZES_MARK = "## Sizes (issue 27; `python bench/compiler.py --sizes -o FILE`)"
+
+
+def sizes_section(table: str) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{SIZES_MARK}\n\nParameters (compile time) at each --max-len; growth = log(params 256 / params 64) "
+            f"/ log 4 (1: linear). Measured {when}, load average {load:.1f} on {os.cpu_count()} cores "
+            "(compile times are wall-clock, so they include the load).\n\n" + table + "\n")
+
+
+def keep_head(path) -> str:
+    """The file up to its sizes section (which --sizes -o replaces)."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    return old.split(SIZES_MARK)[0].rstrip("\n") + "\n\n" if old else ""
+
+
+NOTES_MARK = "## Notes (hand-written"
+
+
+def keep_tail(path) -> str:
+    """The hand-written notes and the sizes section of the file (kept when
+    --coverage -o rewrites the generated tables before them)."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    at = [i for i in (old.find(NOTES_MARK), old.find(SIZES_MARK)) if i >= 0]
+    return "\n" + old[min(at):] if at else ""
+
+
 def write_atomic(path, text):
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
@@ -341,14 +369,18 @@ def main(argv=None):
     ap.add_argument("--sizes", action="store_true", help="print the size table (issue 27) instead")
     ap.add_argument("--time-limit", type=float, default=60.0, help="with --sizes: seconds per compile")
     ap.add_argument("--size-one", nargs=2, metavar=("SPEC", "LIMIT"), help=argparse.SUPPRESS)
-    ap.add_argument("-o", "--out", help="with --coverage: also write the table to this file")
+    ap.add_argument("-o", "--out", help="with --coverage: also write the table to this file; with --sizes: "
+                    "replace the file's sizes section")
     args = ap.parse_args(argv)
     if args.size_one:
         import json
         print(json.dumps(size_one(args.size_one[0], SIZE_LENGTHS, float(args.size_one[1]))))
         return
     if args.sizes:
-        print(sizes_table(args.time_limit, args.programs or None))
+        text = sizes_table(args.time_limit, args.programs or None)
+        print(text)
+        if args.out:
+            write_atomic(args.out, keep_head(args.out) + sizes_section(text))
         return
     if args.coverage:
         max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16
@@ -358,7 +390,7 @@ def main(argv=None):
         text = coverage(max_len, search_to, args.check, args.seed, command)
         print(text)
         if args.out:
-            write_atomic(args.out, text + "\n")
+            write_atomic(args.out, text + "\n" + keep_tail(args.out))
         return
     paths = args.programs or sorted(str(p) for p in (ROOT / "programs").glob("*.rasp"))
     search_to = args.search_to or 4 * args.max_len
