@@ -10,6 +10,13 @@ batch.
     python bench/compiler.py --max-len 16 --search-to 1024 programs/parity.rasp
     python bench/compiler.py --coverage -o compiler/COVERAGE.md   # markdown coverage table
 
+    python bench/compiler.py --sizes                              # size table (issue 27)
+
+--sizes: parameters and compile time of every program in programs/ and every ported
+program (tests/ported_programs.py) at --max-len 16, 64 and 256 (each compile in its
+own process, killed after --time-limit seconds), with the growth exponent
+log(params at 256 / params at 64) / log 4 (1 = linear in the length), as markdown.
+
 --coverage: every program in programs/, every library function of docs/language.md
 section 5 used alone, and the shapes issue 8 names, as one markdown table:
 compiled or refused (the reason's first line), size, and the largest length
@@ -227,6 +234,121 @@ def coverage(max_len, search_to, n_check, seed, command) -> str:
     return "\n".join(rows)
 
 
+SIZE_LENGTHS = (16, 64, 256)
+
+
+def size_entries() -> list:
+    """(name, how to load it in a child process) for programs/ and the ported programs."""
+    out = [(Path(p).stem, f"path:{p}") for p in sorted((ROOT / "programs").glob("*.rasp"))]
+    import ported_programs as P
+    return out + [(f"ported `{p.name}`", f"port:{p.name}") for p in P.PORTS]
+
+
+class _Timeout(Exception):
+    pass
+
+
+def size_one(spec: str, lengths, limit: float) -> list:
+    """Compile one entry at each length (in this process, each compile stopped after
+    `limit` seconds) and return its sizes, or why not."""
+    import signal
+
+    def alarm(*_):
+        raise _Timeout()
+    signal.signal(signal.SIGALRM, alarm)
+    kind, name = spec.split(":", 1)
+    if kind == "path":
+        prog = rasp.load(name)
+    else:
+        import ported_programs as P
+        prog = rasp.loads(P.BY_NAME[name].source, f"<{name}>")
+    out = []
+    for n in lengths:
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            t0 = time.perf_counter()
+            cm = compile_program(prog, n)
+            out.append({"params": cm.model.num_params(), "compile_s": time.perf_counter() - t0})
+        except _Timeout:
+            out.append({"timeout": limit})
+        except RaspError as e:
+            out.append({"refused": e.message.splitlines()[0]})
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    return out
+
+
+def size_cells(spec: str, limit: float) -> list:
+    import json
+    import subprocess
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--size-one", spec, str(limit)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=len(SIZE_LENGTHS) * (limit + 30))
+    except subprocess.TimeoutExpired:
+        return [{"error": "killed"}] * len(SIZE_LENGTHS)
+    if r.returncode != 0:
+        return [{"error": (r.stderr.strip().splitlines() or ["?"])[-1]}] * len(SIZE_LENGTHS)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def growth(a: dict, b: dict, ratio: float):
+    import math
+    if "params" in a and "params" in b:
+        return math.log(b["params"] / a["params"]) / math.log(ratio)
+    return None
+
+
+def sizes_table(limit: float, only=None) -> str:
+    def show(c):
+        if "params" in c:
+            return f"{c['params']:,} ({c['compile_s']:.2f}s)"
+        if "timeout" in c:
+            return f"> {c['timeout']:.0f}s (stopped)"
+        if "refused" in c:
+            return f"refused: {c['refused'][:70]}"
+        return f"**error**: {c['error'][:60]}"
+    head = ("| program | " + " | ".join(f"--max-len {n}" for n in SIZE_LENGTHS)
+            + " | growth 64 -> 256 |\n|---|" + "---|" * (len(SIZE_LENGTHS) + 1))
+    rows = [head]
+    for name, spec in size_entries():
+        if only and not any(o in name for o in only):
+            continue
+        cells = size_cells(spec, limit)
+        g = growth(cells[1], cells[2], SIZE_LENGTHS[2] / SIZE_LENGTHS[1])
+        rows.append(f"| {name} | " + " | ".join(show(c) for c in cells)
+                    + f" | {'' if g is None else f'{g:.2f}'} |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    return "\n".join(rows)
+
+
+SIZES_MARK = "## Sizes (issue 27; `python bench/compiler.py --sizes -o FILE`)"
+
+
+def sizes_section(table: str) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{SIZES_MARK}\n\nParameters (compile time) at each --max-len; growth = log(params 256 / params 64) "
+            f"/ log 4 (1: linear). Measured {when}, load average {load:.1f} on {os.cpu_count()} cores "
+            "(compile times are wall-clock, so they include the load).\n\n" + table + "\n")
+
+
+def keep_head(path) -> str:
+    """The file up to its sizes section (which --sizes -o replaces)."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    return old.split(SIZES_MARK)[0].rstrip("\n") + "\n\n" if old else ""
+
+
+NOTES_MARK = "## Notes (hand-written"
+
+
+def keep_tail(path) -> str:
+    """The hand-written notes and the sizes section of the file (kept when
+    --coverage -o rewrites the generated tables before them)."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    at = [i for i in (old.find(NOTES_MARK), old.find(SIZES_MARK)) if i >= 0]
+    return "\n" + old[min(at):] if at else ""
+
+
 def write_atomic(path, text):
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
@@ -244,8 +366,22 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=32, help="inputs in the throughput batch")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--coverage", action="store_true", help="print the markdown coverage table instead")
-    ap.add_argument("-o", "--out", help="with --coverage: also write the table to this file")
+    ap.add_argument("--sizes", action="store_true", help="print the size table (issue 27) instead")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="with --sizes: seconds per compile")
+    ap.add_argument("--size-one", nargs=2, metavar=("SPEC", "LIMIT"), help=argparse.SUPPRESS)
+    ap.add_argument("-o", "--out", help="with --coverage: also write the table to this file; with --sizes: "
+                    "replace the file's sizes section")
     args = ap.parse_args(argv)
+    if args.size_one:
+        import json
+        print(json.dumps(size_one(args.size_one[0], SIZE_LENGTHS, float(args.size_one[1]))))
+        return
+    if args.sizes:
+        text = sizes_table(args.time_limit, args.programs or None)
+        print(text)
+        if args.out:
+            write_atomic(args.out, keep_head(args.out) + sizes_section(text))
+        return
     if args.coverage:
         max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16
         search_to = args.search_to or 4 * max_len
@@ -254,7 +390,7 @@ def main(argv=None):
         text = coverage(max_len, search_to, args.check, args.seed, command)
         print(text)
         if args.out:
-            write_atomic(args.out, text + "\n")
+            write_atomic(args.out, text + "\n" + keep_tail(args.out))
         return
     paths = args.programs or sorted(str(p) for p in (ROOT / "programs").glob("*.rasp"))
     search_to = args.search_to or 4 * args.max_len
