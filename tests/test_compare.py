@@ -200,7 +200,7 @@ def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_asid
     kept = out / (spec.run_id + ".stale1")
     assert rec["set_aside"] == str(kept) and rec["stale_settings"] == [f"lr: {now['lr'] * 2!r} -> {now['lr']!r}"]
     assert json.loads((kept / "run.json").read_text())["hparams"]["lr"] == now["lr"] * 2   # nothing lost
-    assert (kept / "eval.json").exists() and (d / runner.LOCK).exists() and not (kept / runner.LOCK).exists()
+    assert (kept / "eval.json").exists() and not (d / runner.LOCK).exists() and not (kept / runner.LOCK).exists()
     assert runner.state(spec, d) == "done"                      # the fake trainer's fresh run
 
 
@@ -264,6 +264,21 @@ def test_local_runner_skips_and_records_failures(suite, fake, tmp_path):
     records = runner.run_local(runs, out, jobs=1, commands=fake)
     assert sorted(r["run_id"] for r in records) == ["boom__gru__cpu__s0", "boom__gru__cpu__s1"]
     assert (out / "flip__gru__cpu__s0" / "calls.log").read_text() == calls
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_kept(suite, tmp_path, capsys):
+    """Issue 26: RUN_DIR/.compare.lock as a link to another file is refused
+    (exit 2, located) before anything runs, and the file it names is kept."""
+    out = tmp_path / "out"
+    victim = write(tmp_path / "victim.txt", "precious")
+    d = out / "flip__gru__cpu__s0"
+    d.mkdir(parents=True)
+    (d / runner.LOCK).symlink_to(victim)
+    assert rasp_cli.main(["compare", suite.path, "--models", "gru", "--tasks", "flip", "--seeds", "1",
+                          "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{d / runner.LOCK}: error: is a symbolic link" in err and "Traceback" not in err, err
+    assert victim.read_text() == "precious" and not (d / "train.log").exists()
 
 
 def test_runner_exit_zero_without_outputs_is_a_failure(suite, tmp_path):
