@@ -199,6 +199,64 @@ def test_the_parser_tables_are_cached_between_processes(tmp_path):
     assert done.returncode == 2 and "bad.rasp:2:" in done.stderr and "Traceback" not in done.stderr
 
 
+class _Payload:
+    """Unpickling it creates the file `path`: the proof a cache file ran code."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("damage", ["dir_0777", "file_0666", "file_other_owner", "file_link", "dir_other_owner"])
+def test_a_planted_parser_cache_that_others_could_write_is_never_unpickled(tmp_path, damage):
+    """Issue 26: Lark's cache is a pickle.  A cache file another user could
+    have written (its directory or the file writable by group/others, owned
+    by someone else, or a link) is ignored and the tables are rebuilt; the
+    answer stays right and the planted payload never runs."""
+    import os
+    import pickle
+    from importlib import resources
+    from rasp.parser import grammar_cache_file
+    grammar = resources.files("rasp").joinpath("grammar.lark").read_text()
+    cache = tmp_path / "cache" / "rasp" / grammar_cache_file(grammar).name
+    assert _modules_after(tmp_path, "check", PARITY)[0] == 0
+    assert oct(cache.parent.stat().st_mode & 0o777) == "0o700" and oct(cache.stat().st_mode & 0o777) == "0o600"
+    marker = tmp_path / "payload-ran"
+    planted = cache.read_bytes().split(b"\n", 1)[0] + b"\n" + pickle.dumps(_Payload(marker))
+
+    def run():
+        status, out, _ = _modules_after(tmp_path, "run", PARITY, "--input", "1 1 > # #")
+        assert status == 0 and out.split() == ["0", "1", "0", "#", "#"]
+
+    cache.write_bytes(planted)                  # the user's own private file: trusted (the test can fail)
+    run()
+    assert marker.exists()
+    marker.unlink()
+    cache.write_bytes(planted)
+    if damage == "dir_0777":
+        cache.parent.chmod(0o777)
+    elif damage == "dir_other_owner":
+        os.chown(cache.parent, 12345, -1) if os.getuid() == 0 else pytest.skip("needs root to chown")
+    elif damage == "file_0666":
+        cache.chmod(0o666)
+    elif damage == "file_other_owner":
+        os.chown(cache, 12345, -1) if os.getuid() == 0 else pytest.skip("needs root to chown")
+    else:
+        elsewhere = tmp_path / "elsewhere.lark"
+        elsewhere.write_bytes(planted)
+        cache.unlink()
+        cache.symlink_to(elsewhere)
+    run()
+    assert not marker.exists()
+    if damage.startswith("dir"):                # an untrusted directory: nothing read or written there
+        assert cache.read_bytes() == planted
+    else:                                       # a private directory: a fresh file replaced the planted one
+        assert not cache.is_symlink() and cache.read_bytes() != planted and cache.stat().st_uid == os.getuid()
+        assert oct(cache.stat().st_mode & 0o777) == "0o600"
+
+
 # ---- training from the command line: compiled fine-tune cost, threads (issue 9) ------------
 
 def _rasp(*argv, env_drop=()):
