@@ -534,6 +534,23 @@ def test_suite_errors_are_located(tmp_path, old, new, message, line):
     assert e.value.loc.path == str(bad) and e.value.loc.line == line
 
 
+def test_names_that_could_make_two_cells_share_a_run_directory_are_refused(tmp_path, capsys):
+    """Issue 26: task `x__rnn` + model `h8` and task `x` + model `rnn__h8` were
+    both run `x__rnn__h8__cpu__s0`.  '__' in a name is a located error, and
+    any two cells whose ids agree (up to case) are refused before anything runs."""
+    two = SUITE.replace('name = "boom"\ntask = "boom"', 'name = "flip__gru"\ntask = "flipflop"')
+    bad = write(tmp_path / "bad.toml", two)
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:26:1: error: [[tasks]]: name 'flip__gru' may not contain '__'" in err, err
+    cased = write(tmp_path / "cased.toml", SUITE + '\n[[tasks]]\nname = "FLIP"\ntask = "flipflop"\n')
+    assert rasp_cli.main(["compare", str(cased), "--dry-run", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{cased}: error: tasks 'flip' / 'FLIP' with models 'gru' / 'gru' give the same run directory" in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
 def test_cli_errors_exit_2(tmp_path, capsys):
     bad = write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", "seeds = 0"))
     assert rasp_cli.main(["compare", str(bad), "--dry-run"]) == 2

@@ -23,6 +23,8 @@ from rasp.ir import Loc
 SUITES_DIR = Path(__file__).with_name("suites")
 PRESETS = ("cpu", "paper")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")    # ids become directory names
+RUN_ID_SEP = "__"          # joins task, model, preset and seed into a run id: no name may contain it, so
+                           # (names starting with a letter or digit) one id never names two grid cells
 OPTION_SCALARS = (str, int, float, bool)
 PUBLISHED_SCALARS = (str, int, float)
 CELL_KEYS = {"task", "model", "eval", "split", "metric", "length", "group"}
@@ -219,6 +221,9 @@ class _Parser:
         v = self._str(table, "name", where, after)
         if not NAME_RE.match(v):
             self._fail(f"{where}: name {v!r} may only use letters, digits, '_', '.', '-'", "name", after=after)
+        if RUN_ID_SEP in v:
+            self._fail(f"{where}: name {v!r} may not contain {RUN_ID_SEP!r} (it separates the parts of a run id)",
+                       "name", after=after)
         return v
 
     def _options(self, table: dict, key: str, where: str, after: int) -> dict:
