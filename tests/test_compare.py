@@ -551,6 +551,47 @@ def test_names_that_could_make_two_cells_share_a_run_directory_are_refused(tmp_p
     assert "Traceback" not in err and not out.exists()
 
 
+_NO_ROWS = SUITE[:SUITE.index("  [[tables.rows]]")]
+
+
+@pytest.mark.parametrize("text,message,line", [
+    (SUITE.replace("n = 16", 'n = 16\njson = "/elsewhere/x.json"'), "option 'json' (--json) cannot be set", 15),
+    (SUITE.replace("n = 16", 'n = 16\njs = "x.json"'), "option 'js' (--json) cannot be set", 15),
+    (SUITE.replace('train = { set = ["length=16", "p_i=0.8"] }', 'train = { out = "/tmp/x" }'),
+     "[[tasks]] flip: option 'out' (--out) cannot be set", 23),
+    (SUITE.replace("n = 16", 'n = 16\n"json=/tmp/x.json" = true'), "option name 'json=/tmp/x.json' may only use", 15),
+    (SUITE.replace('split = "dense"', 'split = "valid_{"'), "split = 'valid_{': a '{' or '}' must enclose", 50),
+    (SUITE.replace('task = "flip"\n', 'task = "{model.__class__.x}"\n'),
+     "task = '{model.__class__.x}': a '{' or '}' must enclose", 46),
+    (_NO_ROWS.replace("scale = 100", "scale = 100\nrows = [5]"), "[[tables]] t1: 'rows' must be", 49),
+    (_NO_ROWS.replace("scale = 100", "scale = 100\nattrs = 5"), "[[tables]] t1: 'attrs' must be a table", 49),
+    (_NO_ROWS.replace("scale = 100", 'scale = 100\ndigits = "x"'), "'digits' must be an integer from 0 to", 49),
+    (_NO_ROWS.replace("scale = 100", "scale = 100\nattrs = { k = [1] }"), "attribute 'k' must be a string", 49),
+])
+def test_hostile_suite_options_and_templates_are_located_errors(tmp_path, capsys, text, message, line):
+    """Issue 26: suite options that would write outside the run directory
+    (`json = "/elsewhere/x.json"`, an abbreviation, a key with '='), templates
+    that reach attributes or do not parse, and tables of the wrong types are
+    `FILE:LINE` errors with exit status 2, before anything runs."""
+    bad = write(tmp_path / "bad.toml", text)
+    out = tmp_path / "out"
+    assert text != SUITE and rasp_cli.main(["compare", str(bad), "--tasks", "flip", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}:{line}:1: error: ") and message in err and "Traceback" not in err, err
+    assert not out.exists() and not (tmp_path / "x.json").exists()
+
+
+def test_templates_fill_plain_names_only():
+    from trainer.compare.suite import TemplateError, fill_templates
+    assert fill_templates({"task": "z{n}_k{k}", "k": "{n}0", "n": 6, "m": "{{k}}"}) == \
+        {"task": "z6_k60", "k": "60", "n": 6, "m": "{k}"}
+    for bad in ({"a": "{b}", "b": "{a}"}, {"a": "{0}"}, {"a": "{a!r}"}, {"a": "x}"}, {"a": "{b:>9}", "b": 1}):
+        with pytest.raises(TemplateError):
+            fill_templates(bad)
+    with pytest.raises(KeyError):
+        fill_templates({"a": "{nope}"})
+
+
 def test_cli_errors_exit_2(tmp_path, capsys):
     bad = write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", "seeds = 0"))
     assert rasp_cli.main(["compare", str(bad), "--dry-run"]) == 2
