@@ -303,7 +303,43 @@ def test_compiled_finetune_stops_once_exact_and_flat_and_threads_are_reported(tm
 
 def test_threads_must_be_positive(tmp_path):
     done = _rasp("train", "--task", "parity", "--out", str(tmp_path / "r"), "--threads", "0", "--steps", "1")
-    assert done.returncode == 2 and "--threads must be at least 1" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "--threads: must be in 1..1024, got 0" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["data", "flipflop", "--split", "train", "-n", "1000000000000", "-o", "{d}/f.jsonl"], "-n: must be in 1..10000000"),
+    (["data", "flipflop", "-n", "3", "--seed", "-1", "-o", "{d}/f.jsonl"], "--seed: must be in 0..4294967295"),
+    (["data", "flipflop", "-n", "3", "-o", ""], "-o/--output: expected a file name"),
+    (["eval", "{d}", "--splits", "valid_cpu", "-n", "1000000000000"], "-n: must be in 1..1000000"),
+    (["eval", "{d}", "--threads", "1000000"], "--threads: must be in 1..1024"),
+    (["eval", "{d}", "--json", ""], "--json: expected a file name"),
+    (["train", "--task", "flipflop", "--model", "gru", "--out", "{d}/r", "--set", "batch_size=1000000000"],
+     "batch_size = 1000000000: an integer from 1 to 1048576"),
+    (["train", "--task", "flipflop", "--model", "gru", "--out", "{d}/r", "--set", "seed=100000000000000000000000"],
+     "seed = 100000000000000000000000: an integer from 0 to"),
+    (["train", "--task", "flipflop", "--model", "gru", "--out", "{d}/r", "--set", "d_model=1000000000"],
+     "d_model = 1000000000: an integer from 1 to 65536"),
+])
+def test_every_count_a_user_types_is_bounded_before_work(tmp_path, capsys, argv, message):
+    """Issue 26: sizes typed on the command line are refused at once (exit 2,
+    the flag named), before any example is generated or model built."""
+    from rasp.cli import main
+    argv = [a.format(d=tmp_path) for a in argv]
+    try:
+        status = main(argv)
+    except SystemExit as e:          # argparse's own error
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and "Traceback" not in err and "internal error" not in err, err
+    assert not (tmp_path / "f.jsonl").exists() and not (tmp_path / "r").exists()
+
+
+def test_rasp_data_defaults_to_the_train_split(tmp_path, capsys):
+    from rasp.cli import main
+    out = tmp_path / "f.jsonl"
+    assert main(["data", "flipflop", "-n", "3", "-o", str(out)]) == 0
+    assert "of flipflop/train to" in capsys.readouterr().out and len(out.read_text().splitlines()) == 3
 
 
 def test_python_dash_m_rasp_is_the_rasp_command(tmp_path):
