@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from functools import lru_cache
 from importlib import resources
@@ -37,30 +38,58 @@ def grammar_cache_file(grammar: str) -> Path:
     """Where the analysed LALR tables of `grammar` are kept between processes:
     one file per grammar, Lark and Python version (Lark checks the same hash
     inside the file before it trusts it).  A per-user directory, not the
-    shared temp directory, since the file is unpickled."""
+    shared temp directory, since the file is unpickled (see _private)."""
     import hashlib
     import lark
     key = f"{grammar}{sorted(_LARK_OPTIONS.items())}{lark.__version__}{sys.version_info[:2]}"
     return _cache_dir() / f"grammar-{hashlib.sha256(key.encode()).hexdigest()[:16]}.lark"
 
 
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by no one else (as pip and Python's
+    own caches require before they unpickle anything)."""
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _trusted_cache(cache: Path) -> str:
+    """'load' when `cache` may be unpickled (a plain file, not a link, owned
+    by this user and writable only by them, in such a directory); 'write'
+    when it is absent or untrusted but the directory is private (a fresh
+    file replaces it); 'none' when the directory is not private: then the
+    tables are built in memory and nothing there is read or written."""
+    d = cache.parent
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(d)
+    except OSError:
+        return "none"
+    if not stat.S_ISDIR(st.st_mode) or not _private(st):
+        return "none"
+    try:
+        st = os.lstat(cache)
+    except OSError:
+        return "write"
+    return "load" if stat.S_ISREG(st.st_mode) and _private(st) else "write"
+
+
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     """Built once per process; across processes the LALR analysis (most of a
-    ~0.1-1 s build) is loaded from grammar_cache_file instead of recomputed."""
+    ~0.1-1 s build) is loaded from grammar_cache_file instead of recomputed,
+    when that file and its directory can be trusted (_trusted_cache)."""
     grammar = resources.files(__package__).joinpath("grammar.lark").read_text()
     cache = grammar_cache_file(grammar)
-    if cache.exists():
+    trust = _trusted_cache(cache)
+    if trust == "load":
         return Lark(grammar, postlex=_Indenter(), cache=str(cache), **_LARK_OPTIONS)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-    except OSError:   # no writable cache directory: build every time
+    if trust == "none":     # no private cache directory: build every time
         return Lark(grammar, postlex=_Indenter(), **_LARK_OPTIONS)
     # Lark writes its cache in place; write a private file and rename it, so
     # a concurrent `rasp` never reads half of one
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
     parser = Lark(grammar, postlex=_Indenter(), cache=str(tmp), **_LARK_OPTIONS)
     try:
+        os.chmod(tmp, 0o600)
         os.replace(tmp, cache)
     except OSError:
         pass

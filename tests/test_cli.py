@@ -199,6 +199,64 @@ def test_the_parser_tables_are_cached_between_processes(tmp_path):
     assert done.returncode == 2 and "bad.rasp:2:" in done.stderr and "Traceback" not in done.stderr
 
 
+class _Payload:
+    """Unpickling it creates the file `path`: the proof a cache file ran code."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("damage", ["dir_0777", "file_0666", "file_other_owner", "file_link", "dir_other_owner"])
+def test_a_planted_parser_cache_that_others_could_write_is_never_unpickled(tmp_path, damage):
+    """Issue 26: Lark's cache is a pickle.  A cache file another user could
+    have written (its directory or the file writable by group/others, owned
+    by someone else, or a link) is ignored and the tables are rebuilt; the
+    answer stays right and the planted payload never runs."""
+    import os
+    import pickle
+    from importlib import resources
+    from rasp.parser import grammar_cache_file
+    grammar = resources.files("rasp").joinpath("grammar.lark").read_text()
+    cache = tmp_path / "cache" / "rasp" / grammar_cache_file(grammar).name
+    assert _modules_after(tmp_path, "check", PARITY)[0] == 0
+    assert oct(cache.parent.stat().st_mode & 0o777) == "0o700" and oct(cache.stat().st_mode & 0o777) == "0o600"
+    marker = tmp_path / "payload-ran"
+    planted = cache.read_bytes().split(b"\n", 1)[0] + b"\n" + pickle.dumps(_Payload(marker))
+
+    def run():
+        status, out, _ = _modules_after(tmp_path, "run", PARITY, "--input", "1 1 > # #")
+        assert status == 0 and out.split() == ["0", "1", "0", "#", "#"]
+
+    cache.write_bytes(planted)                  # the user's own private file: trusted (the test can fail)
+    run()
+    assert marker.exists()
+    marker.unlink()
+    cache.write_bytes(planted)
+    if damage == "dir_0777":
+        cache.parent.chmod(0o777)
+    elif damage == "dir_other_owner":
+        os.chown(cache.parent, 12345, -1) if os.getuid() == 0 else pytest.skip("needs root to chown")
+    elif damage == "file_0666":
+        cache.chmod(0o666)
+    elif damage == "file_other_owner":
+        os.chown(cache, 12345, -1) if os.getuid() == 0 else pytest.skip("needs root to chown")
+    else:
+        elsewhere = tmp_path / "elsewhere.lark"
+        elsewhere.write_bytes(planted)
+        cache.unlink()
+        cache.symlink_to(elsewhere)
+    run()
+    assert not marker.exists()
+    if damage.startswith("dir"):                # an untrusted directory: nothing read or written there
+        assert cache.read_bytes() == planted
+    else:                                       # a private directory: a fresh file replaced the planted one
+        assert not cache.is_symlink() and cache.read_bytes() != planted and cache.stat().st_uid == os.getuid()
+        assert oct(cache.stat().st_mode & 0o777) == "0o600"
+
+
 # ---- training from the command line: compiled fine-tune cost, threads (issue 9) ------------
 
 def _rasp(*argv, env_drop=()):
@@ -245,7 +303,43 @@ def test_compiled_finetune_stops_once_exact_and_flat_and_threads_are_reported(tm
 
 def test_threads_must_be_positive(tmp_path):
     done = _rasp("train", "--task", "parity", "--out", str(tmp_path / "r"), "--threads", "0", "--steps", "1")
-    assert done.returncode == 2 and "--threads must be at least 1" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "--threads: must be in 1..1024, got 0" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["data", "flipflop", "--split", "train", "-n", "1000000000000", "-o", "{d}/f.jsonl"], "-n: must be in 1..10000000"),
+    (["data", "flipflop", "-n", "3", "--seed", "-1", "-o", "{d}/f.jsonl"], "--seed: must be in 0..4294967295"),
+    (["data", "flipflop", "-n", "3", "-o", ""], "-o/--output: expected a file name"),
+    (["eval", "{d}", "--splits", "valid_cpu", "-n", "1000000000000"], "-n: must be in 1..1000000"),
+    (["eval", "{d}", "--threads", "1000000"], "--threads: must be in 1..1024"),
+    (["eval", "{d}", "--json", ""], "--json: expected a file name"),
+    (["train", "--task", "flipflop", "--model", "gru", "--out", "{d}/r", "--set", "batch_size=1000000000"],
+     "batch_size = 1000000000: an integer from 1 to 1048576"),
+    (["train", "--task", "flipflop", "--model", "gru", "--out", "{d}/r", "--set", "seed=100000000000000000000000"],
+     "seed = 100000000000000000000000: an integer from 0 to"),
+    (["train", "--task", "flipflop", "--model", "gru", "--out", "{d}/r", "--set", "d_model=1000000000"],
+     "d_model = 1000000000: an integer from 1 to 65536"),
+])
+def test_every_count_a_user_types_is_bounded_before_work(tmp_path, capsys, argv, message):
+    """Issue 26: sizes typed on the command line are refused at once (exit 2,
+    the flag named), before any example is generated or model built."""
+    from rasp.cli import main
+    argv = [a.format(d=tmp_path) for a in argv]
+    try:
+        status = main(argv)
+    except SystemExit as e:          # argparse's own error
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and "Traceback" not in err and "internal error" not in err, err
+    assert not (tmp_path / "f.jsonl").exists() and not (tmp_path / "r").exists()
+
+
+def test_rasp_data_defaults_to_the_train_split(tmp_path, capsys):
+    from rasp.cli import main
+    out = tmp_path / "f.jsonl"
+    assert main(["data", "flipflop", "-n", "3", "-o", str(out)]) == 0
+    assert "of flipflop/train to" in capsys.readouterr().out and len(out.read_text().splitlines()) == 3
 
 
 def test_python_dash_m_rasp_is_the_rasp_command(tmp_path):

@@ -200,7 +200,7 @@ def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_asid
     kept = out / (spec.run_id + ".stale1")
     assert rec["set_aside"] == str(kept) and rec["stale_settings"] == [f"lr: {now['lr'] * 2!r} -> {now['lr']!r}"]
     assert json.loads((kept / "run.json").read_text())["hparams"]["lr"] == now["lr"] * 2   # nothing lost
-    assert (kept / "eval.json").exists() and (d / runner.LOCK).exists() and not (kept / runner.LOCK).exists()
+    assert (kept / "eval.json").exists() and not (d / runner.LOCK).exists() and not (kept / runner.LOCK).exists()
     assert runner.state(spec, d) == "done"                      # the fake trainer's fresh run
 
 
@@ -264,6 +264,21 @@ def test_local_runner_skips_and_records_failures(suite, fake, tmp_path):
     records = runner.run_local(runs, out, jobs=1, commands=fake)
     assert sorted(r["run_id"] for r in records) == ["boom__gru__cpu__s0", "boom__gru__cpu__s1"]
     assert (out / "flip__gru__cpu__s0" / "calls.log").read_text() == calls
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_kept(suite, tmp_path, capsys):
+    """Issue 26: RUN_DIR/.compare.lock as a link to another file is refused
+    (exit 2, located) before anything runs, and the file it names is kept."""
+    out = tmp_path / "out"
+    victim = write(tmp_path / "victim.txt", "precious")
+    d = out / "flip__gru__cpu__s0"
+    d.mkdir(parents=True)
+    (d / runner.LOCK).symlink_to(victim)
+    assert rasp_cli.main(["compare", suite.path, "--models", "gru", "--tasks", "flip", "--seeds", "1",
+                          "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{d / runner.LOCK}: error: is a symbolic link" in err and "Traceback" not in err, err
+    assert victim.read_text() == "precious" and not (d / "train.log").exists()
 
 
 def test_runner_exit_zero_without_outputs_is_a_failure(suite, tmp_path):
@@ -517,6 +532,64 @@ def test_suite_errors_are_located(tmp_path, old, new, message, line):
         load_suite(str(bad))
     assert message in e.value.message
     assert e.value.loc.path == str(bad) and e.value.loc.line == line
+
+
+def test_names_that_could_make_two_cells_share_a_run_directory_are_refused(tmp_path, capsys):
+    """Issue 26: task `x__rnn` + model `h8` and task `x` + model `rnn__h8` were
+    both run `x__rnn__h8__cpu__s0`.  '__' in a name is a located error, and
+    any two cells whose ids agree (up to case) are refused before anything runs."""
+    two = SUITE.replace('name = "boom"\ntask = "boom"', 'name = "flip__gru"\ntask = "flipflop"')
+    bad = write(tmp_path / "bad.toml", two)
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:26:1: error: [[tasks]]: name 'flip__gru' may not contain '__'" in err, err
+    cased = write(tmp_path / "cased.toml", SUITE + '\n[[tasks]]\nname = "FLIP"\ntask = "flipflop"\n')
+    assert rasp_cli.main(["compare", str(cased), "--dry-run", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{cased}: error: tasks 'flip' / 'FLIP' with models 'gru' / 'gru' give the same run directory" in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
+_NO_ROWS = SUITE[:SUITE.index("  [[tables.rows]]")]
+
+
+@pytest.mark.parametrize("text,message,line", [
+    (SUITE.replace("n = 16", 'n = 16\njson = "/elsewhere/x.json"'), "option 'json' (--json) cannot be set", 15),
+    (SUITE.replace("n = 16", 'n = 16\njs = "x.json"'), "option 'js' (--json) cannot be set", 15),
+    (SUITE.replace('train = { set = ["length=16", "p_i=0.8"] }', 'train = { out = "/tmp/x" }'),
+     "[[tasks]] flip: option 'out' (--out) cannot be set", 23),
+    (SUITE.replace("n = 16", 'n = 16\n"json=/tmp/x.json" = true'), "option name 'json=/tmp/x.json' may only use", 15),
+    (SUITE.replace('split = "dense"', 'split = "valid_{"'), "split = 'valid_{': a '{' or '}' must enclose", 50),
+    (SUITE.replace('task = "flip"\n', 'task = "{model.__class__.x}"\n'),
+     "task = '{model.__class__.x}': a '{' or '}' must enclose", 46),
+    (_NO_ROWS.replace("scale = 100", "scale = 100\nrows = [5]"), "[[tables]] t1: 'rows' must be", 49),
+    (_NO_ROWS.replace("scale = 100", "scale = 100\nattrs = 5"), "[[tables]] t1: 'attrs' must be a table", 49),
+    (_NO_ROWS.replace("scale = 100", 'scale = 100\ndigits = "x"'), "'digits' must be an integer from 0 to", 49),
+    (_NO_ROWS.replace("scale = 100", "scale = 100\nattrs = { k = [1] }"), "attribute 'k' must be a string", 49),
+])
+def test_hostile_suite_options_and_templates_are_located_errors(tmp_path, capsys, text, message, line):
+    """Issue 26: suite options that would write outside the run directory
+    (`json = "/elsewhere/x.json"`, an abbreviation, a key with '='), templates
+    that reach attributes or do not parse, and tables of the wrong types are
+    `FILE:LINE` errors with exit status 2, before anything runs."""
+    bad = write(tmp_path / "bad.toml", text)
+    out = tmp_path / "out"
+    assert text != SUITE and rasp_cli.main(["compare", str(bad), "--tasks", "flip", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}:{line}:1: error: ") and message in err and "Traceback" not in err, err
+    assert not out.exists() and not (tmp_path / "x.json").exists()
+
+
+def test_templates_fill_plain_names_only():
+    from trainer.compare.suite import TemplateError, fill_templates
+    assert fill_templates({"task": "z{n}_k{k}", "k": "{n}0", "n": 6, "m": "{{k}}"}) == \
+        {"task": "z6_k60", "k": "60", "n": 6, "m": "{k}"}
+    for bad in ({"a": "{b}", "b": "{a}"}, {"a": "{0}"}, {"a": "{a!r}"}, {"a": "x}"}, {"a": "{b:>9}", "b": 1}):
+        with pytest.raises(TemplateError):
+            fill_templates(bad)
+    with pytest.raises(KeyError):
+        fill_templates({"a": "{nope}"})
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):

@@ -321,6 +321,23 @@ def test_second_writer_is_locked_out_and_leftovers_are_cleaned(run, capsys):
     assert status == 0 and not list((run / "checkpoints").glob(".tmp-*")), err
 
 
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_kept(run, tmp_path, capsys):
+    """Issue 26: OUT/.lock as a symbolic or hard link to another file is never
+    truncated or written through; a finished run keeps no lock file (issue 25)."""
+    assert not (run / ".lock").exists()                     # removed when the run that made it stopped
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for plant in (lambda: (run / ".lock").symlink_to(victim), lambda: os.link(victim, run / ".lock"),
+                  lambda: os.mkfifo(run / ".lock")):
+        plant()
+        status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+        assert status == 2 and f"{run}/.lock: error:" in err and "plain file" in err, err
+        assert victim.read_text() == "precious" and _step(run) == 20
+        (run / ".lock").unlink()
+    status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
+    assert status == 0 and _step(run) == 30 and not (run / ".lock").exists(), err
+
+
 def _small_files():
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))     # optimizer.safetensors is ~38 kB
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)                    # -> EFBIG, as a full disk gives ENOSPC

@@ -140,9 +140,13 @@ def test_rasp_data_writes_reads_and_refuses(tmp_path, capsys):
     assert "scored_per_sequence" in capsys.readouterr().out
     for bad, msg in ((["nope", "--stats"], "unknown task"), (["parity", "--stats"], "Fan task"),
                      (["toy_parity", "--split", "x", "-n", "3", "-o", str(f)], "no split 'x'"),
-                     (["toy_parity", "--split", "long", "-n", "0", "-o", str(f)], "at least 1"),
+                     (["toy_parity", "--split", "long", "-n", "0", "-o", str(f)], "-n: must be in 1.."),
                      (["toy_parity", "--split", "long"], "rasp data TASK")):
-        assert main(["data", *bad]) == 2
+        try:
+            status = main(["data", *bad])
+        except SystemExit as e:                  # argparse's one-line error
+            status = e.code
+        assert status == 2
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err
 

@@ -10,7 +10,8 @@ a torn one.
                                 metric accumulators, model config, a copy of run.json
         manifest.json           SHA-256 of the three files above
     OUT/latest.json             {"step": 500, "path": "checkpoints/step_0000500"}
-    OUT/.lock                   held (flock) by the one `rasp train` writing OUT
+    OUT/.lock                   held (flock) by the one `rasp train` writing OUT (removed
+                                when it stops; never opened through a link: trainer/lockfile.py)
 
 Reading is defensive (model/files.py checks every file): a damaged
 newest checkpoint falls back to the previous intact one (two are kept), a
@@ -22,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import fcntl
 import hashlib
 import json
 import math
@@ -38,6 +38,7 @@ from model import LoopedTransformer
 from model.files import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
+from trainer import lockfile
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # run.json / summary.json "format": 2 since one training loop serves every kind
@@ -243,26 +244,16 @@ def run_lock(out, resume: bool, enabled: bool = True):
     elif not out.is_dir():
         raise RaspFileError(out, "exists and is not a directory")
     try:
-        f = open(out / ".lock", "a+")
-    except OSError as e:
-        raise RaspFileError(out, f"cannot create its lock file: {e.strerror}") from None
-    with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "?"
-            raise RaspFileError(out, f"another `rasp train` (pid {holder}) is writing this run directory; "
-                                     "wait for it to finish or choose another --out") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
+        fd = lockfile.acquire(out / ".lock")
+    except lockfile.LockBusy as busy:
+        raise RaspFileError(out, f"another `rasp train` (pid {busy.holder or '?'}) is writing this run directory; "
+                                 "wait for it to finish or choose another --out") from None
+    lockfile.write_note(fd, str(os.getpid()))
+    try:
         clean_leftovers(out)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        yield
+    finally:
+        lockfile.release(out / ".lock", fd)          # a finished run folder keeps no lock file
 
 
 def clean_leftovers(out):

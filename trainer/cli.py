@@ -34,7 +34,7 @@ SMALL_CPU = 4   # cores; at most this many: one torch thread per process by defa
 
 
 def add_threads_arg(p: argparse.ArgumentParser):
-    p.add_argument("--threads", type=int, default=None, metavar="N",
+    p.add_argument("--threads", type=validate.THREADS, default=None, metavar="N",
                    help=f"torch CPU threads (default: 1 on machines with <= {SMALL_CPU} cores, where a second "
                         f"thread made small models up to 25x slower when another process ran; else torch's)")
 
@@ -42,9 +42,7 @@ def add_threads_arg(p: argparse.ArgumentParser):
 def set_threads(requested) -> str:
     """Apply --threads (or the default) and say what was chosen and why."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if requested is not None:
-        if requested < 1:
-            raise RaspError(f"--threads must be at least 1, got {requested}")
+    if requested is not None:                 # in 1..MAX_THREADS (its argparse type)
         n, why = requested, "--threads"
     elif os.environ.get("OMP_NUM_THREADS"):
         n, why = torch.get_num_threads(), "OMP_NUM_THREADS"
@@ -306,8 +304,6 @@ def run_seq_eval(args) -> int:
     refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
                  "a comparison run is evaluated per split: --splits a,b, -n N")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
-    if args.n is not None and args.n < 1:
-        raise RaspError(f"-n {args.n}: must be at least 1")
     print(set_threads(args.threads), file=sys.stderr)
     res = evaluate_seq_run(args.run, splits, args.n, parse_set(args.set), args.batch_size, args.seed,
                            _device(args.device), plots=not args.no_plots, progress=not args.no_progress,
@@ -379,13 +375,14 @@ def add_eval_args(p: argparse.ArgumentParser):
                    help="longest --lengths accepted (default: 4x the training range, at least the task's "
                         "test length)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--json", default=None, help="where to write the results (default RUN/eval_STOP.json)")
+    p.add_argument("--json", type=validate.out_file, default=None, help="where to write the results (default RUN/eval_STOP.json)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--splits", default=None, help="comparison runs: splits to evaluate, e.g. test,ood (default all)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="comparison runs: test-time model options (iteration caps, tolerances)")
-    p.add_argument("-n", type=int, default=None, help="comparison runs: examples per split (default up to 1000)")
+    p.add_argument("-n", type=validate.EVAL_EXAMPLES, default=None,
+                   help="comparison runs: examples per split (default up to 1000)")
     add_threads_arg(p)
     return p
 

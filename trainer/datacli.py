@@ -1,6 +1,6 @@
 """`rasp data`: a comparison task's split as JSON lines, or its statistics.
 
-    rasp data TASK --split NAME -n N -o FILE.jsonl [--seed S]
+    rasp data TASK [--split NAME] -n N -o FILE.jsonl [--seed S]     (the split: train by default)
     rasp data TASK --stats [--split NAME] [-n N]
 """
 from __future__ import annotations
@@ -11,15 +11,17 @@ from collections import Counter
 import numpy as np
 
 from rasp.errors import RaspError
+from trainer import validate
 
 
 def add_data_args(p: argparse.ArgumentParser):
     p.add_argument("task", help="a comparison task (flipflop, words_z60, listops, logic, ...)")
-    p.add_argument("--split", default=None, help="split name (default with --stats: every split)")
-    p.add_argument("-n", type=int, default=None, help="number of examples (--stats default: up to 1000)")
-    p.add_argument("-o", "--output", default=None, help="JSON-lines file to write")
+    p.add_argument("--split", default=None, help="split name (default: train; with --stats: every split)")
+    p.add_argument("-n", type=validate.DATA_EXAMPLES, default=None,
+                   help="number of examples (--stats default: up to 1000)")
+    p.add_argument("-o", "--output", type=validate.out_file, default=None, help="JSON-lines file to write")
     p.add_argument("--stats", action="store_true", help="print length and label distributions instead")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=validate.SEED, default=0,
                    help="generator seed (rasp eval's examples of a split are this with --seed 1234)")
     return p
 
@@ -61,8 +63,6 @@ def run_data(args) -> int:
     task = _data_task(args.task)
     if args.split is not None and args.split not in task.splits:
         raise RaspError(f"task {task.name} has no split {args.split!r} (splits: {', '.join(task.splits)})")
-    if args.n is not None and args.n < 1:
-        raise RaspError(f"-n {args.n}: the number of examples must be at least 1")
     if args.stats:
         import json
         for name in [args.split] if args.split else list(task.splits):
@@ -78,8 +78,13 @@ def run_data(args) -> int:
             for k, v in task.paper_stats.items():
                 print(f"  {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}")
         return 0
-    if args.split is None or args.n is None or args.output is None:
-        raise RaspError("rasp data TASK --split NAME -n N -o FILE.jsonl (or --stats)")
+    if args.n is None or args.output is None:
+        raise RaspError("rasp data TASK [--split NAME] -n N -o FILE.jsonl (or --stats)")
+    if args.split is None:
+        if "train" not in task.splits:
+            raise RaspError(f"task {task.name} has no split 'train': name one with --split "
+                            f"({', '.join(task.splits)})")
+        args.split = "train"
     examples = generate_split(task, args.split, args.n, args.seed)
     for i, ex in enumerate(examples[:50]):            # the generator's output fits the task contract
         check_example(task, ex, f"{task.name}/{args.split} example {i}")

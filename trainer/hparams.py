@@ -19,6 +19,15 @@ from typing import Optional
 from rasp.errors import RaspError
 
 KINDS = ("fan", "seq")
+MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
+MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
+# integer hyper-parameters: (lowest, highest), however given (flag, --set, preset, run.json);
+# the flags' argparse types (trainer/validate.py) use the same ranges
+INT_RANGES = {"d_model": (1, MAX_SIZE), "n_layer": (1, MAX_SIZE), "n_head": (1, MAX_SIZE), "d_ff": (1, 4 * MAX_SIZE),
+              "batch_size": (1, 1 << 20), "steps": (0, 10 ** 9), "warmup": (0, 10 ** 9), "log_every": (1, 10 ** 9),
+              "eval_every": (0, 10 ** 9), "eval_samples": (1, 1 << 20), "ckpt_every": (1, 10 ** 9),
+              "keep_ckpts": (1, 1000), "seed": (0, MAX_SEED), "guard_samples": (1, 1 << 20),
+              "guard_every": (1, 10 ** 9), "flat_stop": (0, 10 ** 9)}
 FAN, SEQ = {"kind": "fan"}, {"kind": "seq"}
 
 # the recipe's switches and their values (the first is Fan et al.'s)
@@ -128,13 +137,10 @@ class HParams:
         for name, allowed in CHOICES.items():
             if name in mine and getattr(self, name) not in allowed:
                 raise RaspError(f"{name} = {getattr(self, name)!r}: one of {', '.join(allowed)}")
-        ints = {"d_model": 1, "n_layer": 1, "n_head": 1, "d_ff": 1, "batch_size": 1, "steps": 0, "warmup": 0,
-                "log_every": 1, "eval_every": 0, "eval_samples": 1, "ckpt_every": 1, "keep_ckpts": 1, "seed": 0,
-                "guard_samples": 1, "guard_every": 1, "flat_stop": 0}
-        for k, lo in ints.items():
+        for k, (lo, hi) in INT_RANGES.items():
             v = getattr(self, k)
-            if k in mine and (not isinstance(v, int) or isinstance(v, bool) or v < lo):
-                raise RaspError(f"{k} = {v!r}: an integer >= {lo}")
+            if k in mine and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
+                raise RaspError(f"{k} = {v!r}: an integer from {lo} to {hi}")
         for k in ("lr", "weight_decay", "eps", "grad_clip", "dropout"):
             v = getattr(self, k)
             if k in mine and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):

@@ -10,11 +10,9 @@ import math
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.hparams import CHOICES, HParams
+from trainer.hparams import CHOICES, INT_RANGES, MAX_SEED, MAX_SIZE, HParams
 
-MAX_SIZE = 1 << 16        # widths, heads, layers: far above anything trainable here
 MAX_N = 2000              # training problem sizes (the paper's largest is 20)
-MAX_SEED = 2 ** 32 - 1    # NumPy and PyTorch both take it
 
 
 def int_in(lo: int, hi: int):
@@ -58,12 +56,11 @@ size = int_in(1, MAX_SIZE)
 
 # `rasp train` flag -> its type (None = keep the preset's value)
 HP_FLAG_TYPES = {
-    "steps": int_in(0, 10 ** 9), "batch_size": int_in(1, 1 << 20), "lr": float_in(0.0, math.inf, lo_open=True),
-    "weight_decay": float_in(0.0, math.inf), "warmup": int_in(0, 10 ** 9),
-    "d_model": size, "n_layer": size, "n_head": size,
+    **{name: int_in(*INT_RANGES[name]) for name in ("steps", "batch_size", "warmup", "d_model", "n_layer", "n_head",
+                                                     "ckpt_every", "log_every", "eval_every", "eval_samples", "seed")},
+    "lr": float_in(0.0, math.inf, lo_open=True), "weight_decay": float_in(0.0, math.inf),
     "max_train_n": int_in(1, MAX_N), "start_n": int_in(1, MAX_N), "interval": positive,
-    "grad_clip": float_in(0.0, math.inf, lo_open=True), "ckpt_every": positive, "log_every": positive,
-    "eval_every": int_in(0, 10 ** 9), "eval_samples": int_in(1, 1 << 20), "seed": int_in(0, MAX_SEED),
+    "grad_clip": float_in(0.0, math.inf, lo_open=True),
     "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
     "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9),
     "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "read_in_dims": size, "read_out_dims": size,
@@ -75,6 +72,17 @@ EVAL_BATCH = int_in(1, 1 << 16)
 SEED = int_in(0, MAX_SEED)
 THRESHOLD = float_in(0.0, math.inf, lo_open=True)
 EVAL_MAX_LEN = int_in(1, 100_000)
+MAX_THREADS = 1024
+THREADS = int_in(1, MAX_THREADS)          # --threads
+EVAL_EXAMPLES = int_in(1, 10 ** 6)        # rasp eval -n (per split of a comparison run)
+DATA_EXAMPLES = int_in(1, 10 ** 7)        # rasp data -n (the largest train splits hold 8.4 million)
+
+
+def out_file(text: str) -> str:
+    """An argparse type: a file path to write (not empty)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file name, got an empty one")
+    return text
 
 
 def check_hparams(hp, task):

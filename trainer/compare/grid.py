@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from rasp.errors import RaspError
-from trainer.compare.suite import Suite, resolve
+from rasp.errors import RaspError, RaspFileError
+from trainer.compare.suite import RUN_ID_SEP, Suite, resolve
 
 
 @dataclass
@@ -43,7 +43,7 @@ class RunSpec:
 def run_id(task_entry: str, model_entry: str, preset: str, seed: int) -> str:
     """Stable across invocations: the same cell of the grid always lands in
     the same directory, which is what makes skip and resume work."""
-    return f"{task_entry}__{model_entry}__{preset}__s{seed}"
+    return RUN_ID_SEP.join((task_entry, model_entry, preset, f"s{seed}"))
 
 
 def merge_options(preset: str, *tables: dict) -> dict:
@@ -110,4 +110,18 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
                                     preset, seed, train, evals))
     if not runs:
         raise RaspError(f"suite {suite.name}: the selection (--models/--tasks) leaves no runs")
+    _check_distinct(suite, runs)
     return runs
+
+
+def _check_distinct(suite: Suite, runs: list):
+    """Two grid cells must never share a run directory (the second would
+    "finish" with the first one's result); ids differing only in case are
+    one directory on a case-insensitive file system, so they count too."""
+    seen = {}
+    for r in runs:
+        other = seen.setdefault(r.run_id.casefold(), r)
+        if other is not r:
+            raise RaspFileError(suite.path, f"tasks {other.task_entry!r} / {r.task_entry!r} with models "
+                            f"{other.model_entry!r} / {r.model_entry!r} give the same run directory "
+                            f"{r.run_id!r} (up to case); rename one of the entries")

@@ -10,7 +10,6 @@ through `TrainerCommands(prefix=...)`); production uses the real trainer.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from rasp.errors import RaspError
+from trainer import lockfile
 from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json
@@ -197,23 +197,18 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
     trainer on the same directory."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = (run_dir / LOCK).read_text(errors="replace").strip() or "another process"
-            return {"run_id": spec.run_id, "status": "busy", "seconds": 0.0,
-                    "note": f"{holder} is working on it; wait for it or stop it, then run again"}
-        _note_holder(fd, f"rasp compare pid {os.getpid()}")
-        return _execute(spec, run_dir, commands, threads_one, fd)
+        fd = lockfile.acquire(run_dir / LOCK, f"rasp compare pid {os.getpid()}")
+    except lockfile.LockBusy as busy:
+        return {"run_id": spec.run_id, "status": "busy", "seconds": 0.0,
+                "note": f"{busy.holder or 'another process'} is working on it; wait for it or stop it, then run again"}
+    done = False
+    try:
+        record = _execute(spec, run_dir, commands, threads_one, fd)
+        done = True                     # every child it started has exited: no one else holds the lock
+        return record
     finally:
-        os.close(fd)
-
-
-def _note_holder(fd: int, text: str):
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, text.encode(), 0)
+        lockfile.release(run_dir / LOCK, fd, remove=done)
 
 
 def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd: int) -> dict:
@@ -240,7 +235,7 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
                 fh.write(f"cannot start: {e}\n".encode())
                 rc = 127
             else:
-                _note_holder(lock_fd, f"{name} pid {proc.pid} (started by rasp compare pid {os.getpid()})")
+                lockfile.write_note(lock_fd, f"{name} pid {proc.pid} (started by rasp compare pid {os.getpid()})")
                 _LIVE.add(proc)
                 try:
                     rc = proc.wait()

@@ -23,7 +23,16 @@ from rasp.ir import Loc
 SUITES_DIR = Path(__file__).with_name("suites")
 PRESETS = ("cpu", "paper")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")    # ids become directory names
+RUN_ID_SEP = "__"          # joins task, model, preset and seed into a run id: no name may contain it, so
+                           # (names starting with a letter or digit) one id never names two grid cells
 OPTION_SCALARS = (str, int, float, bool)
+OPTION_KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+RUNNER_OPTIONS = {           # trainer flags rasp compare gives itself, never a suite's option
+    "out": "rasp compare writes each run into its own directory under --out",
+    "json": "an eval writes its file inside the run directory; name it with [[evals]] file",
+    "resume": "rasp compare resumes interrupted runs itself",
+}
+MAX_DIGITS = 10              # a table's `digits`
 PUBLISHED_SCALARS = (str, int, float)
 CELL_KEYS = {"task", "model", "eval", "split", "metric", "length", "group"}
 
@@ -219,6 +228,9 @@ class _Parser:
         v = self._str(table, "name", where, after)
         if not NAME_RE.match(v):
             self._fail(f"{where}: name {v!r} may only use letters, digits, '_', '.', '-'", "name", after=after)
+        if RUN_ID_SEP in v:
+            self._fail(f"{where}: name {v!r} may not contain {RUN_ID_SEP!r} (it separates the parts of a run id)",
+                       "name", after=after)
         return v
 
     def _options(self, table: dict, key: str, where: str, after: int) -> dict:
@@ -226,6 +238,7 @@ class _Parser:
         if not isinstance(opts, dict):
             self._fail(f"{where}: {key!r} must be a table of options (option = value)", key, after=after)
         for k, v in opts.items():
+            self._check_option_name(k, where, after)
             values = v.values() if isinstance(v, dict) else [v]
             if isinstance(v, dict) and not (v and set(v) <= set(PRESETS)):
                 self._fail(f"{where}: option {k!r}: a table value must be keyed by preset "
@@ -235,6 +248,19 @@ class _Parser:
                 if not ok:
                     self._fail(f"{where}: option {k!r} must be a string, number, boolean or list of them", k, after=after)
         return opts
+
+    def _check_option_name(self, key: str, where: str, after: int):
+        """An option becomes a trainer flag (`key` -> `--key`, argparse also
+        taking any unambiguous prefix): only plain names, and none of the
+        flags rasp compare sets itself -- the output paths among them, so a
+        suite never writes outside the run directory (`json = "/x.json"`)."""
+        if not OPTION_KEY_RE.match(key):
+            self._fail(f"{where}: option name {key!r} may only use lower-case letters, digits and '_'", key,
+                       after=after)
+        flag = key.replace("_", "-")
+        for name, why in RUNNER_OPTIONS.items():
+            if flag == name or (len(flag) > 1 and name.startswith(flag)):
+                self._fail(f"{where}: option {key!r} (--{name}) cannot be set in a suite: {why}", key, after=after)
 
     def _name_list(self, table: dict, key: str, known: set, what: str, where: str, after: int):
         v = table.get(key)
@@ -382,8 +408,19 @@ class _Parser:
                     self._fail(f"{where}: {key!r} must be a number", key, after=line)
             if t.get("criterion_rule", "mean") not in ("mean", "majority"):
                 self._fail(f"{where}: criterion_rule must be 'mean' or 'majority'", "criterion_rule", after=line)
+            if "digits" in t and (not isinstance(t["digits"], int) or isinstance(t["digits"], bool)
+                                  or not 0 <= t["digits"] <= MAX_DIGITS):
+                self._fail(f"{where}: 'digits' must be an integer from 0 to {MAX_DIGITS}", "digits", after=line)
+            for key in ("title", "paper_table", "statistic", "note"):
+                if key in t and not isinstance(t[key], str):
+                    self._fail(f"{where}: {key!r} must be a string", key, after=line)
+            if not isinstance(t.get("attrs", {}), dict):
+                self._fail(f"{where}: 'attrs' must be a table of cell attributes (name = value)", "attrs", after=line)
+            if not isinstance(t.get("rows", []), list) or not all(isinstance(r, dict) for r in t.get("rows", [])):
+                self._fail(f"{where}: 'rows' must be [[tables.rows]] tables", "rows", after=line)
             base = {k: t[k] for k in CELL_KEYS if k in t}
             base.update(t.get("attrs", {}))
+            self._cell_values(base, where, line)
             cols = t.get("columns")
             if not isinstance(cols, list) or not cols or not all(isinstance(c, dict) for c in cols):
                 self._fail(f"{where}: 'columns' must be a non-empty list of tables", "columns", after=line)
@@ -393,6 +430,7 @@ class _Parser:
                 if not isinstance(label, str):
                     self._fail(f"{where}: every column needs a string 'label'", "columns", after=line)
                 attrs = {k: v for k, v in c.items() if k not in ("label", "paper_column")}
+                self._cell_values(attrs, f"{where}, column {label!r}", line)
                 extra_attrs |= set(attrs) - col_keys
                 columns.append(Column(label, attrs, c.get("paper_column", label)))
             rows = []
@@ -416,6 +454,7 @@ class _Parser:
                     raise self.loc.error(f"{where}, row {label!r}: 'published_sd' must list one value per column",
                                          self.loc.line_of("published_sd", after=rl))
                 attrs = {k: v for k, v in r.items() if k not in ("label", "published", "published_sd", "paper_row")}
+                self._cell_values(attrs, f"{where}, row {label!r}", rl)
                 rows.append(Row(label, attrs, [None if v == "—" else v for v in pub], sd,
                                 r.get("paper_row", label), rl))
             table = Table(tid, self._str(t, "title", where, line), source,
@@ -426,12 +465,19 @@ class _Parser:
             out.append(table)
         return out
 
+    def _cell_values(self, attrs: dict, where: str, after: int):
+        """A cell attribute is a string or number, or a table of them keyed by preset."""
+        for k, v in attrs.items():
+            ok = all(isinstance(x, PUBLISHED_SCALARS) and not isinstance(x, bool)
+                     for x in (v.values() if isinstance(v, dict) and v and set(v) <= set(PRESETS) else [v]))
+            if not ok:
+                self._fail(f"{where}: attribute {k!r} must be a string or number (or a table of them keyed by "
+                           f"preset: {', '.join(PRESETS)})", k, after=after)
+
     def _check_cells(self, suite: Suite, table: Table):
         """Every row that names a model must resolve, for every column and
         preset, to a task entry, model entry and eval entry of the suite."""
         for row in table.rows:
-            if not row_runs(table, row):
-                continue                 # a published-only row (a paper's row we do not run)
             for col in table.columns:
                 for preset in suite.presets:
                     try:
@@ -439,6 +485,12 @@ class _Parser:
                     except KeyError as e:
                         raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: "
                                              f"the template names an unknown attribute {e}", row.line) from None
+                    except TemplateError as e:     # located at the template's text (first place it occurs)
+                        raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: "
+                                             f"{e}", self.loc.line_of(e.text) if e.text in self.loc.text
+                                             else row.line) from None
+                    if not row_runs(table, row):
+                        continue         # a published-only row (a paper's row we do not run)
                     for key, names, what in (("task", [t.name for t in suite.tasks], "task"),
                                              ("model", [m.name for m in suite.models], "model"),
                                              ("eval", [e.name for e in suite.evals], "eval")):
@@ -470,11 +522,50 @@ def row_runs(table: Table, row: Row) -> bool:
     return "model" in row.attrs or "model" in table.attrs or any("model" in c.attrs for c in table.columns)
 
 
+class TemplateError(ValueError):
+    """A cell template that is not plain `{name}` substitution (`text`)."""
+
+    def __init__(self, message: str, text: str):
+        super().__init__(message)
+        self.text = text
+
+
+_TEMPLATE_PART = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
+MAX_TEMPLATE_DEPTH = 8       # templates naming templated values
+
+
+def fill_templates(attrs: dict) -> dict:
+    """Fill `{name}` in string values with the value of attribute `name`
+    (itself filled first); `{{` and `}}` are literal braces.  Only plain
+    names are substituted -- no attribute access, indexing or format specs
+    (unlike str.format): anything else raises TemplateError, an unknown
+    name KeyError."""
+    done: dict = {}
+
+    def value(name: str, stack: tuple):
+        if name in done:
+            return done[name]
+        v = attrs[name]
+        if isinstance(v, str) and ("{" in v or "}" in v):
+            if name in stack or len(stack) >= MAX_TEMPLATE_DEPTH:
+                raise TemplateError(f"the templates of {' -> '.join(stack + (name,))} name each other in a circle", v)
+
+            def part(m):
+                if m.group(0) in ("{{", "}}"):
+                    return m.group(0)[0]
+                if m.group(1) is None:
+                    raise TemplateError(f"{name} = {v!r}: a '{{' or '}}' must enclose an attribute name "
+                                        "(`{k}`) or be doubled", v)
+                return str(value(m.group(1), stack + (name,)))
+            v = _TEMPLATE_PART.sub(part, v)
+        done[name] = v
+        return v
+
+    return {k: value(k, ()) for k in attrs}
+
+
 def cell_attrs(table: Table, column: Column, row: Row, preset: str) -> dict:
     """The attributes of one cell (row over column over table), preset
-    entries picked and string templates filled in."""
+    entries picked and string templates filled in (fill_templates)."""
     merged = {**table.attrs, **column.attrs, **row.attrs}
-    merged = {k: resolve(v, preset) for k, v in merged.items()}
-    for _ in range(3):            # templates may name templated values
-        merged = {k: v.format_map(merged) if isinstance(v, str) and "{" in v else v for k, v in merged.items()}
-    return merged
+    return fill_templates({k: resolve(v, preset) for k, v in merged.items()})
