@@ -58,11 +58,20 @@ def _function(module: str, name: str, command: str):
         raise RaspError(f"`rasp {command}` is unavailable: {e}") from None
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("rasp")
+    except PackageNotFoundError:        # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def _build_parser(chosen: Optional[str]) -> argparse.ArgumentParser:
     """Every subcommand is listed (for --help and for argparse's choice check),
     but only `chosen`'s module is imported to register its options."""
     parser = argparse.ArgumentParser(prog="rasp",
                                      description="n-RASP-L: run, check, draw, compile and train programs")
+    parser.add_argument("--version", action="version", version=f"rasp {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help)

@@ -348,3 +348,12 @@ def test_python_dash_m_rasp_is_the_rasp_command(tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "1", "1", "0", "1", "#", "#"]
+
+
+def test_version_and_a_missing_run_directory(capsys):
+    from rasp.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("rasp ")
+    assert main(["eval", "/nonexistent/run"]) == 2
+    assert "/nonexistent/run does not exist" in capsys.readouterr().err

@@ -392,7 +392,8 @@ def run_eval(args) -> int:
     from trainer.evaluate import evaluate_run, format_table
     run_dir = Path(args.run)
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
-        raise RaspError(f"{run_dir} is not a training run (no run.json)")
+        raise RaspError(f"{run_dir} does not exist" if not Path(run_dir).exists() else
+                        f"{run_dir} is not a training run (no run.json)")
     if _run_kind_is_seq(run_dir):
         return run_seq_eval(args)
     refuse_given(args, ("splits", "set", "n"), "a Fan-task run is evaluated by length (--lengths, --samples, --stop)")

@@ -44,7 +44,8 @@ def load_run(run_dir, device="cpu"):
     run.json checked against the copy the checkpoint keeps."""
     run_dir = Path(run_dir)
     if not checkpoint.has_run(run_dir):
-        raise RaspError(f"{run_dir} is not a training run (no run.json)")
+        raise RaspError(f"{run_dir} does not exist" if not Path(run_dir).exists() else
+                        f"{run_dir} is not a training run (no run.json)")
     ckpt = checkpoint.latest(run_dir)
     if ckpt is None:
         raise RaspError(f"{run_dir} holds no checkpoint yet")
