@@ -208,7 +208,7 @@ def test_cli_user_errors(tmp_path):
     with pytest.raises(RaspError):
         run_eval(e.parse_args([str(tmp_path / "missing")]))
     r = _cli("eval", str(tmp_path / "missing"), "--lengths", "1:4")
-    assert r.returncode == 2 and "no run.json" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "missing does not exist" in r.stderr and "Traceback" not in r.stderr
 
 
 def _exact_by_length(model, task, hp, lengths, samples=32, seed=5):
