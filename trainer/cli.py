@@ -224,7 +224,7 @@ def planned_hparams(train_argv: list) -> dict:
         raise RaspError(f"cannot parse the train arguments {' '.join(train_argv)}") from None
     args.resume = False
     if is_seq_train(args):
-        return seq_hparams(args, _HP_FLAGS).to_dict()
+        return seq_hparams(args).to_dict()
     return fresh_hparams(args).to_dict()
 
 
@@ -235,21 +235,9 @@ SHARED_FLAGS = ("steps", "batch_size", "lr", "weight_decay", "warmup", "d_model"
                 "ckpt_every", "log_every", "eval_every", "eval_samples", "seed")
 
 
-def _fan_only_given(args, hp_flags) -> list:
-    given = [f"--{k.replace('_', '-')}" for k in hp_flags if k not in SHARED_FLAGS and getattr(args, k, None)
-             is not None]
-    if getattr(args, "compress", None) is not None:
-        given.append("--compress")
-    if getattr(args, "freeze_fragile", "auto") != "auto":
-        given.append("--freeze-fragile")
-    return given
-
-
-def _refuse_fan_only(args, hp_flags):
-    fan_only = _fan_only_given(args, hp_flags)
-    if fan_only:
-        raise RaspError(f"{', '.join(fan_only)}: Fan-task options, not used by comparison tasks "
-                        "(set model settings with --set KEY=VALUE)")
+def _refuse_fan_only(args):
+    refuse_given(args, [k for k in _HP_FLAGS if k not in SHARED_FLAGS] + ["compress", "freeze_fragile"],
+                 "Fan-task options, not used by comparison tasks (set model settings with --set KEY=VALUE)")
 
 
 def seq_flags(args, sets=None) -> dict:
@@ -258,12 +246,12 @@ def seq_flags(args, sets=None) -> dict:
         | (sets or {})
 
 
-def seq_hparams(args, hp_flags):
+def seq_hparams(args):
     """The hyper-parameters a new comparison run of these arguments trains with."""
     from trainer.models import get_encoder_spec
     from trainer.seqpresets import make_seq_hparams
     from trainer.seqtrain import seq_task
-    _refuse_fan_only(args, hp_flags)
+    _refuse_fan_only(args)
     task, init = seq_task(args.task), getattr(args, "init", "random")
     if init == "compiled" and args.model != "looped":
         raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
@@ -275,14 +263,14 @@ def seq_hparams(args, hp_flags):
     return hp
 
 
-def seq_run_config(args, hp_flags):
+def seq_run_config(args):
     """The SeqRunConfig of `rasp train ARGS` on a comparison task (a resumed
     run keeps its own settings; --steps may extend it)."""
     from trainer import checkpoint
     from trainer.seqtrain import SeqRunConfig, seq_task
     out = Path(args.out)
     if args.resume and checkpoint.has_run(out):
-        _refuse_fan_only(args, hp_flags)                # (a new run's seq_hparams refuses them too)
+        _refuse_fan_only(args)                # (a new run's seq_hparams refuses them too)
         run = checkpoint.read_checked_run(out)         # a resumed run keeps its settings; --steps may extend it
         refuse_changed_run(args, run)
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"], "seq"), seq_flags(args, parse_set(args.set)))
@@ -290,7 +278,7 @@ def seq_run_config(args, hp_flags):
                             _device(args.device), True, not args.no_progress, args.max_wall,
                             run.get("init", "random"))
     task = seq_task(args.task)
-    hp = seq_hparams(args, hp_flags)
+    hp = seq_hparams(args)
     if args.data and not Path(args.data).is_file():
         raise RaspError(f"--data {args.data}: no such file")
     return SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
@@ -302,7 +290,7 @@ def run_seq_eval(args) -> int:
     from trainer.cli import _device, set_threads
     from trainer.seqeval import evaluate_seq_run, format_table
     refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
-                 "a comparison run is evaluated per split: --splits a,b, -n N")
+                 "not used here (a comparison run is evaluated per split: --splits a,b, -n N)")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
     print(set_threads(args.threads), file=sys.stderr)
     res = evaluate_seq_run(args.run, splits, args.n, parse_set(args.set), args.batch_size, args.seed,
@@ -322,7 +310,7 @@ def train_kind(args):
     training loop (trainer/loop.py): a Fan task's or a comparison task's."""
     if is_seq_train(args):
         from trainer.seqtrain import SeqKind
-        return SeqKind(seq_run_config(args, _HP_FLAGS))
+        return SeqKind(seq_run_config(args))
     if args.set or args.data:
         raise RaspError("--set/--data are for comparison tasks; Fan tasks take the hyper-parameter flags")
     from trainer.train import FanKind
@@ -353,12 +341,13 @@ def run_train(args) -> int:
     return 0
 
 
-def refuse_given(args, names, why: str):
-    """Refuse the flags among `names` that were given: they do not apply to this run."""
+def refuse_given(args, names, reason: str):
+    """Refuse the flags among `names` that were given (None, [], False and
+    "auto" are their not-given defaults): they do not apply to this run."""
     given = [("-n" if k == "n" else "--" + k.replace("_", "-")) for k in names if getattr(args, k, None)
-             not in (None, [], False)]
+             not in (None, [], False, "auto")]
     if given:
-        raise RaspError(f"{', '.join(given)}: not used here ({why})")
+        raise RaspError(f"{', '.join(given)}: {reason}")
 
 
 def add_eval_args(p: argparse.ArgumentParser):
@@ -396,7 +385,8 @@ def run_eval(args) -> int:
                         f"{run_dir} is not a training run (no run.json)")
     if _run_kind_is_seq(run_dir):
         return run_seq_eval(args)
-    refuse_given(args, ("splits", "set", "n"), "a Fan-task run is evaluated by length (--lengths, --samples, --stop)")
+    refuse_given(args, ("splits", "set", "n"),
+                 "not used here (a Fan-task run is evaluated by length: --lengths, --samples, --stop)")
     args.stop = args.stop or "oracle"
     args.threshold = 0.01 if args.threshold is None else args.threshold
     args.samples = 256 if args.samples is None else args.samples

@@ -271,13 +271,13 @@ class SeqKind:
         return f"{self.hp.valid_split} ({len(self.valid)} examples) {values} (measured at step {row['step']})"
 
     def guard_sample(self, model) -> list:
-        return guard_examples(self.task, self.hp, model)
+        return [b.to(self.device) for b in guard_examples(self.task, self.hp, model)]
 
     def guard_eval(self, net, sample) -> tuple:
         """-> (mean loss, mean headline metric, 1.0) over the guard sample."""
         loss, acc, total = 0.0, 0.0, sum(len(b.lengths) for b in sample)
         for b in sample:
-            l, a = self.loss(net, b.to(self.device))
+            l, a = self.loss(net, b)
             loss += float(l) * len(b.lengths) / total
             acc += float(a) * len(b.lengths) / total
         return loss, acc, 1.0
