@@ -45,7 +45,7 @@ FLAT_GAIN = 0.05          # "flat": the best loss of the last flat_stop steps is
 STUCK_SCALE = 2.0 ** -6   # the guard has halved the step size this far (net): steps no longer change anything
 
 
-def finetune_stop_reason(hp, rows: list, guard: dict) -> Optional[str]:
+def finetune_stop_reason(hp, rows: list, guard: dict, guard_scope: str) -> Optional[str]:
     """Why a guarded fine-tune (a compiled start) should end now, or None.
     `rows` are the logged metrics so far, `guard` the descent guard's state
     (its fixed sample spans every compiled length).  The run ends when the
@@ -68,7 +68,7 @@ def finetune_stop_reason(hp, rows: list, guard: dict) -> Optional[str]:
         return None
     before, now = min(earlier), min(r["loss"] for r in recent)
     if now > before * (1 - FLAT_GAIN):
-        return (f"exact (training batches and every guard length up to {hp.guard_max_n or hp.max_train_n}) "
+        return (f"exact (training batches and {guard_scope}) "
                 f"and the loss gained under {FLAT_GAIN:.0%} in the last {hp.flat_stop} steps "
                 f"({before:.3g} -> {now:.3g})")
     return None

@@ -189,7 +189,7 @@ def _train(kind, d) -> dict:
             sums = _no_sums()
             history.append(row)
             # a compiled start that is exact and no longer improves ends here (every rank agrees)
-            stopped = finetune_stop_reason(hp, history, guard_state) if step < hp.steps else None
+            stopped = finetune_stop_reason(hp, history, guard_state, kind.guard_scope()) if step < hp.steps else None
             if stopped:
                 row["stopped"] = stopped
                 if d.main:

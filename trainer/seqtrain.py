@@ -273,6 +273,9 @@ class SeqKind:
     def guard_sample(self, model) -> list:
         return [b.to(self.device) for b in guard_examples(self.task, self.hp, model)]
 
+    def guard_scope(self) -> str:
+        return "the guard sample of every split the model takes"
+
     def guard_eval(self, net, sample) -> tuple:
         """-> (mean loss, mean headline metric, 1.0) over the guard sample."""
         loss, acc, total = 0.0, 0.0, sum(len(b.lengths) for b in sample)
@@ -325,7 +328,10 @@ def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device):
     sample = data if data is not None else task.generate(np.random.default_rng([hp.seed, 5]),
                                                          task.splits[hp.train_split].params, min(hp.batch_size, 64))
     n_tokens = max(example_length(e) for e in sample) + 2
-    depth = hp.n_layer * int(hp.extra.get("max_iters", hp.extra.get("n_iter", 1)) or 1)
+    # block applications kept for backpropagation: the looped encoder's `loops`, an implicit
+    # model's phantom steps `grad` (its solver's other iterations keep no graph)
+    kept = [v for v in (hp.extra.get("loops"), hp.extra.get("grad")) if isinstance(v, int) and v > 0]
+    depth = hp.n_layer * max(kept, default=1)
     width = max(hp.d_model, hp.d_ff)
     per_layer = hp.batch_size * n_tokens * (8 * hp.d_model + 2 * width + 2 * hp.n_head * n_tokens)
     params = 12 * depth * hp.d_model * width + 4 * len(task.vocab) * hp.d_model

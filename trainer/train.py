@@ -168,6 +168,9 @@ class FanKind:
         self.clock_extra = self.data.task.t_max_extra if self.spec.adaptive and has_clock(model) else 0
         return guard_batch(self.data, self.hp, self.device)
 
+    def guard_scope(self) -> str:
+        return f"every guard length up to {self.hp.guard_max_n or self.hp.max_train_n}"
+
     def guard_eval(self, net, gb) -> tuple:
         return _guard_eval(self.spec, self.hp, net, gb, self.clock_extra)
 
