@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.models.base import ENCODERS, EncoderConfig
+from trainer.models.base import EncoderConfig, get_encoder_spec
 from trainer.models.fixed_point import (VariationalDropout, relative_residual, reset_variational_dropout,
                                         reset_weight_norm, solve)
 
@@ -13,7 +13,7 @@ IMPLICIT = ["implicit_mamba2", "implicit_llama"]
 
 
 def build(name, vocab=6, dropout=0.0, d_model=16, n_layer=1, **extra):
-    spec = ENCODERS.lookup(name)
+    spec = get_encoder_spec(name)
     cfg = EncoderConfig(vocab_size=vocab, d_model=d_model, n_layer=n_layer, n_head=2, d_ff=2 * d_model,
                         dropout=dropout, extra={**spec.defaults, "d_state": 4, "headdim": 8, **extra})
     return spec.build(cfg)
@@ -290,7 +290,7 @@ def test_bad_settings_are_user_errors(key, value):
 def test_cpu_preset_reaches_the_encoder(name):
     from types import SimpleNamespace
     from trainer.seqpresets import make_seq_hparams
-    spec = ENCODERS.lookup(name)
+    spec = get_encoder_spec(name)
     hp = make_seq_hparams("cpu", SimpleNamespace(family="", name="words_z60"), spec, {}, {"test_max_iter": 7})
     assert (hp.d_model, hp.n_layer, hp.batch_size, hp.betas, hp.grad_clip) == (64, 1, 128, [0.9, 0.95], 0.25)
     if name.endswith("mamba2"):
@@ -314,11 +314,11 @@ def test_p2_models_cpu_words_train_at_one_length():
     for task_name in [n for n in TASKS if n.startswith("words_")]:
         task = seq_task(task_name)
         for name in P2_MODELS:
-            hp = make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {})
+            hp = make_seq_hparams("cpu", task, get_encoder_spec(name), {}, {})
             check_splits(task, hp)
             assert (hp.train_split, hp.schedule) == ("train_k", "constant"), name
         for name in ("gru", "lstm", "transformer"):
-            assert make_seq_hparams("cpu", task, ENCODERS.lookup(name), {}, {}).train_split == "train"
+            assert make_seq_hparams("cpu", task, get_encoder_spec(name), {}, {}).train_split == "train"
     for name in P2_MODELS:
-        hp = make_seq_hparams("cpu", seq_task("counting"), ENCODERS.lookup(name), {}, {})
+        hp = make_seq_hparams("cpu", seq_task("counting"), get_encoder_spec(name), {}, {})
         assert hp.train_split == "train_cpu" and hp.schedule == "cosine" and hp.batch_size == 32

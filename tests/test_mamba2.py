@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.models.base import ENCODERS, EncoderConfig
+from trainer.models.base import EncoderConfig, get_encoder_spec
 from trainer.models.mamba2 import Mamba2Mixer, ssd_chunked
 
 torch.set_num_threads(1)
@@ -78,7 +78,7 @@ def test_mixer_parallel_equals_recurrent_step(seed, d_model, d_state, headdim, c
 
 
 def _encoder(name, d_model=16, n_layer=2, n_head=2, **extra):
-    spec = ENCODERS.lookup(name)
+    spec = get_encoder_spec(name)
     cfg = EncoderConfig(vocab_size=8, d_model=d_model, n_layer=n_layer, n_head=n_head, d_ff=2 * d_model,
                         extra={**spec.defaults, "d_state": 4, "headdim": 8, **extra})
     return spec.build(cfg).eval()

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from seq_toys import TOYS, register_toys  # noqa: E402
 
 from rasp.cli import main  # noqa: E402
-from trainer.models.base import ENCODERS, EncoderConfig  # noqa: E402
+from trainer.models.base import EncoderConfig, get_encoder_spec  # noqa: E402
 from trainer.models import recurrent_transformers as rt  # noqa: E402
 from trainer.models.blocks import positions  # noqa: E402
 
@@ -26,7 +26,7 @@ MODELS = ["ut_act", "ut", "gut", "gut_token", "gut_nogate", "gut_notrans", "tlb"
 
 def build(name, causal, vocab=12, d=32, layers=4, seed=0, **extra):
     torch.manual_seed(seed)
-    spec = ENCODERS[name]
+    spec = get_encoder_spec(name)
     cfg = EncoderConfig(vocab_size=vocab, d_model=d, n_layer=layers, n_head=4, d_ff=64, causal=causal,
                         extra={**spec.defaults, **extra})
     return spec.build(cfg).eval()
@@ -305,16 +305,16 @@ def test_gradients_reach_every_parameter(name, causal):
 
 def test_presets_cover_the_task_families():
     for name in MODELS:
-        spec = ENCODERS[name]
+        spec = get_encoder_spec(name)
         assert spec.family == "recurrent_transformers"
         for fam in ("flipflop", "listops", "logic"):
             cpu = spec.presets["cpu"][fam]
             assert (cpu["d_model"], cpu["n_head"], cpu["d_ff"]) == (64, 4, 128)
             assert spec.presets["paper"][fam]["d_model"] == 512
-    assert ENCODERS["gut"].presets["paper"]["flipflop"]["n_layer"] == 20
-    assert ENCODERS["ut"].presets["paper"]["logic"]["beta"] == 0.0
-    assert ENCODERS["tlb"].presets["paper"]["listops"]["chunk"] == 20
-    assert ENCODERS["gut"].defaults["pooling"] == "end" and ENCODERS["ut"].defaults["pooling"] == "mean"
+    assert get_encoder_spec("gut").presets["paper"]["flipflop"]["n_layer"] == 20
+    assert get_encoder_spec("ut").presets["paper"]["logic"]["beta"] == 0.0
+    assert get_encoder_spec("tlb").presets["paper"]["listops"]["chunk"] == 20
+    assert get_encoder_spec("gut").defaults["pooling"] == "end" and get_encoder_spec("ut").defaults["pooling"] == "mean"
 
 
 # ---------------------------------------------------------------- toy training
@@ -388,7 +388,7 @@ def test_toy_training_lowers_the_loss(name):
 
 
 def m_pool(name):
-    return ENCODERS[name].defaults["pooling"]
+    return get_encoder_spec(name).defaults["pooling"]
 
 
 # ---------------------------------------------------------------- through rasp train / rasp eval

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from trainer.models import ENCODERS
+from trainer.models import get_encoder_spec
 from trainer.models.base import EncoderConfig, EncoderOutput
 from trainer.models.blocks import XPos, add_start_end
 from trainer.models.heads import ClassifierHead, PairHead, SeqModel, pair_features, pool, sample_stat
@@ -77,7 +77,7 @@ def test_start_end_positions():
 @pytest.mark.parametrize("name", REFERENCE)
 def test_causal_encoders_ignore_later_tokens(name):
     torch.manual_seed(0)
-    model = ENCODERS[name].build(EncoderConfig(vocab_size=6, d_model=16, n_layer=2, n_head=2, d_ff=32,
+    model = get_encoder_spec(name).build(EncoderConfig(vocab_size=6, d_model=16, n_layer=2, n_head=2, d_ff=32,
                                                causal=True)).eval()
     a = torch.randint(1, 6, (3, 10))
     b = a.clone()
@@ -91,7 +91,7 @@ def test_causal_encoders_ignore_later_tokens(name):
 @pytest.mark.parametrize("name", ["transformer", "transformer_xpos", "gru"])
 def test_right_padding_does_not_change_real_positions(name):
     torch.manual_seed(0)
-    model = ENCODERS[name].build(EncoderConfig(vocab_size=6, d_model=16, n_layer=2, n_head=2, d_ff=32,
+    model = get_encoder_spec(name).build(EncoderConfig(vocab_size=6, d_model=16, n_layer=2, n_head=2, d_ff=32,
                                                causal=False)).eval()
     t = torch.tensor([[1, 2, 3, 4]])
     padded = torch.tensor([[1, 2, 3, 4, 0, 0, 0]])

@@ -190,8 +190,8 @@ class _Probe(torch.nn.Module):
 
 
 def test_trainer_calls_set_progress_adds_aux_loss_and_reports_stats(tmp_path):
-    from trainer.models.base import ENCODERS, EncoderSpec
-    ENCODERS.register(EncoderSpec("probe_enc", _Probe, "tests"))
+    from trainer.models.base import MODELS, EncoderSpec, register_encoder
+    register_encoder(EncoderSpec("probe_enc", _Probe, "tests"))
     _Probe.calls.clear()
     try:
         out = tmp_path / "p"
@@ -205,7 +205,7 @@ def test_trainer_calls_set_progress_adds_aux_loss_and_reports_stats(tmp_path):
         assert all(float(L) == v for L, v in st["iterations"]["by_length"].items())
         assert st["residual"]["mean"] == 0.5 and st["iterations"]["max"] <= 12
     finally:
-        ENCODERS.pop("probe_enc", None)
+        MODELS.pop("probe_enc", None)
 
 
 def test_ddp_two_cpu_processes_match_single_process_for_a_comparison_model(tmp_path):

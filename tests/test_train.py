@@ -26,7 +26,7 @@ from rasp.errors import RaspError  # noqa: E402
 from trainer import checkpoint, objectives  # noqa: E402
 from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval  # noqa: E402
 from trainer.evaluate import evaluate_run, rows as eval_rows  # noqa: E402
-from trainer.models import MODELS, get_model_spec  # noqa: E402
+from trainer.models import fan_models, get_model_spec  # noqa: E402
 from trainer.hparams import HParams  # noqa: E402
 from trainer.train import RunConfig, build_data, train  # noqa: E402
 
@@ -79,7 +79,7 @@ def test_looped_parity_learns(tmp_path):
     assert thr["iterations"] < conf["iterations"]          # early exit saves loop iterations
 
 
-@pytest.mark.parametrize("name", [m for m in MODELS if m != "looped"])
+@pytest.mark.parametrize("name", [m for m in fan_models() if m != "looped"])
 def test_baselines_train_and_evaluate(tmp_path, name):
     out = tmp_path / name
     train(RunConfig(task="copy", out=str(out), model=name, hp=tiny(steps=20, eval_every=0, max_train_n=2,

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from rasp.errors import RaspError
-from trainer.models import MODELS
+from trainer.models import MODELS, get_model_spec
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
@@ -56,7 +56,7 @@ def set_threads(requested) -> str:
 
 def catalogue() -> str:
     """Every task and model `rasp train` knows, a line each (the --help epilog)."""
-    from trainer.models import ENCODERS
+    from trainer.registry import COMPARISON, FAN
     from trainer.tasks.base import SeqTask
 
     def block(title, rows):
@@ -66,10 +66,11 @@ def catalogue() -> str:
     seq = [(n, t.description) for n, t in TASKS.items() if isinstance(t, SeqTask)]
     return "\n\n".join([
         block("Fan et al.'s tasks (a looped transformer and its baselines: --model below)", fan),
-        block("models for Fan et al.'s tasks", [(n, m.description) for n, m in MODELS.items()]),
+        block("models for Fan et al.'s tasks", [(n, m.specs[FAN].description) for n, m in MODELS.items()
+                                                 if m.serves(FAN)]),
         block("comparison tasks (docs: trainer/README.md)", seq),
         block("models for the comparison tasks (--set KEY=VALUE sets their options)",
-              [(n, m.description) for n, m in ENCODERS.items()])])
+              [(n, m.specs[COMPARISON].description) for n, m in MODELS.items() if m.serves(COMPARISON)])])
 
 
 class Given(argparse.Action):
@@ -190,8 +191,7 @@ def fresh_hparams(args) -> HParams:
     if not args.task:
         raise RaspError("--task is required (one of: " + ", ".join(TASKS) + ")")
     task = get_task(args.task)
-    if args.model not in MODELS:
-        raise RaspError(f"unknown model {args.model!r} (known: {', '.join(MODELS)})")
+    get_model_spec(args.model)      # a user error naming the models of Fan et al.'s tasks
     if args.freeze_fragile == "on" and args.init != "compiled":
         raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
     return make_hparams(args.preset, task, args.init, **fan_flags(args))

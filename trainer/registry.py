@@ -20,3 +20,49 @@ class Registry(dict):
         if name not in self:
             raise RaspError(f"unknown {self.kind} {name!r} (known: {', '.join(self)})")
         return self[name]
+
+
+# the two kinds of task a model can train on
+FAN, COMPARISON = "fan", "comparison"
+KIND_NAMES = {FAN: "Fan et al.'s tasks", COMPARISON: "the comparison tasks"}
+
+
+class Model:
+    """One named model and the ways it runs: on Fan et al.'s tasks (a
+    `ModelSpec`: T(n) per sample, FAP/NTP layouts, trainer/train.py) and/or
+    on the comparison tasks (an `EncoderSpec`: an encoder under a task head,
+    trainer/seqtrain.py).  `looped` is the one model with both."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.specs = {}
+
+    def serves(self, kind: str) -> bool:
+        return kind in self.specs
+
+
+class ModelRegistry(Registry):
+    """Every model by name, once, whatever kind of task it trains on."""
+
+    def __init__(self):
+        super().__init__("model")
+
+    def add(self, kind: str, spec):
+        model = self.setdefault(spec.name, Model(spec.name))
+        if kind in model.specs:
+            raise ValueError(f"model {spec.name!r} is registered twice for {KIND_NAMES[kind]}")
+        model.specs[kind] = spec
+        return spec
+
+    def names(self, kind: str) -> list:
+        return [n for n, m in self.items() if m.serves(kind)]
+
+    def spec(self, name: str, kind: str):
+        """The spec `name` runs with on `kind` tasks, or a user error that says
+        which models those tasks take."""
+        model = self.lookup(name)
+        if not model.serves(kind):
+            other = next(iter(model.specs))
+            raise RaspError(f"model {name!r} trains on {KIND_NAMES[other]}, not on {KIND_NAMES[kind]} "
+                            f"(models for those: {', '.join(self.names(kind))})")
+        return model.specs[kind]

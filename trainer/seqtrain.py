@@ -26,7 +26,7 @@ import torch
 
 from rasp.errors import RaspError
 from trainer import checkpoint, loop, scoring
-from trainer.models import ENCODERS, get_encoder_spec
+from trainer.models import get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
 from trainer.seqdata import collate, example_length, read_jsonl
@@ -68,9 +68,7 @@ def encoder_config(task: SeqTask, hp: HParams) -> EncoderConfig:
 
 
 def build_model(task: SeqTask, model_name: str, hp: HParams) -> SeqModel:
-    spec = get_encoder_spec(model_name) if model_name in ENCODERS else None
-    if spec is None:
-        raise RaspError(f"unknown model {model_name!r} for comparison tasks (known: {', '.join(ENCODERS)})")
+    spec = get_encoder_spec(model_name)
     cfg = encoder_config(task, hp)
     try:
         encoder = spec.build(cfg)

@@ -70,7 +70,8 @@ def _slurm_params(items: list) -> dict:
 def unavailable(runs: list) -> list:
     """(run, reason) for the runs whose task or model this trainer does not
     have (yet): they would only fail."""
-    from trainer.models import ENCODERS, MODELS
+    from trainer.models import MODELS
+    from trainer.registry import COMPARISON, FAN
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
     out = []
@@ -78,7 +79,7 @@ def unavailable(runs: list) -> list:
         task = TASKS.get(r.task) if hasattr(TASKS, "get") else None
         if task is None:
             out.append((r, f"task {r.task!r}"))
-        elif r.model not in (ENCODERS if isinstance(task, SeqTask) else MODELS):
+        elif r.model not in MODELS or not MODELS[r.model].serves(COMPARISON if isinstance(task, SeqTask) else FAN):
             out.append((r, f"model {r.model!r}"))
     return out
 

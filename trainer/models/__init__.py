@@ -1,11 +1,12 @@
 """Model registries, one module per model family over shared blocks.
 
-    looped.py       MODELS: Fan et al.'s looped transformer and its baselines
-                    (FAP/NTP layouts, trained by trainer/train.py); also the
-                    `looped` comparison encoder
-    base.py         ENCODERS: the contract of the comparison models (sequence
-                    encoders with an optional halting / fixed-point loop), trained
-                    on the comparison tasks of trainer/tasks/ by trainer/seqtrain.py
+    base.py         MODELS, the one model registry (each name once, with how it
+                    runs on Fan et al.'s tasks and/or on the comparison tasks),
+                    and the contract of the comparison models (sequence encoders
+                    with an optional halting / fixed-point loop, under a task head)
+    looped.py       Fan et al.'s looped transformer and its baselines (FAP/NTP
+                    layouts, trained by trainer/train.py); the same looped model
+                    as a comparison encoder
     heads.py        per-position / pooled / sentence-pair heads, SeqModel
     blocks.py       P1's shared pre-LN block (xPos, RoPE, START/END)
     mamba2.py       mamba2 (plain-PyTorch Mamba2 mixer: chunked SSD + recurrent step)
@@ -20,9 +21,8 @@ its encoders by existing (no list to edit).
 import importlib
 import pkgutil
 
-from trainer.models.looped import (MODELS, ModelSpec, build_looped, get_model_spec,  # noqa: F401
-                                   looped_config, register)
-from trainer.models.base import ENCODERS, get_encoder_spec  # noqa: F401
+from trainer.models.base import MODELS, comparison_models, fan_models, get_encoder_spec  # noqa: F401
+from trainer.models.looped import ModelSpec, build_looped, get_model_spec, looped_config, register  # noqa: F401
 
 for _m in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_m.name}")

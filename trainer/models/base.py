@@ -35,7 +35,7 @@ from typing import Callable, Optional
 
 import torch
 
-from trainer.registry import Registry
+from trainer.registry import COMPARISON, FAN, ModelRegistry
 
 
 @dataclass
@@ -102,6 +102,23 @@ def param_groups(module: torch.nn.Module, lr: float, weight_decay: float) -> lis
     return groups
 
 
-ENCODERS = Registry("model")
-register_encoder = ENCODERS.register
-get_encoder_spec = ENCODERS.lookup
+# Every model, once by name: Fan et al.'s looped transformer and its baselines
+# register a `ModelSpec` (trainer/models/looped.py), the comparison models an
+# `EncoderSpec`; `looped` has both.
+MODELS = ModelRegistry()
+
+
+def register_encoder(spec: EncoderSpec) -> EncoderSpec:
+    return MODELS.add(COMPARISON, spec)
+
+
+def get_encoder_spec(name: str) -> EncoderSpec:
+    return MODELS.spec(name, COMPARISON)
+
+
+def comparison_models() -> list:
+    return MODELS.names(COMPARISON)
+
+
+def fan_models() -> list:
+    return MODELS.names(FAN)

@@ -1,6 +1,7 @@
-"""Model registry: the looped model and the baselines of Fan et al. §6.1.2/§6.3.
+"""The looped model and the baselines of Fan et al. §6.1.2/§6.3, as they run on
+Fan et al.'s tasks, and the looped model as it runs on the comparison tasks.
 
-Every entry is a `ModelSpec`: how to build the network and how it is run.
+Each registers a `ModelSpec` in the one model registry (`trainer/models/base.py`): how to build the network and how it is run.
 All current entries are `LoopedTransformer`s (the compiler's class):
 
     looped        block looped T(n) times, input injection      (the method)
@@ -26,8 +27,8 @@ import torch
 import torch.nn as nn
 
 from model import LoopedConfig, LoopedTransformer, gpt2_init_
-from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
-from trainer.registry import Registry
+from trainer.models.base import MODELS, EncoderOutput, EncoderSpec, register_encoder
+from trainer.registry import FAN
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,12 @@ def build_looped(spec: ModelSpec, hp, data) -> nn.Module:
     return model
 
 
-MODELS = Registry("model")
-register = MODELS.register
-get_model_spec = MODELS.lookup
+def register(spec: ModelSpec) -> ModelSpec:
+    return MODELS.add(FAN, spec)
+
+
+def get_model_spec(name: str) -> ModelSpec:
+    return MODELS.spec(name, FAN)
 
 
 register(ModelSpec("looped", adaptive=True, description="Fan et al.'s looped transformer: one block, T(n) "
@@ -107,8 +111,8 @@ register(ModelSpec("ntp_loop", objective="ntp", fixed_steps="loop",
 # One model, `looped`, for every task: the same LoopedTransformer (GPT-2
 # pre-norm block, causal, no positional encoding), weight-tied, with input
 # injection h_0 = 0, h_t = body(h_{t-1} + e).  What differs is only who knows
-# the number of iterations: Fan et al.'s tasks give T(n) per sample (MODELS
-# entry above); a comparison task has no T(n), so the model runs a fixed
+# the number of iterations: Fan et al.'s tasks give T(n) per sample (the ModelSpec
+# above); a comparison task has no T(n), so the model runs a fixed
 # `loops` (--set loops=K), unless it is the task's own program compiled
 # (--init compiled, trainer/seqcompiled.py), which runs its program's T(n).
 

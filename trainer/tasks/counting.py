@@ -83,7 +83,7 @@ for _s in ("medium", "long"):
     SPLITS[f"valid_{_s}_cpu"] = Split(f"valid_{_s}_cpu", _p(f"{_s}_cpu"), 100, f"cpu preset: {_s} at 1/5 length")
 for _t in ("two_isi", "double_isi"):
     SPLITS[f"test_{_t}_cpu"] = Split(f"test_{_t}_cpu", _p("short_cpu", test=_t), 100,
-                                     f"phase alignment of the cpu preset's short setting")
+                                     "phase alignment of the cpu preset's short setting")
 
 TASK = register(SeqTask(
     name="counting", kind="per_position", vocab=("0", "1"), labels=("0", "1"), splits=SPLITS,
