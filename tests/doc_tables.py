@@ -163,7 +163,7 @@ MAKERS = {"published": published_table, "presets": lambda arg: {"family": family
 
 def fill(text: str) -> str:
     """`text` with every generated block made afresh."""
-    return BLOCK.sub(lambda m: m.group(1) + MAKERS[m.group(2)](m.group(3)) + "\n" + m.group(5), text)
+    return BLOCK.sub(lambda m: m.group(1) + MAKERS[m.group(2)](m.group(3)) + "\n\n" + m.group(5), text)
 
 
 def blocks(text: str) -> list:
