@@ -38,17 +38,17 @@ COUNTING_MODELS = ["implicit_mamba2_h8", "implicit_llama_h8"]
 SEQUENTIAL = "eval_sequential.json"
 BEGIN, END = "<!-- bench/implicit.py: begin -->", "<!-- bench/implicit.py: end -->"
 
-# The published / probe figures shown beside our cells: BENCHMARKS.md §4.2
+# The published / probe figures shown beside our cells: docs/benchmarks.md §9
 # (one-seed CPU probes, sequence accuracy) and P3 Table 2 (✓ = >= 90 %, 5 seeds;
-# its A5 block as extracted, BENCHMARKS.md §2.5.2).
+# its A5 block as extracted, docs/benchmarks.md §3.1).
 REFERENCE = {
-    ("z60_k8", "implicit_mamba2"): {"valid": "§4.2: 0.992", "test_16": "§4.2: 0.904", "test_32": "§4.2: 0.558"},
-    ("z60_k8", "mamba2"): {"valid": "§4.2: 0.0", "test_16": "P2: ✗", "test_32": "P2: ✗"},
-    ("z60_k8", "gru"): {"valid": "§4.2: 0.987; P3 ✓", "test_16": "§4.2: 0.624; P3 ✓", "test_32": "§4.2: 0.102; P3 ✓"},
+    ("z60_k8", "implicit_mamba2"): {"valid": "probe: 0.992", "test_16": "probe: 0.904", "test_32": "probe: 0.558"},
+    ("z60_k8", "mamba2"): {"valid": "probe: 0.0", "test_16": "P2: ✗", "test_32": "P2: ✗"},
+    ("z60_k8", "gru"): {"valid": "probe: 0.987; P3 ✓", "test_16": "probe: 0.624; P3 ✓", "test_32": "probe: 0.102; P3 ✓"},
     ("z60_k8", "lstm"): {"valid": "P3 ✓", "test_16": "P3 ✓", "test_32": "P3 ✓"},
     ("z60_k8", "transformer"): {"valid": "P3 ✓", "test_16": "P3 ✗", "test_32": "P3 ✗"},
-    ("a5_k8", "implicit_mamba2"): {"valid": "§4.2: 0.044 (1 531 steps)"},
-    ("a5_k8", "gru"): {"valid": "§4.2: 0.89 (4 600 steps); P3 ✓", "test_16": "§4.2: 0.369; P3 ✓", "test_32": "P3 ✓"},
+    ("a5_k8", "implicit_mamba2"): {"valid": "probe: 0.044 (1 531 steps)"},
+    ("a5_k8", "gru"): {"valid": "probe: 0.89 (4 600 steps); P3 ✓", "test_16": "probe: 0.369; P3 ✓", "test_32": "P3 ✓"},
     ("a5_k8", "lstm"): {"valid": "P3 ✓", "test_16": "P3 ✓", "test_32": "P3 ✓"},
     ("a5_k8", "transformer"): {"valid": "P3 ✗ (shifted?)", "test_16": "P3 ✓ (shifted?)", "test_32": "P3 ✗"},
     ("mixed", "mamba2"): {"test_16_p0.5": "P2 (L 256): chance", "test_32_p0.5": "P2 (L 256): chance"},

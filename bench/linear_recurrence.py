@@ -1,5 +1,5 @@
 """Benchmark: P3's linear-recurrence baselines (S4D, Mamba, NRU) on CPU,
-beside P3's published ✓/✗ (BENCHMARKS.md §2.5–2.7).
+beside P3's published ✓/✗ (docs/benchmarks.md §3, §6, §7).
 
     python bench/linear_recurrence.py --out runs/bench_linrec              # train + evaluate all
     python bench/linear_recurrence.py --out runs/bench_linrec --only counting
@@ -130,7 +130,7 @@ def report(selected: list, args) -> str:
              f"(seed {args.seed}; training stopped by `--max-wall`, column s, or the preset's steps) then `rasp eval -n {args.eval_n}`. "
              "Cells: the metric named in each heading per evaluated split (mean over examples; "
              "in brackets the task's first metric when it differs, e.g. token accuracy). "
-             "P3 = the paper's verdict for the same setting (BENCHMARKS.md §2.5–2.7); ours is one seed, "
+             "P3 = the paper's verdict for the same setting (docs/benchmarks.md §3, §6, §7); ours is one seed, "
              "a CPU-sized model and minutes of training, so a ✗ here can mean under-training.", ""]
     for group in dict.fromkeys(r[0] for r in selected):
         rows = [r for r in selected if r[0] == group]

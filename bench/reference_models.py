@@ -1,4 +1,4 @@
-"""BENCHMARKS.md §4 probes with the reference models, through the CLI a user
+"""The CPU probes of docs/benchmarks.md §9 with the reference models, through the CLI a user
 runs (`rasp train` / `rasp eval`, cpu preset): the grid is the suite
 bench/reference.toml, run by `rasp compare`'s runner (a finished run is
 skipped, an interrupted one resumed, a failure recorded in its failed.json),
@@ -24,11 +24,11 @@ SUITE = ROOT / "bench" / "reference.toml"
 FF_SPLITS = [f"test_{T}_p{p}" for T in (128, 256) for p in (0.1, 0.8, 0.98)]
 
 # probe: (task entry, model entry of bench/reference.toml, what the paper / probe says)
-# CHECKS[name](splits of eval.json) -> (passed, the BENCHMARKS.md §4 claim it checks)
+# CHECKS[name](splits of eval.json) -> (passed, the claim of docs/benchmarks.md §9 it checks)
 PROBES = {
     "lstm_flipflop": (
         "flipflop", "lstm",
-        "BENCHMARKS.md §4.2 probe: 100 % all reads and last read at T=128 and 256, p_i 0.1/0.8/0.98 "
+        "100 % all reads and last read at T=128 and 256, p_i 0.1/0.8/0.98 "
         "(254 steps); 1-layer LSTM is Liu et al.'s solver (not in P1's tables)"),
     "transformer_flipflop": (
         "flipflop", "transformer_rope",
@@ -94,7 +94,7 @@ def _fmt(v):
 NOTES = """## Notes
 
 * The Transformer (2 layers, d 64, RoPE) also loses the last read at 2x length on p_i = 0.8 (0.57),
-  worse than the §4.2 probe (0.988): RoPE beyond the trained positions; P1's 6x512 xPos model is
+  worse than the CPU probe (0.988): RoPE beyond the trained positions; P1's 6x512 xPos model is
   not run here (`--preset paper`).
 * Counting: the hidden-8 RNN gets every offset of the training setting and 0.90 of them with
   the longer ITI (probe 0.988); the double-ISI phase test (P3 Table 5: RNN hidden 8 passes) is
@@ -106,12 +106,12 @@ NOTES = """## Notes
 
 def table(results: list, load: str) -> str:
     from trainer.tasks import TASKS
-    lines = ["# Reference models at the cpu preset (BENCHMARKS.md §4)", "",
+    lines = ["# Reference models at the cpu preset (docs/benchmarks.md §9)", "",
              "Produced by `python bench/reference_models.py` (the suite bench/reference.toml through "
              "`rasp compare`'s runner: `rasp train --preset cpu` with the probe's budget, then `rasp eval`); "
              "each row is one split, mean ± standard error over its examples.  Single seed (0), one torch "
              f"thread per run on the shared 2-core machine ({load}).", "",
-             "| probe | BENCHMARKS.md §4 claim | reproduced |", "|---|---|---|"]
+             "| probe | claim of the CPU probe | reproduced |", "|---|---|---|"]
     for r in results:
         ok, claim = CHECKS[r["name"]](r["eval"]["splits"]) if "error" not in r else (False, r["error"])
         lines.append(f"| {r['name']} | {claim} | {'yes' if ok else '**no**'} |")

@@ -263,7 +263,7 @@ def words_a4z5(tokens):
     return [5 * i + j for i, j in zip(a4, z5)]
 
 
-APERIODIC = [[0, 1, 2, 3], [1, 3, 3, 3], [2, 1, 2, 3], [3, 3, 3, 3]]   # E A B X (BENCHMARKS.md §2.5.3)
+APERIODIC = [[0, 1, 2, 3], [1, 3, 3, 3], [2, 1, 2, 3], [3, 3, 3, 3]]   # E A B X (docs/benchmarks.md §3.2)
 
 
 def words_mixed(tokens):

@@ -1,5 +1,5 @@
 """Implicit (fixed-point) models: the solver, the backward, the curriculum and
-the two evaluation orders (MODELS.md §1.7.2–1.7.4, §1.8)."""
+the two evaluation orders (docs/models.md §7)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -263,7 +263,7 @@ def test_f_is_one_function_within_a_forward(name):
 
 @pytest.mark.parametrize("name", IMPLICIT)
 def test_weight_norm_on_every_linear_and_conv(name):
-    """MODELS.md §1.7.3: every nn.Linear / nn.Conv1d of the implicit backbone,
+    """docs/models.md §7.1: every nn.Linear / nn.Conv1d of the implicit backbone,
     the injection included, is weight-normalised."""
     model = build(name, n_layer=2)
     layers = [m for m in model.core.modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d))]

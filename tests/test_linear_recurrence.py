@@ -52,7 +52,7 @@ def test_s4d_discretisation_is_zoh():
 
 
 def counting_signal(rng, length, isi, iti):
-    """P3 §4.3 / BENCHMARKS.md §2.7: off runs of random length, on runs of
+    """P3 §4.3 / docs/benchmarks.md §7: off runs of random length, on runs of
     fixed length `isi`, starting with an off run, truncated to `length`."""
     x = []
     while len(x) < length:

@@ -12,7 +12,7 @@ torch.set_num_threads(1)
 
 
 def naive_scan(x, dt, A, B, C):
-    """The recurrence of MODELS.md §1.7.1 written out per token and head."""
+    """The recurrence of docs/models.md §6.1 written out per token and head."""
     b, l, h, p = x.shape
     S = torch.zeros(b, h, p, B.shape[-1], dtype=x.dtype)
     ys = []

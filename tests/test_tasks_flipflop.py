@@ -1,4 +1,4 @@
-"""Flip-flop task (BENCHMARKS.md §2.1): generator, program labels, splits, scoring."""
+"""Flip-flop task (docs/benchmarks.md §2): generator, program labels, splits, scoring."""
 import numpy as np
 import pytest
 

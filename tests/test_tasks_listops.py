@@ -1,4 +1,4 @@
-"""ListOps (BENCHMARKS.md §2.2): values, released labels, generator statistics, splits, loader."""
+"""ListOps (docs/benchmarks.md §4): values, released labels, generator statistics, splits, loader."""
 import random
 from pathlib import Path
 

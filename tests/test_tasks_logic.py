@@ -1,4 +1,4 @@
-"""Logical Inference (BENCHMARKS.md §2.3): relations from truth tables, released files, generator."""
+"""Logical Inference (docs/benchmarks.md §5): relations from truth tables, released files, generator."""
 import itertools
 import random
 from pathlib import Path

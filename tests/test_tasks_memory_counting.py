@@ -1,4 +1,4 @@
-"""Copying / denoising (BENCHMARKS.md §2.6) and counting (§2.7): layouts, scoring masks, metrics."""
+"""Copying / denoising (docs/benchmarks.md §6) and counting (§7): layouts, scoring masks, metrics."""
 import numpy as np
 import pytest
 
@@ -15,7 +15,7 @@ def test_layout_and_mask(kind):
         x = [M.VOCAB[i - 1] for i in ex.input]
         S = ex.group
         T = 50
-        assert len(x) == T + 2 * S + (kind == "denoising")              # §5 #14 layout
+        assert len(x) == T + 2 * S + (kind == "denoising")              # docs/benchmarks.md §6 layout
         at = x.index(M.INDICATOR)
         assert x.count(M.INDICATOR) == 1 and at == len(x) - S - 1 and x[at + 1:] == [M.BLANK] * S
         data = [v for v in x[:at] if v != M.BLANK]

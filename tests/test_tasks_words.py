@@ -1,4 +1,4 @@
-"""Word problems (BENCHMARKS.md §2.5): group tables, prefix products, splits, the WP loader."""
+"""Word problems (docs/benchmarks.md §3): group tables, prefix products, splits, the WP loader."""
 import itertools
 from pathlib import Path
 

@@ -74,7 +74,7 @@ def run_data(args) -> int:
                     v = dict(sorted(v.items(), key=lambda kv: -kv[1])[:12]) | {"...": f"{len(st[k])} labels"}
                 print(f"  {k}: {json.dumps(v, ensure_ascii=False)}")
         if task.paper_stats:
-            print("paper (BENCHMARKS.md):")
+            print("paper (docs/benchmarks.md):")
             for k, v in task.paper_stats.items():
                 print(f"  {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}")
         return 0

@@ -1,6 +1,6 @@
 """The training loop: one for every task and model.
 
-    run = Kind(...)        # trainer/kinds.py: what differs per kind of task
+    run = Kind(...)        # FanKind (trainer/train.py) or SeqKind (trainer/seqtrain.py)
     summary = train(run)
 
 The loop owns everything a run does the same way whatever it trains: the
@@ -13,7 +13,7 @@ EMA of the weights, the log / eval / checkpoint cadence, `max_wall`, the
 progress bar, the early stop of a finished fine-tune, the summary and the
 training-curve plot.
 
-A kind supplies the rest (see `Kind` in trainer/kinds.py): the model, the
+A kind supplies the rest (`FanKind` in trainer/train.py, `SeqKind` in trainer/seqtrain.py): the model, the
 optimiser's parameter groups, the learning-rate schedule, the batches, the
 loss, the evaluation, the guard sample, and the RNG state its checkpoint
 keeps.  Fan et al.'s tasks (per-sample T(n), FAP/NTP objectives, length

@@ -1,4 +1,4 @@
-"""Loss and metrics of the comparison tasks (BENCHMARKS.md §2).
+"""Loss and metrics of the comparison tasks (docs/benchmarks.md §1).
 
 What each metric name means for one example is defined with the tasks
 (`trainer/tasks/scoring.py`: `score(name, prediction, target)` -> a value in

@@ -2,7 +2,7 @@
 `--splits`), metrics with standard errors, by length and by group, the
 encoder's depth / iterations / residual, `eval.json` and a plot.
 
-eval.json (HELPER_COMMON.md):
+eval.json:
 
     {"task", "model", "run", "step", "seed",
      "splits": {SPLIT: {"n": int, "params": {...},

@@ -26,8 +26,8 @@ PRESET_NAMES = ("cpu", "paper")
 
 
 # Per task family: what any model uses unless its EncoderSpec says otherwise.
-# cpu = minutes on one core (BENCHMARKS.md §4.2); paper = the papers' recipes
-# (MODELS.md §1.5 for P1's tasks, §1.9 for P3's).
+# cpu = minutes on one core (docs/benchmarks.md §9); paper = the papers' recipes
+# (docs/models.md §11: P1 App. B and JRC's configs for P1's tasks, P3's for P3's).
 #
 # Why flipflop / listops / logic train so few cpu steps: their suites
 # (trainer/compare/suites/{flipflop,listops,logic}.toml, 8-10 models each)
@@ -51,9 +51,9 @@ FAMILY = {
         # words: 800 steps (was 1 500).  The words suite's cpu grid (7 models x Z60, A5
         # + the mixed task, one process at a time on the shared 2 cores) must fit ~70 min;
         # implicit Mamba2 trains ~1.7 steps/s at load 4-7 (batch 128, <= 16 + 4
-        # iterations), so 1 500 steps were ~14 min a run.  800 keeps the BENCHMARKS.md
-        # §4.2 gap: implicit Mamba2 passes 0.95 at L = 8 by ~700 steps (bench/implicit.md).
-        # Constant lr, as the paper preset and the §4.2 probes (GRU >= 0.9 at L = 8 by
+        # iterations), so 1 500 steps were ~14 min a run.  800 keeps the
+        # gap of docs/benchmarks.md §9: implicit Mamba2 passes 0.95 at L = 8 by ~700 steps (bench/implicit.md).
+        # Constant lr, as the paper preset and the CPU probes (GRU >= 0.9 at L = 8 by
         # step 800): a cosine decay over 800 steps left the GRU at 0.01.
         "words": {"steps": 800, "batch_size": 256, "lr": 3e-3, "eval_every": 200, "weight_decay": 0.0,
                   "schedule": "constant"},

@@ -1,4 +1,4 @@
-"""The shared pre-LN Transformer block of every P1 model (MODELS.md §1.0,
+"""The shared pre-LN Transformer block of every P1 model (docs/models.md §3,
 JRC models/modules/*): Transformer, UT, GUT, TLB and GUTLB all stack or loop
 `PreLNBlock`.
 

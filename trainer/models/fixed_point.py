@@ -1,4 +1,4 @@
-"""Fixed-point machinery of the implicit models (MODELS.md §1.7.3), on torchdeq.
+"""Fixed-point machinery of the implicit models (docs/models.md §7.2-7.3), on torchdeq.
 
 torchdeq (locuslab, v0.1.0, pure PyTorch) is the library the official
 implicit-model code uses; we take from it what MSI takes:
@@ -119,7 +119,7 @@ def unroll(f, z0: torch.Tensor, steps: int, tau: float):
 
 
 class InjectedCore(nn.Module):
-    """The f of an implicit model over a stack of blocks (MODELS.md §1.7.2, §1.8):
+    """The f of an implicit model over a stack of blocks (docs/models.md §7.1):
     embedding -> dropout -> RMSNorm_inj -> ONE injection Linear shared by all
     layers; f(z) = RMSNorm_f(Block_N(... Block_1(z; v) ...; v)).  Subclasses
     set `embedding`, `emb_dropout`, `blocks` (each with `forward(z, v)` and

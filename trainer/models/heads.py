@@ -1,4 +1,4 @@
-"""Task heads over a sequence encoder (MODELS.md §1.0) and the `SeqModel`
+"""Task heads over a sequence encoder (docs/models.md §2) and the `SeqModel`
 that joins the two.
 
     PositionHead     Linear(d, C) at every position (flip-flop, word problems,

@@ -1,5 +1,5 @@
-"""Implicit models: one block stack iterated to a fixed point (MODELS.md §1.7.2–1.7.5,
-§1.8), registered as `implicit_mamba2` and `implicit_llama`.
+"""Implicit models: one block stack iterated to a fixed point (docs/models.md §7;
+the blocks: §6), registered as `implicit_mamba2` and `implicit_llama`.
 
     x = Dropout(Embedding(tokens));  v = Linear(RMSNorm_inj(x))   (one injection for all layers)
     f(z) = RMSNorm_f(Block_N(... Block_1(z; v) ...; v));  z* = f(z*),  z(0) = 0
@@ -23,9 +23,9 @@ Evaluation (`eval()`): the same solver capped at `test_max_iter` with stop
 `test_tol` ("simultaneous"), or with `eval_mode = "sequential"` token by token
 over the converged caches of earlier tokens (below).
 
-§5 decisions: stop tolerance 0.05 by default, 0.01 is `--set f_tol=0.01`
-(#8); dropout 0 by default as in the paper (#9); "(4+1)" exists both as the
-unrolled warm-up and as the bounded DEQ phase (#11).
+Decisions where the sources differ (docs/models.md §7.6): stop tolerance 0.05 by default, 0.01 is `--set f_tol=0.01`;
+dropout 0 by default as in the paper; "(4+1)" exists both as the
+unrolled warm-up and as the bounded DEQ phase.
 
 Stats: "iterations" (B,) — simultaneous: the solver step at which the
 sample's relative residual first fell below the tolerance (else the step of
@@ -46,7 +46,7 @@ from trainer.models.fixed_point import (add_weight_norm, ift_gradient, phantom_g
 from trainer.models.llama import LLAMA_CPU, LLAMA_DEFAULTS, LLAMA_PAPER, ImplicitLlamaCore
 from trainer.models.mamba2 import MAMBA2_CPU, MAMBA2_DEFAULTS, MAMBA2_PAPER, ImplicitMamba2Core, causal_presets
 
-# MODELS.md §1.7.4–1.7.5: MSI's state-tracking config (4005 warm-up steps with
+# docs/models.md §7.4: MSI's state-tracking config (4005 warm-up steps with
 # 4 iterations, DEQ f_max_iter 32, f_tol 0.05, phantom 4, τ 0.8, test cap 2048).
 IMPLICIT_DEFAULTS = dict(
     warmup_steps=4005, warmup_iter=4,
@@ -183,10 +183,10 @@ def with_deq(preset: dict, deq: dict) -> dict:
     return {**preset, **deq}
 
 
-# BENCHMARKS.md §4.2: 150 warm-up steps unrolled 4x (τ 0.8), then <= 16 undamped
+# docs/benchmarks.md §9: 150 warm-up steps unrolled 4x (τ 0.8), then <= 16 undamped
 # iterations + 4 phantom steps; <= 64 test iterations.
 DEQ_CPU = dict(warmup_steps=150, warmup_iter=4, f_max_iter=16, grad=4, tau=0.8, test_max_iter=64)
-# MODELS.md §1.7.5 (MSI state-tracking config; paper: no dropout, no weight decay).
+# docs/models.md §7.4, §11 (MSI state-tracking config; paper: no dropout, no weight decay).
 DEQ_PAPER = dict(warmup_steps=4005, warmup_iter=4, f_max_iter=32, grad=4, tau=0.8, test_max_iter=2048)
 
 
@@ -205,12 +205,12 @@ def build_implicit_llama(cfg):
 
 register_encoder(EncoderSpec(
     name="implicit_mamba2", build=build_implicit_mamba2, family="implicit",
-    description="Mamba2 block stack iterated to a fixed point, phantom-gradient training (MODELS.md §1.7)",
+    description="Mamba2 block stack iterated to a fixed point, phantom-gradient training (docs/models.md §7)",
     defaults={**MAMBA2_DEFAULTS, "emb_std": 0.01, **IMPLICIT_DEFAULTS},
     presets=implicit_presets(MAMBA2_CPU, MAMBA2_PAPER)))
 
 register_encoder(EncoderSpec(
     name="implicit_llama", build=build_implicit_llama, family="implicit",
-    description="Llama block stack iterated to a fixed point, injection into Q, K, V (MODELS.md §1.8)",
+    description="Llama block stack iterated to a fixed point, injection into Q, K, V (docs/models.md §7)",
     defaults={**LLAMA_DEFAULTS, "emb_std": 0.01, **IMPLICIT_DEFAULTS},
     presets=implicit_presets(LLAMA_CPU, LLAMA_PAPER)))

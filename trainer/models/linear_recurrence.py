@@ -1,5 +1,5 @@
 """The linear-recurrence baselines of P3 ("memory and generalization of linear
-recurrence"; MODELS.md §1.9): S4D, Mamba (Mamba-1), NRU and IDS4, as causal
+recurrence"; docs/models.md §9): S4D, Mamba (Mamba-1), NRU and IDS4, as causal
 sequence encoders (contract: trainer/models/base.py).
 
 All four share one skeleton (`LinearRecurrenceEncoder`): token embedding ->
@@ -13,7 +13,7 @@ position.
            k=1) + GLU; post-norm residual (example.py's default).
     mamba  Mamba-1 selective SSM in plain PyTorch [mamba_ssm `mamba_simple.py`,
            `selective_scan_ref`]: ZOH for A (exp(ΔA)), Euler for B (ΔB) —
-           MODELS.md §5 #13 (P3 Eq. 11 writes a bilinear form; we follow the
+           docs/models.md §9 (P3 Eq. 11 writes a bilinear form; we follow the
            Mamba code).  Pre-norm residual blocks and a final norm (MixerModel).
            Sequential scan; a chunked parallel form gives the same outputs
            (tested) and is the one to use on an accelerator.
@@ -416,7 +416,7 @@ IDS4_DEFAULTS = {"d_state": 16, "act": "identity", "norm": "post"}
 # P3 picks the fewest layers that learn k, 2 here), copying Table 7 (parameter
 # matched, 1 layer; Mamba 2 layers, the depth at which it learns), counting
 # Table 8 / App. H (1 layer, hidden 8 or 64: `--set d_model=8`).  "cpu" =
-# BENCHMARKS.md §4.2 sizes (hidden 64–128; counting hidden 8).
+# CPU-probe sizes, docs/benchmarks.md §9 (hidden 64–128; counting hidden 8).
 
 ENCODER_SPECS = [
     EncoderSpec(

@@ -1,4 +1,4 @@
-"""Llama-3 block (MODELS.md §1.8) and the explicit `llama` encoder.
+"""Llama-3 block (docs/models.md §6.2) and the explicit `llama` encoder.
 
 Pre-norm `torch.nn.RMSNorm`, multi-head attention without biases and without
 GQA, rotary position embedding (θ = 500 000; blocks.Rotary's consecutive-pair
@@ -129,22 +129,22 @@ class LlamaEncoder(nn.Module):
 
 
 LLAMA_DEFAULTS = dict(rope_theta=500000.0, emb_std=0.02)
-# CPU size matched to the Mamba2 cpu preset (d 64, one layer); optimiser as §4.2's Mamba2 row.
+# CPU size matched to the Mamba2 cpu preset (d 64, one layer); optimiser as the Mamba2 probe's (docs/benchmarks.md §9).
 LLAMA_CPU = dict(d_model=64, n_layer=1, n_head=4, d_ff=256,
                  lr=1e-3, betas=[0.9, 0.95], weight_decay=0.0, grad_clip=0.25, batch_size=128)
-# MODELS.md §1.8: the 130M config (12 layers, d 768, 12 heads, d_inner 3072, wd 0.1).
+# docs/models.md §11: MSI's 130M config (12 layers, d 768, 12 heads, d_inner 3072, wd 0.1).
 LLAMA_PAPER = dict(d_model=768, n_layer=12, n_head=12, d_ff=3072,
                    lr=1e-3, betas=[0.9, 0.95], weight_decay=0.1, grad_clip=0.25, batch_size=512)
 
 register_encoder(EncoderSpec(
     name="llama", build=LlamaEncoder, family="llama",
-    description="explicit Llama-3 blocks: RMSNorm, RoPE θ=500000, SwiGLU (MODELS.md §1.8)",
+    description="explicit Llama-3 blocks: RMSNorm, RoPE θ=500000, SwiGLU (docs/models.md §6.2)",
     defaults=LLAMA_DEFAULTS,
     presets=causal_presets(LLAMA_CPU, LLAMA_PAPER)))
 
 
 class ImplicitLlamaCore(InjectedCore):
-    """The f of implicit Llama (MODELS.md §1.8): embedding (std 0.01), one injection
+    """The f of implicit Llama (docs/models.md §7.1): embedding (std 0.01), one injection
     `Linear_{d->3d}(RMSNorm_inj(x))` = [v_q|v_k|v_v] shared by all layers, N Llama
     blocks with variational dropout, final RMSNorm.  Causal only."""
 

@@ -1,4 +1,4 @@
-"""Mamba2 in plain PyTorch (MODELS.md §1.7.1) and the explicit `mamba2` encoder.
+"""Mamba2 in plain PyTorch (docs/models.md §6.1) and the explicit `mamba2` encoder.
 
 The official mixer calls Triton/CUDA kernels; this one computes the same
 function with two interchangeable paths:
@@ -6,14 +6,14 @@ function with two interchangeable paths:
 * `ssd_chunked`: the chunked state-space-dual form (the `ssd_minimal_discrete`
   reference of state-spaces/mamba, re-implemented): quadratic attention-like
   products inside a chunk, a linear recurrence of chunk states between chunks.
-  With one chunk (L <= chunk_size) it is the quadratic SSD form BENCHMARKS.md
-  §4.1 recommends for short sequences.
+  With one chunk (L <= chunk_size) it is the quadratic SSD form, the simplest
+  and fastest on a CPU for short sequences.
 * `ssd_step`: the per-token recurrence `S_t = exp(Δ a) S_{t-1} + Δ x_t ⊗ B_t`,
   `y_t = S_t C_t + D x_t`, used for generation / the implicit model's
   sequential mode with a (conv, ssm) state cache.
 
 The mixer takes an optional *injected* input added to its input projection
-(`[z | xBC | dt] = in_proj(u) + v`), which the implicit model uses (§1.7.2);
+(`[z | xBC | dt] = in_proj(u) + v`), which the implicit model uses (docs/models.md §7.1);
 the explicit encoder passes none.
 """
 from __future__ import annotations
@@ -199,7 +199,7 @@ class Mamba2Block(nn.Module):
 
 
 # The causal per-position task families these models are compared on; the
-# same sizes serve each (the word-problem sizes of BENCHMARKS.md §4.2).
+# same sizes serve each (the word-problem sizes of the CPU probes, docs/benchmarks.md §9).
 CAUSAL_FAMILIES = ("words", "counting", "flipflop", "copying")
 
 
@@ -257,22 +257,22 @@ class Mamba2Encoder(nn.Module):
 
 
 MAMBA2_DEFAULTS = dict(d_state=128, expand=2, headdim=64, d_conv=4, chunk_size=256, emb_std=0.02)
-# BENCHMARKS.md §4.2: 1 layer, d 64, expand 2, headdim 16 (8 heads), d_state 16.
+# docs/benchmarks.md §9: 1 layer, d 64, expand 2, headdim 16 (8 heads), d_state 16.
 MAMBA2_CPU = dict(d_model=64, n_layer=1, d_state=16, expand=2, headdim=16,
                   lr=1e-3, betas=[0.9, 0.95], weight_decay=0.0, grad_clip=0.25, batch_size=128)
-# MODELS.md §1.7.5: the state-tracking model of MSI's config.
+# docs/models.md §11: the state-tracking model of MSI's config.
 MAMBA2_PAPER = dict(d_model=256, n_layer=1, d_state=128, expand=4, headdim=64,
                     lr=1e-3, betas=[0.9, 0.95], weight_decay=0.0, grad_clip=0.25, batch_size=512)
 
 register_encoder(EncoderSpec(
     name="mamba2", build=Mamba2Encoder, family="mamba2",
-    description="explicit Mamba2 (plain-PyTorch SSD), N pre-norm layers (MODELS.md §1.7.1)",
+    description="explicit Mamba2 (plain-PyTorch SSD), N pre-norm layers (docs/models.md §6.1)",
     defaults=MAMBA2_DEFAULTS,
     presets=causal_presets(MAMBA2_CPU, MAMBA2_PAPER)))
 
 
 class ImplicitMamba2Core(InjectedCore):
-    """The f of implicit Mamba2 (MODELS.md §1.7.2): embedding (std 0.01), one
+    """The f of implicit Mamba2 (docs/models.md §7.1): embedding (std 0.01), one
     injection `Linear(RMSNorm_inj(x))` of width d_in_proj shared by all layers,
     N pre-norm Mamba2 blocks with variational dropout, final RMSNorm."""
 

@@ -1,15 +1,15 @@
-"""Recurrent transformers with dynamic halting (P1, MODELS.md §1.0-1.6): UT with
+"""Recurrent transformers with dynamic halting (P1; docs/models.md §3-5): UT with
 ACT, P1's UT, GUT and its ablations, TLB, TLB with fixed recurrence, GUTLB.
 
-    ut_act       Graves/Dehghani ACT, per token (T2T `act_basic`, §1.1.a)
-    ut           P1's UT: token halting, S stream as K/V, mean pooling (§1.1.b)
-    gut          gated FFN + global transition-aware mean halting, END pooling (§1.2)
+    ut_act       Graves/Dehghani ACT, per token (T2T `act_basic`; docs §4.1)
+    ut           P1's UT: token halting, S stream as K/V, mean pooling (docs §4.2)
+    gut          gated FFN + global transition-aware mean halting, END pooling (docs §4.3)
     gut_token    GUT - global halt (token halting on [h_{l-1}; h_l], S stream as K/V)
     gut_nogate   GUT - gate (plain pre-LN block)
     gut_notrans  GUT - transition (halt(mean(H_{l-1})))
-    tlb          chunked fast stream, memory slots, cross-attention both ways (§1.3)
+    tlb          chunked fast stream, memory slots, cross-attention both ways (docs §5)
     tlb_fixed    TLB with k = 5 chunks whatever the length (P1 §6.6)
-    gutlb        TLB whose per-chunk stack is one gated block looped with GUT halting (§1.4)
+    gutlb        TLB whose per-chunk stack is one gated block looped with GUT halting (docs §5)
 
 All of them are encoders (trainer/models/base.py).  `cfg.n_layer` is the depth
 cap of the looped models (UT/GUT: layers; GUTLB: layers per chunk; ut_act:
@@ -20,19 +20,19 @@ cap of the looped models (UT/GUT: layers; GUTLB: layers per chunk; ut_act:
 `act_halting_bias_init`; the head's `pooling` (a run setting) defaults to
 P1's: mean for UT/TLB/GUTLB, END for the GUT family.
 
-Decisions where the sources disagree (MODELS.md §5), as the table suggests:
-  #1  flip-flop chunk: the paper's 10 slots / chunk 10 by default; `chunk=100`
+Decisions where the sources disagree (docs/models.md §4.3 and §5, "Departures"):
+  *   flip-flop chunk: the paper's 10 slots / chunk 10 by default; `chunk=100`
       (JRC's flipflop config) is one `--set chunk=100` away.
-  #2  UT/GUT max layers on LRA: the code's 10 (no LRA training preset here;
+  *   UT/GUT max layers on LRA: the code's 10 (no LRA training preset here;
       ListOps-LRA is only a test split of the listops task).
-  #4  TLB on ListOps: chunk 20, 20 memory slots in the paper preset.
-  #5  ACT penalty: the code's version, layer index l+1 of the 0-based loop plus
+  *   TLB on ListOps: chunk 20, 20 memory slots in the paper preset.
+  *   ACT penalty: the code's version, layer index l+1 of the 0-based loop plus
       the un-halted remainder charged at the last executed layer ("slack"),
       not Eq. 8's Σ α_l·l.
-  #6  GUTLB gate: mixes with the chunk state C_{l-1} (Alg. 4's H_{l-1} is a typo).
-  #7  Halting input: α̂_{l-1} = halt(h_{l-1}) decides at layer l-1, and its
+  *   GUTLB gate: mixes with the chunk state C_{l-1} (Alg. 4's H_{l-1} is a typo).
+  *   Halting input: α̂_{l-1} = halt(h_{l-1}) decides at layer l-1, and its
       weight multiplies H_{l-1}, so α_0 weights the embedding H_0 (as the code).
-  #19 Eq. 12-13's `H^{1-1}` is H_{l-1}.
+  *   Eq. 12-13's `H^{1-1}` is H_{l-1}.
 Other code details kept (JRC UniversalTransformerEncoder.py / UTLBEncoder.py /
 TLBEncoder.py @58026b2): depth cap min(layers, S+1) plus a per-sample forced
 halt once l >= length+1 (GUTLB: the chunk's real tokens); the layer at which Σα crosses the threshold is
@@ -42,7 +42,7 @@ causal GUT/GUTLB halt per position on prefix means; GUTLB's penalty is averaged
 over non-empty chunks; TLB/GUTLB add no START/END and pool the layer-normed last
 memory; the FFNs and gates of the TLB/GUTLB blocks and the memory update
 keep PyTorch's default init (JRC TLBBlock.py, GatedTLBBlock.py,
-CrossTransformerBlock.py), the UT/GUT blocks §1.0's xavier init.  Deliberate departures: in causal mode the forced halt of position t
+CrossTransformerBlock.py), the UT/GUT blocks the xavier init of docs/models.md §3.  Deliberate departures: in causal mode the forced halt of position t
 reads the tokens t sees (`halting_lengths`: its prefix t+1; GUTLB: the
 earlier chunks' tokens plus its prefix in the chunk, so only the first chunk
 and never a full chunk differ from JRC), not the whole length (chunk length)
@@ -76,7 +76,7 @@ THRESHOLD = 0.999          # P1's α_thresh
 
 def default_init(*modules):
     """Back to PyTorch's default Linear init (JRC's TLB blocks never apply
-    §1.0's xavier / N(0, 1e-6) init to their FFNs and gates)."""
+    the xavier / N(0, 1e-6) init of docs/models.md §3 to their FFNs and gates)."""
     for mod in modules:
         if mod is not None:
             for lin in mod.modules():
@@ -173,7 +173,7 @@ def prefix_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------
-# P1's halting (§1.1.b, §1.2): one layer of bookkeeping, and the loop.
+# P1's halting (docs/models.md §4.2, §4.3): one layer of bookkeeping, and the loop.
 # --------------------------------------------------------------------------
 
 @dataclass
@@ -286,7 +286,7 @@ def depth_stat(depth: torch.Tensor, mask: torch.Tensor, causal: bool) -> torch.T
 
 
 # --------------------------------------------------------------------------
-# UT / GUT (§1.1.b, §1.2)
+# UT / GUT (docs/models.md §4.2, §4.3)
 # --------------------------------------------------------------------------
 
 class UniversalTransformer(nn.Module):
@@ -321,7 +321,7 @@ class UniversalTransformer(nn.Module):
 
 
 # --------------------------------------------------------------------------
-# UT with Graves/Dehghani ACT (§1.1.a)
+# UT with Graves/Dehghani ACT (docs/models.md §4.1)
 # --------------------------------------------------------------------------
 
 def timing_signal(at: torch.Tensor, d: int) -> torch.Tensor:
@@ -413,7 +413,7 @@ class UTACT(nn.Module):
 
 
 # --------------------------------------------------------------------------
-# TLB / GUTLB (§1.3, §1.4)
+# TLB / GUTLB (docs/models.md §5)
 # --------------------------------------------------------------------------
 
 def chunk_sequence(x: torch.Tensor, mask: torch.Tensor, chunk: int, fixed_chunks: int | None):
@@ -511,7 +511,7 @@ def _paper_sizes(d_ff: int, dropout: float, attn_dropout: float) -> dict:
     return {"d_model": 512, "n_head": 8, "d_ff": d_ff, "dropout": dropout, "attn_dropout": attn_dropout}
 
 
-_PAPER_OPT = {   # MODELS.md §1.5 (JRC configs listopsc2 / proplogic / flipflop)
+_PAPER_OPT = {   # P1 App. B, JRC configs listopsc2 / proplogic / flipflop (docs/models.md §11)
     "listops": {"lr": 0.05, "schedule": "root", "warmup": 1000, "betas": [0.9, 0.98], "weight_decay": 0.1,
                 "batch_size": 32, **_paper_sizes(1024, 0.1, 0.1)},
     "logic": {"lr": 7e-4, "schedule": "constant", "warmup": 4000, "betas": [0.9, 0.98], "weight_decay": 0.1,
@@ -519,7 +519,7 @@ _PAPER_OPT = {   # MODELS.md §1.5 (JRC configs listopsc2 / proplogic / flipflop
     "flipflop": {"lr": 3e-4, "schedule": "linear", "warmup": 50, "betas": [0.9, 0.999], "weight_decay": 0.1,
                  "batch_size": 16, "steps": 10_000, **_paper_sizes(2048, 0.1, 0.1)},
 }
-_CPU_SIZES = {"d_model": 64, "n_head": 4, "d_ff": 128, "dropout": 0.0, "weight_decay": 0.1}   # BENCHMARKS.md §4.2
+_CPU_SIZES = {"d_model": 64, "n_head": 4, "d_ff": 128, "dropout": 0.0, "weight_decay": 0.1}   # docs/benchmarks.md §9
 _CPU_FAMILIES = ("flipflop", "listops", "logic", "words")
 
 
@@ -541,8 +541,8 @@ def _ut_presets(flipflop_layers: int, **extra) -> dict:
 
 
 def _tlb_presets(layers: tuple, halting: bool, **extra) -> dict:
-    """TLB (L = 2/2/3) and GUTLB (5/5/10 layers per chunk); §5 #4: ListOps chunk
-    20 / 20 slots; §5 #1: flip-flop chunk 10 (paper; JRC's 100 via --set chunk=100)."""
+    """TLB (L = 2/2/3) and GUTLB (5/5/10 layers per chunk); ListOps chunk
+    20 / 20 slots; flip-flop chunk 10 (paper; JRC's 100 via --set chunk=100): docs/models.md §5."""
     listops, logic, flipflop = layers
     paper = {"listops": {"n_layer": listops, "chunk": 20, "memory": 20, "update_layers": 1,
                          "lr": 0.0125, "warmup": 8000, **extra},

@@ -1,4 +1,4 @@
-"""The classical recurrent references (MODELS.md §1.9, P3 Eq. 2-4): torch.nn
+"""The classical recurrent references (docs/models.md §8, P3 Eq. 2-4): torch.nn
 RNN (tanh), LSTM and GRU over a learned embedding.  Causal by construction;
 padding is on the right, so no packing is needed for the real positions
 (pooled heads read the last real one: "end" pooling).
@@ -31,9 +31,9 @@ class RecurrentEncoder(nn.Module):
         return EncoderOutput(h, mask, None, {"depth": depth})
 
 
-# BENCHMARKS.md §4.2: the sizes shown to learn in minutes on one core
+# docs/benchmarks.md §9: the sizes shown to learn in minutes on one core
 CPU = {
-    # words: the GRU of §4.2 (the LSTM at the same size); steps are the words family's (seqpresets.py)
+    # words: the GRU probe's (the LSTM at the same size); steps are the words family's (seqpresets.py)
     "lstm": {"flipflop": {"d_model": 64, "n_layer": 1, "batch_size": 32, "lr": 1e-3},
              "words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3}},
     "gru": {"words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3},
@@ -41,7 +41,7 @@ CPU = {
             "memory": {"d_model": 128, "n_layer": 1, "lr": 1e-3, "grad_clip": 1.0, "weight_decay": 0.0}},
     "rnn": {"counting": {"d_model": 8, "n_layer": 1, "batch_size": 32, "lr": 1e-2}},
 }
-# MODELS.md §1.9: P3's state-tracking (d_emb 256 / hidden 768, AdamW 1e-4, wd 0.01, batch 256),
+# docs/models.md §11: P3's state-tracking (d_emb 256 / hidden 768, AdamW 1e-4, wd 0.01, batch 256),
 # copying (embedding 10, Adam 1e-3, clip 1, batch 2048, hidden 216 / 112 / 128) and counting (hidden 8)
 PAPER = {
     cell: {"words": {"d_model": 768, "d_emb": 256, "batch_size": 256, "lr": 1e-4, "weight_decay": 0.01},

@@ -1,5 +1,5 @@
 """The reference Transformer encoders: P1's pre-LN block (models/blocks.py)
-stacked `n_layer` times (MODELS.md §1.0).
+stacked `n_layer` times (docs/models.md §3).
 
     transformer        no positional encoding (NoPE; P3's Transformer)
     transformer_rope   rotary positions
@@ -47,11 +47,11 @@ class TransformerEncoder(nn.Module):
         return EncoderOutput(self.norm(h), mask, None, {"depth": depth})
 
 
-CPU = {   # BENCHMARKS.md §4.2: 2 layers, d 64, 4 heads, AdamW 1e-3, wd 0.1, batch 32
+CPU = {   # docs/benchmarks.md §9: 2 layers, d 64, 4 heads, AdamW 1e-3, wd 0.1, batch 32
     "flipflop": {"d_model": 64, "n_layer": 2, "n_head": 4, "d_ff": 128, "lr": 1e-3, "weight_decay": 0.1,
                  "batch_size": 32},
 }
-PAPER = {  # MODELS.md §1.5 (P1's Transformer rows), §1.9 (P3's)
+PAPER = {  # P1's Transformer rows (JRC configs), P3's sizes: docs/models.md §11
     "flipflop": {"d_model": 512, "n_layer": 6, "n_head": 8, "d_ff": 2048, "dropout": 0.1, "lr": 3e-4,
                  "betas": [0.9, 0.999], "weight_decay": 0.1, "batch_size": 16, "steps": 10_000,
                  "schedule": "linear", "warmup": 50, "attn_dropout": 0.1},

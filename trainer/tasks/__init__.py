@@ -10,7 +10,7 @@ by the kind of entry it finds (`isinstance(task, SeqTask)`).
 from trainer.tasks.fan import (TASKS, PaperHParams, Task, get_task, parse_lengths,  # noqa: F401
                                register, PROGRAMS, REPO)
 
-# the comparison families register their SeqTasks on import (BENCHMARKS.md §2)
+# the comparison families register their SeqTasks on import (docs/benchmarks.md)
 from trainer.tasks import flipflop  # noqa: E402,F401
 from trainer.tasks import words  # noqa: E402,F401
 from trainer.tasks import listops  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""The contract of the comparison tasks (BENCHMARKS.md §2): a generator of
+"""The contract of the comparison tasks (docs/benchmarks.md §1): a generator of
 examples per named split, a vocabulary, and how outputs are scored.
 
     kind "per_position"  causal; `target` is one id per position, -1 = not
@@ -47,7 +47,7 @@ class SeqTask:
     family: str = ""                            # module under trainer/tasks/
     description: str = ""
     train_range: Optional[tuple] = None         # (lo, hi) lengths seen in training, for plots
-    paper_stats: dict = field(default_factory=dict)   # BENCHMARKS.md figures `rasp data --stats` prints
+    paper_stats: dict = field(default_factory=dict)   # published figures `rasp data --stats` prints
     # the n-RASP-L program whose outputs are the labels (input value = int(vocab
     # string), label = int(label string)); `rasp train --init compiled` compiles it
     program: Optional[str] = None

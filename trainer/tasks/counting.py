@@ -1,4 +1,4 @@
-"""Counting / timing (BENCHMARKS.md §2.7; P3 §3 "Counting Memory", §4.3, App. G).
+"""Counting / timing (docs/benchmarks.md §7; P3 §3 "Counting Memory", §4.3, App. G).
 
 A 0/1 sequence alternates an `off` run of random length (the ITI, numpy
 `randint(lo, hi)`, hi exclusive as in CNT) and an `on` run of fixed length
@@ -66,13 +66,13 @@ def _p(setting, **extra):
     return {"length": L, "isi": isi, "iti": list(iti), "test": "", **extra}
 
 
-SPLITS = {"train": Split("train", _p("short"), 900, "short setting (900 / 100 sequences as the §4.2 probe)"),
+SPLITS = {"train": Split("train", _p("short"), 900, "short setting (900 / 100 sequences as the CPU probe)"),
           "valid": Split("valid", _p("short"), 100, "short setting")}
 for _s in ("medium", "long"):
     SPLITS[f"train_{_s}"] = Split(f"train_{_s}", _p(_s), 900, f"{_s} setting")
     SPLITS[f"valid_{_s}"] = Split(f"valid_{_s}", _p(_s), 100, f"{_s} setting")
 SPLITS["test_long_iti"] = Split("test_long_iti", {**_p("short"), "length": 600, "iti": [60, 120]}, 100,
-                                "short ISI with the medium ITI (the §4.2 probe's longer-ITI test)")
+                                "short ISI with the medium ITI (the CPU probe's longer-ITI test)")
 SPLITS["test_two_isi"] = Split("test_two_isi", _p("short", test="two_isi"), 100, "phase alignment (a)")
 SPLITS["test_double_isi"] = Split("test_double_isi", _p("short", test="double_isi"), 100, "phase alignment (b)")
 # the cpu preset's: train_cpu / valid_cpu (short_cpu), train_medium_cpu, ..., test_two_isi_cpu, ...
@@ -90,7 +90,7 @@ TASK = register(SeqTask(
     generate=generate, metrics=("offset_acc", "offset_seq", "acc"), family="counting",
     description="counting memory (P3): predict the next 0/1 input; scored on the end of each ISI",
     train_range=(200, 200),
-    paper_stats={"source": "BENCHMARKS.md §2.7 (P3 §4.3, Tables 4-5)",
+    paper_stats={"source": "docs/benchmarks.md §7 (P3 §4.3, Tables 4-5)",
                  "settings": "length 200 / 600 / 1000, ISI 10 / 30 / 50, ITI U[20,40) / U[60,120) / U[100,200)",
                  "solved": "offset predicted, in >= 3 of 5 seeds; hidden-8 RNN solves all three",
                  "on fraction (expected)": "ISI / (ISI + mean ITI): short 10/39.5 = 0.25"},

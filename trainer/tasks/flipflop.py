@@ -1,4 +1,4 @@
-"""Flip-flop language modelling (Liu et al. 2023; BENCHMARKS.md §2.1, P1 §6.6).
+"""Flip-flop language modelling (Liu et al. 2023; docs/benchmarks.md §2, P1 §6.6).
 
 Generator (exact, JRC preprocess/process_flipflop.py): a sequence of length T is
 T/2 (instruction, bit) pairs.  Instruction 0 is `w`; the others are `i` with
@@ -19,7 +19,7 @@ SOS token.  Every other position has target -1.  Targets come from
 (tests/test_tasks_flipflop.py).
 
 Metrics: `acc` over all reads (JRC `accuracy`), `last_read_acc` = the final
-read of each sequence (P1 Table 3; MODELS.md §5 #17: report both).
+read of each sequence (P1 Table 3; JRC logs both).
 """
 from __future__ import annotations
 
@@ -145,14 +145,14 @@ SPLITS = {
     "valid": Split("valid", {"mix": [[512, 0.8]] + [list(tp) for tp in PAPER_TESTS]}, 7 * PAPER_VALID_SIZE,
                    "JRC 'mixed' dev: 1 000 from each of the 7 distributions"),
     "test_normal": _split("test_normal", 512, 0.8, PAPER_TEST_SIZE, "JRC 'normal' test (= test_512_p0.8)"),
-    "train_128": _split("train_128", 128, 0.8, PAPER_TRAIN_SIZE, "cpu preset (BENCHMARKS.md §4.2)"),
+    "train_128": _split("train_128", 128, 0.8, PAPER_TRAIN_SIZE, "cpu preset"),
     "valid_128": Split("valid_128", {"mix": [[128, 0.8]] + [list(tp) for tp in CPU_TESTS]}, 7 * PAPER_VALID_SIZE,
                        "cpu preset: mixed dev over the cpu test distributions"),
 }
 for _T, _p in PAPER_TESTS:
     SPLITS[split_name(_T, _p)] = _split(split_name(_T, _p), _T, _p, PAPER_TEST_SIZE, "P1 Table 3 column")
 for _T, _p in CPU_TESTS:
-    SPLITS[split_name(_T, _p)] = _split(split_name(_T, _p), _T, _p, PAPER_TEST_SIZE, "cpu preset (§4.2)")
+    SPLITS[split_name(_T, _p)] = _split(split_name(_T, _p), _T, _p, PAPER_TEST_SIZE, "cpu preset")
 
 TASK = register(SeqTask(
     name="flipflop", kind="per_position", vocab=VOCAB, labels=("0", "1"), splits=SPLITS,
@@ -160,7 +160,7 @@ TASK = register(SeqTask(
     description="flip-flop language FFL(p_i): predict the bit after every `r` (Liu et al. 2023)",
     train_range=(512, 512),
     paper_stats={
-        "source": "BENCHMARKS.md §2.1 (JRC process_flipflop.py, P1 §6.6)",
+        "source": "docs/benchmarks.md §2 (JRC process_flipflop.py, P1 §6.6)",
         "train": "160 000 sequences, T = 512, p_i = 0.8",
         "tests": "10 000 per (T, p_i), T in {512, 1024}, p_i in {0.1, 0.8, 0.98}",
         "valid": "1 000 per distribution (7 distributions, 'mixed')",

@@ -1,5 +1,5 @@
 """Finite groups and monoids for the word problems, built from scratch
-(BENCHMARKS.md §2.5).
+(docs/benchmarks.md §3).
 
 Conventions (chosen to reproduce the released WP data of Merrill et al., and
 checked against its length-2 files in tests/test_tasks_words.py):
@@ -15,7 +15,7 @@ checked against its length-2 files in tests/test_tasks_words.py):
 * Direct product G × H: id = i · |H| + j for (g_i, h_j), multiplied
   componentwise (A4 × Z5 = 5 i + j, as in WP).
 * The aperiodic monoid M^a (P2 App. C): E A B X = ids 0 1 2 3, with the Cayley
-  table of BENCHMARKS.md §2.5.3 (row · column); E is the identity.
+  table of docs/benchmarks.md §3.2 (row · column); E is the identity.
   The mixed task's M^a × A5 is `direct_product(APERIODIC, A5)`: id 60 m + g.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ListOps (Nangia & Bowman 2018; BENCHMARKS.md §2.2, P1 §6.4).
+"""ListOps (Nangia & Bowman 2018; docs/benchmarks.md §4, P1 §6.4).
 
 Generator: the NB `generate_tree` exactly, calling Python's `random` in the
 original order (random() for the leaf/operator draw, randint(2, MAX_ARGS) for
@@ -287,12 +287,12 @@ SPLITS = {
 for _lo in range(200, 1000, 100):      # LTL: keep if MIN < #tokens < MAX
     SPLITS[f"test_{_lo}_{_lo + 100}"] = _split(f"test_{_lo}_{_lo + 100}", 2_000, "LTL length bin",
                                                min_tokens=_lo + 1, max_tokens=_lo + 99)
-for _a in (10, 15):                    # BTRC, MODELS.md §5 #18
+for _a in (10, 15):                    # BTRC (its generators also cap the depth at 9)
     SPLITS[f"test_arg{_a}"] = _split(f"test_arg{_a}", 2_000, f"BTRC: MAX_ARGS {_a}, MAX_DEPTH 9, 100..1000 tokens",
                                      max_args=_a, max_depth=9, min_tokens=100, max_tokens=1000)
 SPLITS["test_lra"] = _split("test_lra", 2_000, "LRA: MAX_ARGS 10, MAX_DEPTH 10, 500 < length < 2000",
                             max_args=10, max_depth=10, min_tokens=501, max_tokens=1999)
-# cpu preset (BENCHMARKS.md §4.2): shallow trees, <= 50 tokens; a longer test for length generalization
+# cpu preset: shallow trees, <= 50 tokens; a longer test for length generalization
 SPLITS["train_cpu"] = _split("train_cpu", 50_000, "cpu: MAX_DEPTH 6, <= 50 tokens", max_depth=6, max_tokens=50,
                                 distinct_of=60_000)
 SPLITS["valid_cpu"] = _split("valid_cpu", 1_000, "cpu: as train_cpu", max_depth=6, max_tokens=50,
@@ -306,7 +306,7 @@ TASK = register(SeqTask(
     description="ListOps: the value (0-9) of a nested MIN/MAX/MED/SM expression (Nangia & Bowman 2018)",
     train_range=(1, 100),
     paper_stats={
-        "source": "BENCHMARKS.md §2.2 (NB, LTL, BTRC, LRA; P1 Table 1)",
+        "source": "docs/benchmarks.md §4 (NB, LTL, BTRC, LRA; P1 Table 1)",
         "near-IID test (test_d20s.tsv)": "10 000; lengths <= 939; 8 933 have <= 100 tokens",
         "length bins": "2 000 per bin, 200-300 ... 900-1000",
         "argument splits": "2 000 each, MAX_ARGS 10 / 15, MAX_DEPTH 9, 100..1000 tokens",

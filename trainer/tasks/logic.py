@@ -1,4 +1,4 @@
-"""Logical Inference (Bowman et al. 2015; BENCHMARKS.md §2.3, P1 §6.5).
+"""Logical Inference (Bowman et al. 2015; docs/benchmarks.md §5, P1 §6.5).
 
 A Python 3 port of OM `generate_neg_set_data.py`: each pair draws a random
 4-variable subset of a..f (`random.sample(sorted(universe), 4)`: Python 2's
@@ -13,7 +13,7 @@ either formula), 12), #ops counting and/or/not.
 
 Kind "pair": `input` and `input2` are the two whitespace-split formulas,
 parentheses included (P1 keeps them).  Splits: P1 trains on 0..6 operators
-and tests on 7..12 (MODELS.md §5 #3: report 7-12).  Generated splits draw
+and tests on 7..12 (P1's text says 8-12, its Table 2 shows 7-12: we report 7-12).  Generated splits draw
 pairs until their group is in the split's range; `load_released(folder,
 split)` reads the OM files under the same names (train0..6 with every 10th
 pair as valid, as JRC process_proplog.py).
@@ -270,7 +270,7 @@ TASK = register(SeqTask(
     description="Logical Inference: the relation (7 classes) between two propositional formulas (Bowman et al. 2015)",
     train_range=None,
     paper_stats={
-        "source": "BENCHMARKS.md §2.3 (OM data/propositionallogic, P1 Table 2)",
+        "source": "docs/benchmarks.md §5 (OM data/propositionallogic, P1 Table 2)",
         "train0..12 lines": TRAIN_LINES, "test0..12 lines": TEST_LINES,
         "P1 protocol": "train on train0..6 (135 529 pairs; every 10th -> dev: ~121 976 / 13 553), test on test7..12",
         "majority label": "'#' = 52.6 % of train6 (17 340 / 32 952)",

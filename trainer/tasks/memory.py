@@ -1,11 +1,11 @@
-"""Copying and denoising (selective copying) (BENCHMARKS.md §2.6; P3 §3, §4.2, App. D-F).
+"""Copying and denoising (selective copying) (docs/benchmarks.md §6; P3 §3, §4.2, App. D-F).
 
 Vocabulary: 8 data symbols 0..7, the blank `_`, the indicator `:`.
 * copying: S data symbols, T - 1 blanks, the indicator, S blank output slots
-  (length T + 2S; MODELS.md §5 #14).
+  (length T + 2S; docs/benchmarks.md §6).
 * denoising: the S symbols scattered over S + T slots (the rest blank; the
   symbols' order is kept), the indicator, S output slots (length T + 2S + 1, as
-  §2.6 describes it).
+  docs/benchmarks.md §6 describes it).
 Targets: the S symbols in order at the S output slots, -1 elsewhere (P3 scores
 only those; the causal model at output slot j has seen the indicator and the
 earlier slots).  Metrics `acc` over the output slots, `seq_acc` all S right.
@@ -104,7 +104,7 @@ def splits() -> dict:
         "valid": Split("valid", {"S": 10, "T": [10, 20, 30, 40, 50]}, TEST_SIZE, "as train"),
         "train_s": Split("train_s", {"S": [2, 4, 6, 8, 10], "T": 50}, 0, "P3 mixture (b): T = 50, S <= 10"),
         "valid_s": Split("valid_s", {"S": [2, 4, 6, 8, 10], "T": 50}, TEST_SIZE, "as train_s"),
-        "train_cpu": Split("train_cpu", {"S": 5, "T": [5, 10, 15, 20]}, 0, "cpu plan (§4.2): S = 5, T 5..20"),
+        "train_cpu": Split("train_cpu", {"S": 5, "T": [5, 10, 15, 20]}, 0, "cpu plan: S = 5, T 5..20"),
         "valid_cpu": Split("valid_cpu", {"S": 5, "T": [5, 10, 15, 20]}, TEST_SIZE, "as train_cpu"),
         "test_cpu_T40": Split("test_cpu_T40", {"S": 5, "T": 40}, TEST_SIZE, "cpu: 2x the blank interval"),
         "test_cpu_T80": Split("test_cpu_T80", {"S": 5, "T": 80}, TEST_SIZE, "cpu: 4x the blank interval"),
@@ -117,7 +117,7 @@ def splits() -> dict:
 
 
 STATS = {
-    "source": "BENCHMARKS.md §2.6 (P3 §4.2, App. D, Table 3)",
+    "source": "docs/benchmarks.md §6 (P3 §4.2, App. D, Table 3)",
     "mixtures": "(a) S = 10, T in {10..50}; (b) T = 50, S in {2..10}",
     "sweeps": "(a) T up to 500 (S = 10); (b) S up to 100 (T = 50)",
     "learned": "reaches the signal within 150K steps (batch 2048), stop at 99 %",

@@ -15,7 +15,7 @@ with a value, so standard errors and by-length tables come from these.
                      of scored positions with targets 1 then 0 (the last `on` input
                      predicts 0 next) and both predictions right; positions after the
                      last input are never scored, so a sequence cut inside an ISI adds
-                     no artificial offset (BENCHMARKS.md §4.2)
+                     no artificial offset (docs/benchmarks.md §7)
       offset_seq     1 if every offset of the sequence is predicted
     classification / pair (prediction and target: one class id)
       acc            1 if right

@@ -1,21 +1,21 @@
-"""Word problems / state tracking (BENCHMARKS.md §2.5; P3 §4.1, P2 §4).
+"""Word problems / state tracking (docs/benchmarks.md §3; P3 §4.1, P2 §4).
 
 Tasks words_z60, words_a4z5, words_a5, words_s5 (P3 protocol) and words_mixed
 (P2: M^a × A5 under the paper's D_p).  An input is a word m_0 … m_{L-1} of
 element ids (trainer/tasks/groups.py gives the ids and the product); the
 target at every position t is the prefix product m_0 · … · m_t, unshifted
-(MODELS.md §5 #12).  Every position is scored.  Metrics: `token_acc`, and
+(docs/models.md §7.6).  Every position is scored.  Metrics: `token_acc`, and
 `seq_acc` (all positions right; P3's success criterion is >= 90 %).
 
 P3 protocol (WP main.py `get_dataset`): training at length k = the 80 % part
 of the `G=k` file plus all of the `G=2` … `G=k-1` files, each file holding
-min(|G|^l, 10^6) distinct words (MODELS.md §5 #16: cap 10^6).  Online we draw
+min(|G|^l, 10^6) distinct words (cap 10^6, docs/benchmarks.md §3.1).  Online we draw
 words uniformly with replacement, the length l with probability proportional
 to that file size (x 0.8 for l = k), so the length mix is WP's.  Valid = the
 held-out length k; tests at 2k … 5k and 64 … 512 (P3 Table 2 trains k = 8, the
 cpu preset too).
 
-Mixed task (P2 §4, MODELS.md §5 #10: the paper's D_p, not MSI's p_code): the
+Mixed task (P2 §4; docs/benchmarks.md §3.2: the paper's D_p, not MSI's p_code): the
 monoid part uniform over E A B X, the A5 part the identity with probability
 1 - p and each of the 59 other elements with p/59.  Train p = 0.1, tests
 p = 0.5 (out of distribution) and 0.1, at L = 256 and 1024.
@@ -150,7 +150,7 @@ def mixed_splits() -> dict:
 
 
 WP_STATS = {
-    "source": "BENCHMARKS.md §2.5 (P3 §4.1, App. B; WP generate_data.py, main.py)",
+    "source": "docs/benchmarks.md §3.1 (P3 §4.1, App. B; WP generate_data.py, main.py)",
     "train": "k = 8: the G=8 file's 80 % + all of G=2..7; <= 10^6 words per length",
     "tests": "2k..5k = 16, 24, 32, 40 and 64, 128, 256, 512",
     "success": ">= 90 % sequence accuracy (5 seeds averaged)",
@@ -178,7 +178,7 @@ register(SeqTask(
     metrics=("token_acc", "seq_acc"), family="words",
     description="A5 x the aperiodic monoid under D_p (P2 §4): the prefix product at every position",
     train_range=(256, 256),
-    paper_stats={"source": "BENCHMARKS.md §2.5.3 (P2 §4, App. C, D.1)", "elements": 240,
+    paper_stats={"source": "docs/benchmarks.md §3.2 (P2 §4, App. C, D.1)", "elements": 240,
                  "train": "512 x 16 384 words, L = 256, p = 0.1", "tests": "4 096 words, L = 256 and 1 024, p = 0.5 (OOD)",
                  "hard tokens": "non-identity A5 part, probability p each position",
                  "result": "explicit Mamba2 at chance on p = 0.5; implicit Mamba2 generalises (figures only)"},
