@@ -79,6 +79,22 @@ def test_presets_merge_and_set():
     assert lr_at(5, apply(defaults("seq"), {"steps": 10, "lr": 1.0, "schedule": "linear"})) == 0.5
 
 
+def test_every_preset_key_names_a_task_family():
+    """A model's preset for a family no task has never applies (mamba2, llama and
+    their implicit forms once keyed copying's sizes under "copying", while the
+    copying task's family is "memory", so they trained copying at the defaults)."""
+    from trainer.models import comparison_models, get_encoder_spec
+    from trainer.seqpresets import FAMILY, task_family
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+    families = {task_family(t) for t in TASKS.values() if isinstance(t, SeqTask)}
+    for preset, table in FAMILY.items():
+        assert set(table) <= families, (preset, set(table) - families)
+    for name in comparison_models():
+        for preset, table in get_encoder_spec(name).presets.items():
+            assert set(table) <= families, (name, preset, set(table) - families)
+
+
 def _train(tmp, task, model, *extra):
     return main(["train", "--task", task, "--model", model, "--out", str(tmp), "--no-progress", *extra])
 

@@ -471,5 +471,5 @@ ENCODER_SPECS = [
 
 for _spec in ENCODER_SPECS:
     for _p in _spec.presets.values():
-        _p["memory"] = _p["copying"]      # the copying/denoising module is tasks/memory.py
+        _p["memory"] = _p.pop("copying")      # the copying/denoising family is tasks/memory.py
     register_encoder(_spec)

@@ -200,7 +200,7 @@ class Mamba2Block(nn.Module):
 
 # The causal per-position task families these models are compared on; the
 # same sizes serve each (the word-problem sizes of the CPU probes, docs/benchmarks.md §9).
-CAUSAL_FAMILIES = ("words", "counting", "flipflop", "copying")
+CAUSAL_FAMILIES = ("words", "counting", "flipflop", "memory")
 
 
 # Word problems, cpu preset: P2's protocol for the four P2 models (mamba2,
