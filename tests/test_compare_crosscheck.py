@@ -84,7 +84,7 @@ def test_the_check_finds_a_planted_mismatch(tmp_path):
     doc = R.write_report(out, plots=False)
     md = (out / "report.md").read_text()
     text = R.find_report_cell(doc, "counting", "p3_table4", "200", "RNN h8")["ours"]["text"]
-    row = "200 (ours: valid_cpu; paper: Length 200)"          # our split and the paper's length, apart
+    row = "200 (ours: length 40, ISI 2 (valid_cpu); paper: Length 200)"         # our split and the paper's length, apart
     assert text == "0.787 ± 0.144 ✓ (3 seeds)" and f"| {row} | {text} |" in md   # s1 now 0.5: 2 of 3 still pass
     write(out / "report.md", md.replace(f"| {row} | {text} |", f"| {row} | 0.987 ± 0.144 ✓ (3 seeds) |", 1))
     assert any("report.md shows" in p for p in check(out))
