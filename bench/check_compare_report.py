@@ -134,8 +134,11 @@ def _md_rows(md: str) -> dict:
             title = m.group(1).removesuffix(" (published only)")
             k += title == SUMMARY_TITLE
         elif line.startswith("| ") and title == SUMMARY_TITLE:
-            rows.setdefault((SUMMARY_TITLE, k), []).append(
-                [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            got = rows.setdefault((SUMMARY_TITLE, k), [])
+            if not cells[0] and got:          # a table's title is written on its first range only
+                cells[0] = got[-1][0]
+            got.append(cells)
         elif line.startswith("| ") and title:
             cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             rows[(title, cells[0].removesuffix(" (paper only)"))] = cells[1:]

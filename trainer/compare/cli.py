@@ -122,14 +122,13 @@ def dry_run(runs: list, out: Path, commands, jobs: int, probe_steps) -> int:
         print(f"{r.run_id}: {st}{why}; estimated {E.duration(est.seconds)} [{est.source}: {est.note}]")
         for _, c in runner.planned_commands(r, out / r.run_id, commands):
             print("    " + " ".join(c))
-    parts = [f"{len(v)} {k}" for k, v in by_source.items() if k != "done"]
-    unknown = len(by_source.get("none", []))
+    names = {"done": "finished", "measured": "from measured runs", "probe": "from probes",
+             "none": "without an estimate (not in the total)"}
+    parts = [f"{len(by_source[k])} {names[k]}" for k in names if by_source.get(k)]
     print(f"{len(runs)} runs in {out}: estimated {E.duration(total)} of runs"
           + (f", about {E.duration(total / jobs)} wall with --jobs {jobs} if the runs share the cores evenly"
              if jobs > 1 else "")
-          + f" ({', '.join(parts) or 'all done'}"
-          + (f"; {unknown} without an estimate are not in the total" if unknown else "")
-          + ") (dry run: nothing trained)")
+          + f" ({', '.join(parts)}) (dry run: nothing trained)")
     return 0
 
 

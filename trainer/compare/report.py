@@ -331,8 +331,13 @@ def summary_markdown(s: dict, h: str) -> list:
              + (f"  Not ranked (exact by construction, not learned): {', '.join(summ['unranked'])}."
                 if summ.get("unranked") else ""), "",
              "| table | range | best (mean ± se) | second | margin | p | beyond noise |", "|---|---|---|---|---|---|---|"]
+    shown_title = None
     for row in summ["rows"]:
-        lines.append("| " + " | ".join(_md_escape(x) for x in summary_row_cells(row)) + " |")
+        cells = summary_row_cells(row)
+        if cells[0] == shown_title:      # a table's title once, on its first range
+            cells[0] = ""
+        shown_title = row["table"]
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
     return lines + [""]
 
 
