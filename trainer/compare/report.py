@@ -266,11 +266,12 @@ LEGEND = ("Ours: mean ± standard error over the seeds that finished, and how ma
           "paper's separately; columns and rows with no run of ours are left out (report.json has them).")
 
 
-def render_markdown(doc: dict, level: int = 1) -> str:
+def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
     """The report; `level` is the markdown level of its title (2: one level
-    down, for a page that gathers several reports)."""
+    down, for a page that gathers several reports and says the legend once)."""
     h = "#" * level
-    lines = [f"{h} `rasp compare` report", "", f"Generated {doc['generated']} from `{doc['dir']}`.  {LEGEND}", ""]
+    lines = [f"{h} `rasp compare` report", "", f"Generated {doc['generated']} from `{doc['dir']}`."
+             + (f"  {LEGEND}" if legend else ""), ""]
     for s in doc["suites"]:
         r = s["runs"]
         lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s))", "",
