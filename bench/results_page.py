@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 
 from bench.check_compare_report import check as check_report  # noqa: E402
 from trainer.compare import report as R  # noqa: E402
-from trainer.compare.estimate import duration  # noqa: E402
+from trainer.compare.estimate import duration, load_range  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
 PAGE = ROOT / "docs" / "results.md"
@@ -80,7 +80,7 @@ def _wall(folder: Path, suite: dict) -> str:
         loads += [x for x in (rec.get("load"), rec.get("load_end")) if isinstance(x, (int, float))]
     if not secs:
         return "not recorded | —"
-    return f"{duration(secs)} | " + (f"{min(loads):g}–{max(loads):g}" if loads else "not recorded")
+    return f"{duration(secs)} | " + (load_range(loads) if loads else "not recorded")
 
 
 def suite_section(folder: Path, doc: dict, page_dir: Path) -> list:

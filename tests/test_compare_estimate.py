@@ -45,7 +45,7 @@ def test_an_estimate_scales_the_measured_speed_to_the_planned_steps(suite, tmp_p
                                          "load": 4.0, "source": "measured"}
     est = E.estimate_run(s1, "new", speeds)
     assert est.seconds == pytest.approx(5 * 0.1 + 20.0) and est.source == "measured"
-    assert "5 steps (1 measured run, 10 steps/s at load 4-4)" in est.note
+    assert "5 steps (1 measured run, 10 steps/s at load 4)" in est.note
     assert E.estimate_run(s1, "evaluate", speeds).seconds == pytest.approx(20.0)
     assert E.estimate_run(s0, "done", speeds).seconds == 0.0
     tf = G.expand(suite, "cpu", tasks=["flip"], models=["tf"])[0]

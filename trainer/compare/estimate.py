@@ -123,7 +123,7 @@ def estimate_run(spec: RunSpec, state: str, speeds: dict) -> Estimate:
     steps = planned_steps(spec) or statistics.median(m["steps"] for m in ms)
     loads = [m["load"] for m in ms if isinstance(m.get("load"), (int, float))]
     where = (f"{len(ms)} {'probe' if ms[0]['source'] == 'probe' else 'measured run'}{'s' if len(ms) > 1 else ''}"
-             f", {1 / per_step:.3g} steps/s" + (f" at load {min(loads):g}-{max(loads):g}" if loads else ""))
+             f", {1 / per_step:.3g} steps/s" + (f" at load {load_range(loads)}" if loads else ""))
     if state == "evaluate":
         if eval_s is None:
             return Estimate(None, "none", f"evaluation only; no evaluation measured ({where})")
@@ -162,6 +162,11 @@ def probe(spec: RunSpec, out: Path, steps: int, commands=TrainerCommands()) -> d
          "load": max(x for x in (load, load_average(), -1.0) if x is not None), "source": "probe"}
     _add(Path(out), cell_key(spec), m)
     return m
+
+
+def load_range(loads: list) -> str:
+    lo, hi = min(loads), max(loads)
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
 
 
 def duration(seconds: Optional[float]) -> str:
