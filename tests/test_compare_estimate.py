@@ -41,11 +41,12 @@ def test_an_estimate_scales_the_measured_speed_to_the_planned_steps(suite, tmp_p
     s0, s1 = G.expand(suite, "cpu", tasks=["flip"], models=["gru"])           # the suite trains 5 steps
     measured_run(out, s0)
     speeds = E.known_speeds(out, [s0, s1])
-    assert speeds[E.cell_key(s1)][0] == {"run_id": s0.run_id, "steps": 1000, "train_s": 100.0, "eval_s": 20.0,
-                                         "load": 4.0, "source": "measured"}
+    # 100 s of the train process: 95 s in the loop (summary.json), 5 s starting up
+    assert speeds[E.cell_key(s1)][0] == {"run_id": s0.run_id, "steps": 1000, "train_s": 95.0, "startup_s": 5.0,
+                                         "eval_s": 20.0, "load": 4.0, "source": "measured"}
     est = E.estimate_run(s1, "new", speeds)
-    assert est.seconds == pytest.approx(5 * 0.1 + 20.0) and est.source == "measured"
-    assert "5 steps (1 measured run, 10 steps/s at load 4)" in est.note
+    assert est.seconds == pytest.approx(5.0 + 5 * 0.095 + 20.0) and est.source == "measured"
+    assert "5 steps (1 measured run, 10.5 steps/s at load 4)" in est.note
     assert E.estimate_run(s1, "evaluate", speeds).seconds == pytest.approx(20.0)
     assert E.estimate_run(s0, "done", speeds).seconds == 0.0
     tf = G.expand(suite, "cpu", tasks=["flip"], models=["tf"])[0]
@@ -89,10 +90,10 @@ def test_dry_run_prints_each_estimate_its_source_and_the_total(suite, tmp_path, 
                           "--jobs", "2"]) == 0
     text = capsys.readouterr().out
     assert "flip__gru__cpu__s0: done; estimated 0 s [done: finished]" in text
-    assert "flip__gru__cpu__s1: new; estimated 20 s [measured: 5 steps (1 measured run, 10 steps/s" in text
+    assert "flip__gru__cpu__s1: new; estimated 25 s [measured: 5 steps (1 measured run, 10.5 steps/s" in text
     assert "flip__tf__cpu__s0: new; estimated ? [none: no measured speed" in text
     last = text.strip().splitlines()[-1]
-    assert last.startswith(f"4 runs in {out}: estimated 20 s of runs, about 10 s wall with --jobs 2")
+    assert last.startswith(f"4 runs in {out}: estimated 25 s of runs, about 13 s wall with --jobs 2")
     assert "(1 finished, 1 from measured runs, 2 without an estimate (not in the total))" in last
 
 

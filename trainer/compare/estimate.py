@@ -8,8 +8,9 @@ file existed are read from their own compare_run.json and summary.json.  A
 cell with no measurement can be probed: a few training steps of its own
 command line in DIR/_probes/ (`--probe STEPS`), which measures training only.
 
-An estimate scales the measured seconds per step to the steps the planned run
-trains, adds the measured evaluation time, and says where its speed came from.
+An estimate scales the measured seconds per training step to the steps the
+planned run trains, adds the measured start-up and evaluation time, and says
+where its speed came from.
 Speeds measured at another load, or on another machine, scale with it: the
 load is printed beside each source."""
 from __future__ import annotations
@@ -50,7 +51,13 @@ def measurement(record: dict, summary: dict) -> Optional[dict]:
     if "train" not in steps or not isinstance(trained, int) or trained < 1:
         return None
     loads = [x for x in (record.get("load"), record.get("load_end")) if isinstance(x, (int, float))]
-    return {"run_id": record.get("run_id"), "steps": trained, "train_s": float(steps["train"]["seconds"]),
+    wall = float(steps["train"]["seconds"])
+    # the training loop's own seconds (summary.json) apart from the process's start-up (importing
+    # torch, building the data): a run of another length scales only the loop
+    loop = summary.get("seconds")
+    loop = float(loop) if isinstance(loop, (int, float)) and 0 < loop <= wall else wall
+    return {"run_id": record.get("run_id"), "steps": trained, "train_s": round(loop, 2),
+            "startup_s": round(wall - loop, 2),
             "eval_s": round(sum(float(s["seconds"]) for n, s in steps.items() if n.startswith("eval_")), 2),
             "load": max(loads) if loads else None, "source": "measured"}
 
