@@ -168,7 +168,7 @@ def main(argv=None) -> int:
             text, problems = regenerate(root, Path(args.page), plots=False, work=Path(scratch) / "r")
         committed = Path(args.page).read_text() if Path(args.page).exists() else ""
         # the plots are not rebuilt here: their lines aside, the page must be the same
-        strip = lambda t: re.sub(r"\n{3,}", "\n\n", re.sub(r"^!\[.*\]\(.*\)$", "", t, flags=re.M))   # noqa: E731
+        strip = lambda t: re.sub(r"\n{3,}", "\n\n", re.sub(r"^!\[.*\]\(.*\)$", "", t, flags=re.M)).strip()  # noqa: E731
         stale = strip(committed) != strip(text)
         for p in problems:
             print(p)
