@@ -1,9 +1,11 @@
 """Check a `rasp compare` report against the runs it summarises, without the
 report code: every number in DIR/report.json is read back from the eval file
 of each run the cell cites, the mean and standard error are recomputed, the
-✓/✗ marks re-derived, every run that has no number is checked on disk
-(missing / failed / incomplete), and each cell's text is found in the row of
-DIR/report.md.
+✓/✗ marks and the seed count each cell states re-derived, every run that has
+no number is checked on disk (missing / failed / incomplete), each cell's
+text is found in the row of DIR/report.md, and the per-suite summary (best
+model per range, its margin over the second, the Mann-Whitney p) is
+recomputed from the cells and found in report.md.
 
     python bench/check_compare_report.py DIR [DIR ...]   # prints mismatches, exit 1 if any
 """
@@ -17,7 +19,8 @@ import sys
 from pathlib import Path
 
 NUMBER = re.compile(r"^-?\d+(?:\.(\d+))?")
-MEASURED = re.compile(r"^-?\d+(?:\.\d+)?(?: ±| [✓✗]|$)")     # a value, not a count of runs ("1 failed")
+MEASURED = re.compile(r"^-?\d+(?:\.\d+)?(?: ±| [✓✗]| \(|$)")     # a value, not a count of runs ("1 failed")
+SEEDS = re.compile(r"\((\d+)(?:/(\d+))? seeds?\b")
 
 
 def _json(path: Path):
@@ -104,6 +107,10 @@ def check_cell(out: Path, where: str, table: dict, cell: dict) -> list:
         digits = len(m.group(1) or "")
         if abs(float(m.group(0)) - mean * scale) > 0.5 * 10 ** -digits + 1e-9:
             problems.append(f"{where}: text {ours['text']!r} but the mean x {scale:g} is {mean * scale}")
+    seeds = SEEDS.search(ours["text"])
+    stated = (int(seeds.group(1)), int(seeds.group(2) or seeds.group(1))) if seeds else None
+    if stated != (len(values), len(by_run)):
+        problems.append(f"{where}: text {ours['text']!r} but {len(values)} of {len(by_run)} seeds gave a value")
     crit = table.get("criterion")
     if crit is not None:
         passed = (sum(v >= crit for v in values) * 2 > len(values) if table.get("criterion_rule") == "majority"
@@ -113,16 +120,96 @@ def check_cell(out: Path, where: str, table: dict, cell: dict) -> list:
     return problems
 
 
+HEADING = re.compile(r"^#{2,6} (.*)$")
+SUMMARY_TITLE = "Summary: the best model per task and range"
+
+
 def _md_rows(md: str) -> dict:
-    """{(table title, row label): [cells]} of report.md."""
-    rows, title = {}, None
+    """{(table title, row heading): [cells]} of report.md; the summary
+    tables' rows under (SUMMARY_TITLE, suite index) as lists of cell lists."""
+    rows, title, k = {}, None, -1
     for line in md.splitlines():
-        if line.startswith("### "):
-            title = line[4:].removesuffix(" (published only)")
+        m = HEADING.match(line)
+        if m:
+            title = m.group(1).removesuffix(" (published only)")
+            k += title == SUMMARY_TITLE
+        elif line.startswith("| ") and title == SUMMARY_TITLE:
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            got = rows.setdefault((SUMMARY_TITLE, k), [])
+            if not cells[0] and got:          # a table's title is written on its first range only
+                cells[0] = got[-1][0]
+            got.append(cells)
         elif line.startswith("| ") and title:
             cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             rows[(title, cells[0].removesuffix(" (paper only)"))] = cells[1:]
     return rows
+
+
+def _mwu_greater(a: list, b: list):
+    try:
+        from scipy.stats import mannwhitneyu
+    except ImportError:
+        return None
+    return float(mannwhitneyu(a, b, alternative="greater").pvalue)
+
+
+def check_summary(s: dict, index: int, md_rows: dict) -> list:
+    """Recompute the suite's summary from its cells: per range of every run
+    table, the best and second model by mean, the margin, the p value."""
+    summ = s.get("summary")
+    if summ is None:
+        return [f"{s['suite']}: no summary"]
+    unranked = set(summ.get("unranked_models", []))
+    want = []
+    for t in s["tables"]:
+        if not t["selected"]:
+            continue
+        by_columns = any("model" in (c.get("attrs") or {}) for c in t["columns"])
+        ranges: dict = {}
+        for row in t["rows"]:
+            if not row.get("shown", True):
+                continue
+            for col, cell in zip(t["columns"], row["cells"]):
+                attrs = cell.get("attrs") or {}
+                if not col.get("shown", True) or attrs.get("model") in unranked:
+                    continue
+                name, where = (col["label"], row["heading"]) if by_columns else (row["label"], col["heading"])
+                ours = cell["ours"]
+                vals = [v for v in ours.get("by_run", {}).values() if isinstance(v, (int, float))]
+                if ours.get("status") == "ok":
+                    ranges.setdefault(where, []).append((name, vals))
+        for where, cells in ranges.items():
+            cells.sort(key=lambda c: -math.fsum(c[1]) / len(c[1]))
+            want.append((t["title"], where, cells))
+    got = summ["rows"]
+    problems = []
+    if [(r["table"], r["range"]) for r in got] != [(w[0], w[1]) for w in want]:
+        return [f"{s['suite']}: summary ranges {[(r['table'], r['range']) for r in got]} but the tables give "
+                f"{[(w[0], w[1]) for w in want]}"]
+    for r, (title, where, cells) in zip(got, want):
+        at = f"{s['suite']}/summary/{title}/{where}"
+        best_mean = math.fsum(cells[0][1]) / len(cells[0][1])
+        if abs(r["best_mean"] - best_mean) > 1e-9:
+            problems.append(f"{at}: best mean {r['best_mean']} but the cells' best is {best_mean}")
+        if len(cells) > 1:
+            second_mean = math.fsum(cells[1][1]) / len(cells[1][1])
+            if r["margin"] is None or abs(r["margin"] - (best_mean - second_mean)) > 1e-9:
+                problems.append(f"{at}: margin {r['margin']} but the cells give {best_mean - second_mean}")
+            a, b = cells[0][1], cells[1][1]
+            testable = len(a) > 1 and len(b) > 1 and not (min(a) == max(a) == min(b) == max(b))
+            p = _mwu_greater(a, b) if testable and "scipy" in summ["test"] else None
+            if testable and p is not None and (r["p"] is None or abs(r["p"] - p) > 1e-9):
+                problems.append(f"{at}: p {r['p']} but Mann-Whitney gives {p}")
+            if not testable and r["beyond_noise"]:
+                problems.append(f"{at}: beyond noise without a test")
+            if r["beyond_noise"] and (r["p"] is None or r["p"] > summ["alpha"]):
+                problems.append(f"{at}: beyond noise at p {r['p']}")
+        elif r["second"] is not None:
+            problems.append(f"{at}: a second model where the cells give one")
+        md = md_rows.get((SUMMARY_TITLE, index), [])
+        if not any(c[:2] == [title, where] and c[2].startswith(f"{r['best']}: ") for c in md):
+            problems.append(f"{at}: row absent from report.md's summary")
+    return problems
 
 
 def check(out) -> list:
@@ -132,7 +219,8 @@ def check(out) -> list:
         return [f"{out}: no readable report.json"]
     md_rows = _md_rows((out / "report.md").read_text()) if (out / "report.md").exists() else {}
     problems = []
-    for s in doc["suites"]:
+    for index, s in enumerate(doc["suites"]):
+        problems += check_summary(s, index, md_rows) if any(t["selected"] for t in s["tables"]) else []
         counts: dict = {}
         for r in s["run_status"]:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -144,17 +232,23 @@ def check(out) -> list:
             problems.append(f"{s['suite']}: run counts {s['runs']} but the run list gives {counts}")
         for t in s["tables"]:
             shown = t["selected"] or t.get("published_only")
+            cols = [c.get("shown", True) for c in t["columns"]]
             for row in t["rows"]:
-                md = md_rows.get((t["title"], row["label"])) if shown else None
-                if shown and md is None:
+                md = md_rows.get((t["title"], row.get("heading", row["label"]))) \
+                    if shown and row.get("shown", True) else None
+                if shown and row.get("shown", True) and md is None:
                     problems.append(f"{s['suite']}/{t['id']}/{row['label']}: row absent from report.md")
                 for i, cell in enumerate(row["cells"]):
                     where = f"{s['suite']}/{t['id']}/{row['label']}/{cell['column']}"
                     problems += check_cell(out, where, t, cell)
-                    if md is not None:
+                    if cell["ours"].get("status") in ("ok", "failed", "incomplete", "stale") and not \
+                            (cols[i] and row.get("shown", True)):
+                        problems.append(f"{where}: a run of ours ({cell['ours']['status']}) left out of report.md")
+                    if md is not None and cols[i]:
                         want = [cell["published"]["text"]] if t.get("published_only") else \
                             [cell["ours"]["text"], cell["published"]["text"]]
-                        got = md[i * len(want):(i + 1) * len(want)]
+                        j = sum(cols[:i])            # the cell's place among the columns shown
+                        got = md[j * len(want):(j + 1) * len(want)]
                         if [w.replace("\n", " ") for w in want] != got:
                             problems.append(f"{where}: report.md shows {got}, report.json {want}")
     return problems

@@ -336,7 +336,7 @@ def test_report_from_fixture_runs(suite, tmp_path):
     cell = R.find_report_cell(doc, "mini", "t1", "GRU", "dense")
     assert cell["ours"]["mean"] == pytest.approx(0.8)
     assert cell["ours"]["se"] == pytest.approx(math.sqrt(0.02 / 2))     # sd 0.1414 / sqrt(2)
-    assert cell["ours"]["text"] == "80.0 ± 10.0"
+    assert cell["ours"]["text"] == "80.0 ± 10.0 (2 seeds)"
     assert cell["published"]["value"] == 100 and cell["published"]["citation"]["table"] == "Table 9"
     tf = R.find_report_cell(doc, "mini", "t1", "Transformer", "dense")
     assert tf["ours"]["values"] == [0.6] and "1/2 seeds" in tf["ours"]["text"] and "1 failed" in tf["ours"]["text"]
@@ -346,7 +346,7 @@ def test_report_from_fixture_runs(suite, tmp_path):
     assert boom["ours"]["status"] == "failed" and "mean" not in boom["ours"]      # never a 0 %
     assert R.find_report_cell(doc, "mini", "t1", "SUT", "dense")["ours"]["status"] == "paper only"
     md = (out / "report.md").read_text()
-    assert "| GRU | 80.0 ± 10.0 | 100 (sd 0) | 40.0 ± 10.0 | 91.5 (sd 1.5) |" in md
+    assert "| GRU | 80.0 ± 10.0 (2 seeds) | 100 (sd 0) | 40.0 ± 10.0 (2 seeds) | 91.5 (sd 1.5) |" in md
     assert "| Boom GRU | 1 failed, 1 missing | 50 | 1 failed, 1 missing | 50 |" in md
     assert "boom__gru__cpu__s0`: exit 3 in train" in md
     assert "Someone (2024), A Paper [P], Table 9 (mean of 3 runs)" in md
@@ -394,7 +394,7 @@ def test_report_reads_fan_eval_files(tmp_path):
     doc = R.write_report(out)
     assert R.find_report_cell(doc, "fan", "parity", "Looped, max. confidence", "longest test")["ours"]["mean"] == 0.5
     cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
-    assert cell["ours"]["text"] == "1.000" and cell["attrs"]["length"] == 10
+    assert cell["ours"]["text"] == "1.000 (1 seed)" and cell["attrs"]["length"] == 10
     assert (out / "plots" / "fan_cpu_parity_test_iterations.png").exists()   # confidence only: chosen steps
     md = (out / "report.md").read_text()
     assert "### Parity: exact match" in md and "### Copy: exact match" not in md      # copy: nothing selected
@@ -461,8 +461,8 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
     ("listops", "table1", "TLB", "900-1000", 25.0),
     ("logic", "table2", "GUT", "7", 96.36),
     ("logic", "table2", "Transformer", "12", 53.88),
-    ("flipflop", "table3", "GUTLB", "0.98 (1024)", 96),
-    ("flipflop", "table3", "TLB Fixed Recurrence (k=5)", "0.98 (1024)", 92.71),
+    ("flipflop", "table3", "GUTLB", "p_i 0.98, 2T", 96),
+    ("flipflop", "table3", "TLB Fixed Recurrence (k=5)", "p_i 0.98, 2T", 92.71),
     ("words", "p3_table1", "512", "Z60 LSTM", "✓"),
     ("words", "p3_table1", "256", "A4×Z5 GRU", "✗"),
     ("memory", "p3_table3", "Denoising S=10, T≤50", "RNN 2-layer", "✓"),

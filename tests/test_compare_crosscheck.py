@@ -84,9 +84,19 @@ def test_the_check_finds_a_planted_mismatch(tmp_path):
     doc = R.write_report(out, plots=False)
     md = (out / "report.md").read_text()
     text = R.find_report_cell(doc, "counting", "p3_table4", "200", "RNN h8")["ours"]["text"]
-    assert text == "0.787 ± 0.144 ✓" and f"| 200 | {text} |" in md     # s1 now 0.5: 2 of 3 seeds still pass
-    write(out / "report.md", md.replace(f"| 200 | {text} |", "| 200 | 0.987 ± 0.144 ✓ |", 1))
+    row = "200 (ours: length 40, ISI 2 (valid_cpu); paper: Length 200)"         # our split and the paper's length, apart
+    assert text == "0.787 ± 0.144 ✓ (3 seeds)" and f"| {row} | {text} |" in md   # s1 now 0.5: 2 of 3 still pass
+    write(out / "report.md", md.replace(f"| {row} | {text} |", f"| {row} | 0.987 ± 0.144 ✓ (3 seeds) |", 1))
     assert any("report.md shows" in p for p in check(out))
+    write(out / "report.md", md.replace(f"| {row} | {text} |", f"| {row} | 0.787 ± 0.144 ✓ (1 seed) |", 1))
+    assert any("report.md shows" in p for p in check(out))
+    # a report.json whose cell claims fewer seeds than its runs give
+    rep = json.loads((out / "report.json").read_text())
+    cell = next(c for t in rep["suites"][0]["tables"] if t["id"] == "p3_table4" for r in t["rows"]
+                if r["label"] == "200" for c in r["cells"] if c["column"] == "RNN h8")
+    cell["ours"]["text"] = text.replace("(3 seeds)", "(1 seed)")
+    write(out / "report.json", rep)
+    assert any("but 3 of 3 seeds gave a value" in p for p in check(out))
     # a run removed: the report still calls it finished
     R.write_report(out, plots=False)
     for f in sorted((out / "medium__rnn_h8__cpu__s0").iterdir()):

@@ -127,7 +127,9 @@ def _train(kind, d) -> dict:
                dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
     t_start = t_last = time.perf_counter()
     last_step = step
-    history = read_metrics(metrics_path, step)      # logged rows (every rank: the stop rule must agree)
+    # logged rows (every rank: the stop rule must agree); evaluation-only rows -- the step-0
+    # evaluation, or a periodic one between log rows -- carry no loss and are not among them
+    history = [r for r in read_metrics(metrics_path, step) if "loss" in r]
     guard = Guard(kind, hp, net, model, opt, d, guard_state) if hp.guard else None
 
     def verify():           # a checkpoint, a log row or the end never holds unchecked guarded steps
@@ -199,9 +201,10 @@ def _train(kind, d) -> dict:
             row = (row or {"step": step}) | kind.evaluate(model)
         if row is not None and d.main:
             append_row(metrics_path, row)
-            bar.set_postfix(loss=f"{history[-1]['loss']:.4f}", acc=f"{history[-1]['acc']:.3f}",
-                            **kind.bar_fields(history[-1]),
-                            **({"eval": f"{row['eval_acc']:.3f}"} if "eval_acc" in row else {}))
+            if history:                 # an evaluation before the first log row has no loss to show yet
+                bar.set_postfix(loss=f"{history[-1]['loss']:.4f}", acc=f"{history[-1]['acc']:.3f}",
+                                **kind.bar_fields(history[-1]),
+                                **({"eval": f"{row['eval_acc']:.3f}"} if "eval_acc" in row else {}))
         bar.update(1)
         stop_now = bool(stopped) or (cfg.max_wall is not None and time.perf_counter() - t_start > cfg.max_wall)
         if step % hp.ckpt_every == 0 or step == hp.steps or stop_now:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from rasp.errors import RaspError
+from trainer.compare import estimate as E
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
@@ -48,7 +49,11 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--launcher", default=None, metavar="CMD",
                    help="run training with CMD instead of `python -m trainer`, e.g. "
                         "\"torchrun --standalone --nproc_per_node 4 -m trainer\" (one large run on several processes)")
-    p.add_argument("--dry-run", action="store_true", help="print each run's state and command lines; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print each run's state, command lines and estimated wall time; train nothing")
+    p.add_argument("--probe", type=int, default=None, metavar="STEPS",
+                   help="--dry-run: time STEPS training steps of each task x model with no measured speed "
+                        f"(1-{E.MAX_PROBE_STEPS}), to estimate from")
     p.add_argument("--report", default=None, metavar="DIR", help="rebuild DIR/report.md and report.json only")
     p.add_argument("--no-plots", action="store_true")
     return p
@@ -93,6 +98,41 @@ def _check_available(runs: list, suite) -> None:
                     f"{', '.join(what)}; choose the others with --models/--tasks (--dry-run lists the runs)")
 
 
+def dry_run(runs: list, out: Path, commands, jobs: int, probe_steps) -> int:
+    """Each run's state, command lines and estimated wall time (and the
+    source of its speed), then the total."""
+    lacking = unavailable(runs)
+    for r, why in lacking:
+        print(f"note: {r.run_id} needs {why}, which this trainer does not have")
+    states = {r.run_id: runner.state(r, out / r.run_id) for r in runs}
+    speeds = E.known_speeds(out, runs)
+    if probe_steps is not None:
+        skip = {r.run_id for r, _ in lacking}
+        for r in runs:
+            if states[r.run_id] != "done" and r.run_id not in skip and not speeds.get(E.cell_key(r)):
+                print(f"probing {E.cell_key(r)}: {probe_steps} steps ...", flush=True)
+                speeds.setdefault(E.cell_key(r), []).append(E.probe(r, out, probe_steps, commands))
+    total, by_source = 0.0, {}
+    for r in runs:
+        st = states[r.run_id]
+        why = (f" ({'; '.join(runner.stale_settings(r, out / r.run_id))}; set aside as .staleK and trained anew)"
+               if st == "stale" else "")
+        est = E.estimate_run(r, st, speeds)
+        by_source.setdefault(est.source, []).append(est.seconds)
+        total += est.seconds or 0.0
+        print(f"{r.run_id}: {st}{why}; estimated {E.duration(est.seconds)} [{est.source}: {est.note}]")
+        for _, c in runner.planned_commands(r, out / r.run_id, commands):
+            print("    " + " ".join(c))
+    names = {"done": "finished", "measured": "from measured runs", "probe": "from probes",
+             "none": "without an estimate (not in the total)"}
+    parts = [f"{len(by_source[k])} {names[k]}" for k in names if by_source.get(k)]
+    print(f"{len(runs)} runs in {out}: estimated {E.duration(total)} of runs"
+          + (f", about {E.duration(total / jobs)} wall with --jobs {jobs} if the runs share the cores evenly"
+             if jobs > 1 else "")
+          + f" ({', '.join(parts)}) (dry run: nothing trained)")
+    return 0
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -114,19 +154,10 @@ def run(args) -> int:
     runs = G.expand(suite, args.preset, args.seeds, models, tasks)
     out = Path(args.out or "runs/compare")
     commands = runner.TrainerCommands(train_launcher=tuple(shlex.split(args.launcher)) if args.launcher else ())
+    if args.probe is not None and not args.dry_run:
+        raise RaspError("--probe goes with --dry-run (it times a few steps to estimate from)")
     if args.dry_run:
-        for r, why in unavailable(runs):
-            print(f"note: {r.run_id} needs {why}, which this trainer does not have")
-        for r in runs:
-            cmds = runner.planned_commands(r, out / r.run_id, commands)
-            st = runner.state(r, out / r.run_id)
-            why = (f" ({'; '.join(runner.stale_settings(r, out / r.run_id))}; set aside as .staleK and trained anew)"
-                   if st == "stale" else "")
-            print(f"{r.run_id}: {st}{why}")
-            for _, c in cmds:
-                print("    " + " ".join(c))
-        print(f"{len(runs)} runs in {out} (dry run: nothing started)")
-        return 0
+        return dry_run(runs, out, commands, args.jobs, args.probe)
     _check_available(runs, suite)
     out.mkdir(parents=True, exist_ok=True)
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
@@ -150,6 +181,10 @@ def run(args) -> int:
         say(f"interrupted after {time.time() - t0:.0f} s; the report so far is in {out / 'report.md'} "
             f"({R.summary_line(doc)}); run the same command again to resume")
         raise
+    for rec in records:              # the speeds the next --dry-run estimates from
+        spec = next((r for r in runs if r.run_id == rec.get("run_id")), None)
+        if spec is not None and rec.get("status") == "finished":
+            E.record_speed(out, spec, rec)
     failed = [r for r in records if r.get("status") == "failed"]
     busy = [r for r in records if r.get("status") == "busy"]
     doc = R.write_report(out, plots=not args.no_plots)

@@ -1,9 +1,13 @@
 """Report plots: accuracy against length per model (mean over the finished
-seeds), and depth / iterations against length for the models whose eval
-results carry those stats (halting, implicit and confidence-stopped looped
-models)."""
+seeds, ± standard error band), and depth / iterations against length for the
+models whose eval results carry those stats (halting, implicit and
+confidence-stopped looped models).  Legends use the report tables' names, the
+Okabe-Ito colour-blind-safe palette, at most eight lines per panel (more
+series: small multiples on shared axes), and sit outside the data."""
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -28,8 +32,27 @@ def _series(results: list, getter) -> dict:
     return out
 
 
-def _label(suite, key) -> str:
-    """Model label, with the eval's name when the suite has several evals."""
+def legend_names(suite, tables: list) -> dict:
+    """{(model entry, eval): the name the report's tables give it}, so that a
+    plot's legend reads as the table does ("No input injection, oracle", not
+    the model entry's label); the entry's label (and eval) where no table
+    names it."""
+    names: dict = {}
+    for t in tables:
+        by_columns = any("model" in (c.get("attrs") or {}) for c in t["columns"])
+        for row in t["rows"]:
+            for col, cell in zip(t["columns"], row["cells"]):
+                a = cell.get("attrs") or {}
+                if not a.get("model"):
+                    continue
+                ev = a.get("eval") or suite.evals_for(suite.model(a["model"]))[0].name
+                names.setdefault((a["model"], ev), col["label"] if by_columns else row["label"])
+    return names
+
+
+def _label(suite, key, names: dict) -> str:
+    if (key[1], key[2]) in names:
+        return names[(key[1], key[2])]
     label = suite.model(key[1]).label
     return f"{label} [{key[2]}]" if len(suite.evals) > 1 else label
 
@@ -50,31 +73,59 @@ def _metric_for(task_entry: str, tables: list, results: list) -> str:
     return "accuracy"
 
 
+# Okabe & Ito (2008), "Color universal design": eight colours told apart with every common colour-vision deficiency
+OKABE_ITO = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+MAX_SERIES = 8           # lines per panel: more go to further panels (small multiples)
+
+
+def panels(keys: list, per_panel: int = MAX_SERIES) -> list:
+    """Split the series into the fewest panels of at most `per_panel` lines,
+    as evenly as possible (11 lines: 6 + 5, not 8 + 3)."""
+    n = max(1, math.ceil(len(keys) / per_panel))
+    size = math.ceil(len(keys) / n)
+    return [keys[i:i + size] for i in range(0, len(keys), size)]
+
+
 def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train_max=None, unit_range=True):
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    if train_max:
-        ax.axvline(train_max + 0.5, color="0.4", ls="--", label="longest training length")
-    colors = plt.get_cmap("tab20").colors if len(series) > 10 else [None]   # > 10 lines: 20 colours
-    for i, (key, pts) in enumerate(sorted(series.items())):
-        color = colors[i % len(colors)]
-        xs = sorted(pts)
-        ys = [sum(pts[x]) / len(pts[x]) for x in xs]
-        ax.plot(xs, ys, marker="o", ms=3, label=labels[key], color=color)
-    ax.set_xlabel("length")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
-    ax.set_ylabel(ylabel)
-    if unit_range:
-        ax.set_ylim(-0.03, 1.03)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    """Mean over seeds per length with a ± standard error band, at most
+    MAX_SERIES lines per panel, each panel's legend to its right (outside the data)."""
+    order = list(dict.fromkeys(labels.values()))          # the tables' row order
+    groups = panels(sorted(series, key=lambda k: order.index(labels[k])))
+    fig, axes = plt.subplots(len(groups), 1, figsize=(7.5, 2.9 * len(groups)), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, keys in zip(axes[:, 0], groups):
+        if train_max:
+            ax.axvline(train_max + 0.5, color="0.5", ls="--", lw=1, label="longest training length")
+        for i, key in enumerate(keys):
+            pts = series[key]
+            xs = sorted(pts)
+            means = [sum(pts[x]) / len(pts[x]) for x in xs]
+            ses = [statistics.stdev(pts[x]) / math.sqrt(len(pts[x])) if len(pts[x]) > 1 else 0.0 for x in xs]
+            seeds = min(len(pts[x]) for x in xs)
+            color = OKABE_ITO[i % len(OKABE_ITO)]
+            ax.plot(xs, means, marker=MARKERS[i % len(MARKERS)], ms=3.5, lw=1.4, color=color,
+                    label=labels[key] + (" (1 seed)" if seeds == 1 else ""))
+            if any(ses):
+                ax.fill_between(xs, [m - e for m, e in zip(means, ses)], [m + e for m, e in zip(means, ses)],
+                                color=color, alpha=0.18, lw=0)
+        ax.set_ylabel(ylabel)
+        if unit_range:
+            ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+    axes[-1, 0].set_xlabel("length")
+    axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
+    axes[0, 0].set_title(title + ("" if len(groups) == 1 else f" ({len(groups)} panels, shared axes)")
+                         + "\nmean over seeds, band = ± standard error", fontsize=9)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
 def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> list:
     pdir = Path(out) / "plots"
     made = []
+    names = legend_names(suite, tables)
 
     def per_split(series: dict, task: str, quantity: str, train_max, unit_range: bool):
         """One plot per split of `series` ({(split, run key): {length: value}})."""
@@ -84,7 +135,8 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
                 continue
             pdir.mkdir(exist_ok=True)
             name = f"{suite.name}_{preset}_{task}_{split}_{quantity}.png"
-            labels = {k: _label(suite, k) for k in ser}
+            ranks = {key: i for i, key in enumerate(names)}           # the tables' row order
+            labels = {k: _label(suite, k, names) for k in sorted(ser, key=lambda k: ranks.get(k[1:], len(ranks)))}
             title = f"{suite.name} / {task} / {split}: {quantity} vs length ({preset})"
             _plot(ser, labels, pdir / name, title, quantity, train_max, unit_range=unit_range)
             made.append({"title": title, "path": f"plots/{name}"})

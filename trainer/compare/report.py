@@ -14,8 +14,9 @@ from typing import Optional
 
 from rasp.errors import RaspError
 from trainer.compare import grid as G
+from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
-from trainer.compare.suite import Suite, Table, cell_attrs, load_suite, row_runs
+from trainer.compare.suite import Suite, Table, cell_attrs, load_suite, resolve, row_runs
 from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"
@@ -109,12 +110,18 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
             passed = mean >= table.criterion
         cell["passed"] = passed
         text += " ✓" if passed else " ✗"
-    notes = [f"{len(values)}/{len(results)} seeds"] if len(values) < len(results) else []
-    notes += [f"{v} {k}" for k, v in counts.items() if v]
-    if notes:
-        text += f" ({', '.join(notes)})"
+    # every cell says how many seeds it stands on; one seed is marked as such (no standard error)
+    notes = [seeds_note(len(values), len(results))] + [f"{v} {k}" for k, v in counts.items() if v]
+    text += f" ({', '.join(notes)})"
     cell.update(status="ok", mean=mean, se=se, values=values, text=text)
     return cell
+
+
+def seeds_note(with_value: int, runs: int) -> str:
+    """"3 seeds", "1 seed", or "2/3 seeds" when some runs have no value."""
+    if with_value < runs:
+        return f"{with_value}/{runs} seeds"
+    return "1 seed" if with_value == 1 else f"{with_value} seeds"
 
 
 def published_cell(table: Table, row, col_index: int, suite: Suite) -> dict:
@@ -127,6 +134,30 @@ def published_cell(table: Table, row, col_index: int, suite: Suite) -> dict:
         return {"value": None, "text": "—", "citation": cite}
     text = f"{v}" + (f" (sd {sd})" if sd not in (None, "—") else "")
     return {"value": v, "sd": sd, "text": text, "citation": cite}
+
+
+RUN_STATUSES = ("ok", "failed", "incomplete", "stale")      # a cell some run of ours stands behind
+
+
+def what_ours_measure(attrs: dict, given) -> str:
+    """A column's (or row's) "ours" description: the suite's own words when
+    it gives them, else the split, length and group the cell reads."""
+    if given:
+        return str(given)
+    parts = [str(attrs.get("split", "test"))]
+    if attrs.get("length") is not None:
+        parts.append(f"length {attrs['length']}")
+    if attrs.get("group") is not None:
+        parts.append(f"group {attrs['group']}")
+    return ", ".join(parts)
+
+
+def axis_heading(label: str, ours: Optional[str], paper: str) -> str:
+    """The heading of a column (or range row) that states our setting and
+    the paper's separately: "0.1 (ours: T 128, p_i 0.1; paper: Length 512, p_i 0.1)"."""
+    if ours is None:
+        return label if paper in (label, "—", "") else f"{label} (paper: {paper})"
+    return f"{label} (ours: {ours}; paper: {paper})" if paper not in ("—", "") else f"{label} (ours: {ours})"
 
 
 def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: int) -> dict:
@@ -150,10 +181,29 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
     # a table none of whose rows can run (e.g. P3 Table 1: its training lengths are not a split
     # of our tasks) is still shown: its published figures are the point
     published_only = not any(r["ours_run"] for r in rows)
+    columns = [{"label": c.label, "paper_column": c.paper_column, "attrs": c.attrs} for c in table.columns]
+    models_in_columns = any("model" in c.attrs for c in table.columns)
+    for j, (col, c) in enumerate(zip(table.columns, columns)):
+        ran = [r["cells"][j] for r in rows if r["ours_run"]]
+        ours = what_ours_measure(ran[0]["attrs"], resolve(col.ours, preset)) if ran and not models_in_columns else None
+        # a model column is named by its model; a range column states our setting and the paper's
+        c["heading"] = col.label if models_in_columns else axis_heading(col.label, ours, col.paper_column)
+        statuses = {x["ours"]["status"] for x in ran}
+        # only what was run: a range column needs a run behind one of its cells; a model column
+        # (P3 Tables 4-5) shows while the model is in the selection, missing or not
+        c["shown"] = published_only or bool(statuses & set(RUN_STATUSES) if not models_in_columns
+                                            else statuses - {"not run"})
+    for row, r in zip(table.rows, rows):
+        ours = (what_ours_measure(r["cells"][0]["attrs"], resolve(row.ours, preset))
+                if r["ours_run"] and models_in_columns else None)
+        r["heading"] = axis_heading(row.label, ours, row.paper_row) if models_in_columns else row.label
+        statuses = {x["ours"]["status"] for x, c in zip(r["cells"], columns) if c["shown"]}
+        r["shown"] = published_only or not r["ours_run"] or bool(
+            statuses & set(RUN_STATUSES) if models_in_columns else statuses - {"not run"})
     return {"id": table.id, "selected": selected, "published_only": published_only, "title": table.title, "paper_table": table.paper_table, "source": src.key,
-            "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "criterion": table.criterion,
-            "criterion_rule": table.criterion_rule, "note": table.note,
-            "columns": [{"label": c.label, "paper_column": c.paper_column} for c in table.columns], "rows": rows}
+            "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "digits": table.digits,
+            "criterion": table.criterion, "criterion_rule": table.criterion_rule, "note": table.note,
+            "columns": columns, "rows": rows}
 
 
 # ---- the whole report ------------------------------------------------------------
@@ -171,8 +221,13 @@ def suite_report(out: Path, sel: dict) -> dict:
     status = {}
     for res in results:
         status[res.status] = status.get(res.status, 0) + 1
+    ranked = {m.name for m in suite.models if m.ranked}
+    summary_rows = [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
             "note": suite.note, "runs": {"total": len(results), **status},
+            "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows,
+                        "unranked": [m.label for m in suite.models if not m.ranked],
+                        "unranked_models": [m.name for m in suite.models if not m.ranked]},
             "run_status": [_run_row(r) for r in results], "tables": tables, "_results": results, "_suite": suite}
 
 
@@ -203,22 +258,30 @@ def _md_escape(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(doc: dict) -> str:
-    lines = ["# `rasp compare` report", "",
-             f"Generated {doc['generated']} from `{doc['dir']}`.  Ours: mean ± standard error over the seeds "
-             "that finished (one seed: the value alone); \"missing\" = never run, \"failed\" = the run failed "
-             "(see failed.json), \"incomplete\" = interrupted or still running, \"stale\" = trained with settings "
-             "the suite's command no longer gives (`rasp compare` re-trains it), \"not run\" = outside the "
-             "selection.  Paper: the published figure (sd = the paper's standard deviation).", ""]
+LEGEND = ("Ours: mean ± standard error over the seeds that finished, and how many seeds that is (\"1 seed\": one "
+          "run, no standard error: an anecdote; \"2/3 seeds\": one run gave no value); \"missing\" = never run, "
+          "\"failed\" = the run failed (see failed.json), \"incomplete\" = interrupted or still running, \"stale\" = "
+          "trained with settings the suite's command no longer gives (`rasp compare` re-trains it).  Paper: the "
+          "published figure (sd = the paper's standard deviation).  Column headings give our setting and the "
+          "paper's separately; columns and rows with no run of ours are left out (report.json has them).")
+
+
+def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
+    """The report; `level` is the markdown level of its title (2: one level
+    down, for a page that gathers several reports and says the legend once)."""
+    h = "#" * level
+    lines = [f"{h} `rasp compare` report", "", f"Generated {doc['generated']} from `{doc['dir']}`."
+             + (f"  {LEGEND}" if legend else ""), ""]
     for s in doc["suites"]:
         r = s["runs"]
-        lines += [f"## {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s))", "",
+        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s))", "",
                   "Runs: " + ", ".join(f"{v} {k}" for k, v in r.items()) + ".", ""]
+        lines += summary_markdown(s, h + "##")
         if s.get("note"):
             lines += [s["note"], ""]
         for t in s["tables"]:
             if t["selected"] or t["published_only"]:
-                lines += _md_table(t)
+                lines += _md_table(t, h + "##")
         left = [t["title"] for t in s["tables"] if not (t["selected"] or t["published_only"])]
         if left:
             lines += [f"Tables with no run in this selection (in report.json): {'; '.join(left)}.", ""]
@@ -235,31 +298,83 @@ def render_markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_table(t: dict) -> list:
+SUMMARY_TITLE = "Summary: the best model per task and range"
+
+
+def _num(x: float, row: dict) -> str:
+    return f"{x * row['scale']:.{row['digits']}f}"
+
+
+def summary_row_cells(row: dict) -> list:
+    """The markdown cells of one summary row."""
+    best = _num(row["best_mean"], row) + (f" ± {_num(row['best_se'], row)}" if row.get("best_se") is not None else "")
+    best += f" ({seeds_note(row['best_n'], row['best_n'])})"
+    if row["second"] is None:
+        second, margin, p = "—", "—", "—"
+    else:
+        second = f"{row['second']}: {_num(row['second_mean'], row)} ({seeds_note(row['second_n'], row['second_n'])})"
+        margin = _num(row["margin"], row)
+        p = "—" if row["p"] is None else f"{row['p']:.3g}"
+    verdict = "yes" if row["beyond_noise"] else "no" + (f" ({row['why']})" if row.get("why") else "")
+    return [row["table"], row["range"], f"{row['best']}: {best}", second, margin, p, verdict]
+
+
+def summary_markdown(s: dict, h: str) -> list:
+    summ = s.get("summary") or {}
+    if not summ.get("rows"):
+        return []
+    lines = [f"{h} {SUMMARY_TITLE}", "",
+             f"Per range (a column of the tables below, or a row where the table puts its models in columns): the "
+             f"model with the highest mean over its seeds, the runner-up, and the margin between their means (in "
+             f"the table's unit).  Beyond noise: {summ['test']}, best > second, p ≤ {summ['alpha']:g}; with 3 "
+             f"seeds against 3 that needs every seed of the best above every seed of the second, and with one "
+             f"seed no test is possible."
+             + (f"  Not ranked (exact by construction, not learned): {', '.join(summ['unranked'])}."
+                if summ.get("unranked") else ""), "",
+             "| table | range | best (mean ± se) | second | margin | p | beyond noise |", "|---|---|---|---|---|---|---|"]
+    shown_title = None
+    for row in summ["rows"]:
+        cells = summary_row_cells(row)
+        if cells[0] == shown_title:      # a table's title once, on its first range
+            cells[0] = ""
+        shown_title = row["table"]
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+    return lines + [""]
+
+
+def _md_table(t: dict, h: str = "###") -> list:
     scale = f"; ours ×{t['scale']:g}" if t["scale"] != 1 else ""
     crit = ""
     if t.get("criterion") is not None:
         crit = (f"; ✓/✗ = ours {'mean' if t['criterion_rule'] == 'mean' else 'majority of seeds'} "
                 f"≥ {t['criterion']:g}")
     only = t.get("published_only")
-    lines = [f"### {t['title']}" + (" (published only)" if only else ""), "",
+    lines = [f"{h} {t['title']}" + (" (published only)" if only else ""), "",
              f"Published: {t['cite']} [{t['source']}], {t['paper_table']}"
              + (f" ({t['statistic']})" if t["statistic"] else "") + ("" if only else f"{scale}{crit}") + ".", ""]
+    cols = [j for j, c in enumerate(t["columns"]) if c.get("shown", True)]
     if only:            # no row of ours can run: the paper's columns alone
-        head = [""] + [c["label"] for c in t["columns"]]
+        head = [""] + [t["columns"][j]["heading"] for j in cols]
     else:
-        head = ["model"] + [x for c in t["columns"] for x in (f"{c['label']} ours", "paper")]
-    lines.append("| " + " | ".join(_md_escape(h) for h in head) + " |")
+        head = ["setting" if model_axis(t) == "columns" else "model"] + [x for j in cols for x in (f"{t['columns'][j]['heading']}: ours", "paper")]
+    lines.append("| " + " | ".join(_md_escape(x) for x in head) + " |")
     lines.append("|" + "---|" * len(head))
     for row in t["rows"]:
-        if only:
-            cells = [c["published"]["text"] for c in row["cells"]]
-            lines.append("| " + " | ".join(_md_escape(x) for x in [row["label"]] + cells) + " |")
+        if not row.get("shown", True):
             continue
-        label = row["label"] + ("" if row["ours_run"] else " (paper only)")
-        cells = [x for c in row["cells"] for x in (c["ours"]["text"], c["published"]["text"])]
+        if only:
+            cells = [row["cells"][j]["published"]["text"] for j in cols]
+            lines.append("| " + " | ".join(_md_escape(x) for x in [row["heading"]] + cells) + " |")
+            continue
+        label = row["heading"] + ("" if row["ours_run"] else " (paper only)")
+        cells = [x for j in cols for x in (row["cells"][j]["ours"]["text"], row["cells"][j]["published"]["text"])]
         lines.append("| " + " | ".join(_md_escape(x) for x in [label] + cells) + " |")
     lines.append("")
+    hidden = [c["label"] for c in t["columns"] if not c.get("shown", True)] + \
+        [r["label"] for r in t["rows"] if not r.get("shown", True)]
+    if hidden:
+        lines += ["Not run here, so left out (their published figures are in report.json): "
+                  + ", ".join(hidden) + ".", ""]
     if t.get("note"):
         lines += [t["note"], ""]
     return lines

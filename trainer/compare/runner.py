@@ -171,6 +171,14 @@ def planned_commands(spec: RunSpec, run_dir: Path, commands=TrainerCommands()) -
 
 # ---- executing one run ---------------------------------------------------------
 
+def load_average():
+    """The 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def _env(threads_one: bool) -> dict:
     env = dict(os.environ)
     if threads_one:
@@ -215,7 +223,8 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
     failed = run_dir / "failed.json"
     if failed.exists():
         failed.unlink()                      # a retry: the old failure no longer describes the run
-    record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": []}
+    record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": [],
+              "load": load_average()}          # the machine's load: the speed a dry run estimates from depends on it
     if record["state"] == "done":          # another invocation finished it since this one listed it:
         return {**record, "status": "finished", "seconds": 0.0}      # its compare_run.json stays
     if record["state"] == "stale":
@@ -251,7 +260,7 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
             _write_json(failed, record)
             return record
     record.update(status="finished" if state(spec, run_dir) == "done" else "incomplete",
-                  seconds=round(time.time() - t0, 2))
+                  seconds=round(time.time() - t0, 2), load_end=load_average())
     if record["status"] == "incomplete":        # exit 0 but a promised file is absent: a failure too
         record.update(status="failed", exit_code=0, failed_step="outputs",
                       stderr_tail="the commands exited 0 but left no finished summary.json or a missing eval file: "

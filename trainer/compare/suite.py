@@ -63,6 +63,7 @@ class ModelEntry:
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     tasks: Optional[list] = None        # restrict the grid to these task entries
+    ranked: bool = True                 # False: not a learning result (a compiled program), kept out of the summary
 
 
 @dataclass
@@ -80,6 +81,7 @@ class Row:
     published_sd: Optional[list]
     paper_row: str
     line: int = 0
+    ours: Any = None                    # what our runs measure here (e.g. "length 40"), preset-keyed or not
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Column:
     label: str
     attrs: dict
     paper_column: str
+    ours: Any = None                    # what our runs measure here (e.g. "T 128"), preset-keyed or not
 
 
 @dataclass
@@ -374,14 +377,17 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[models]] entry")
         for m, line in entries:
-            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval"}, "[[models]]", line)
+            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval", "ranked"}, "[[models]]", line)
             name = self._name(m, "[[models]]", line)
             where = f"[[models]] {name}"
+            if not isinstance(m.get("ranked", True), bool):
+                self._fail(f"{where}: 'ranked' must be true or false", "ranked", after=line)
             out.append((ModelEntry(name, self._str(m, "model", where, line, default=name),
                                    self._str(m, "label", where, line, default=name),
                                    self._name_list(m, "evals", eval_names, "eval", where, line),
                                    self._options(m, "train", where, line), self._options(m, "eval", where, line),
-                                   self._name_list(m, "tasks", task_names, "task", where, line)), line))
+                                   self._name_list(m, "tasks", task_names, "task", where, line),
+                                   m.get("ranked", True)), line))
         self._unique([(m.name, l) for m, l in out], "model")
         return [m for m, _ in out]
 
@@ -391,7 +397,7 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[tables]] entry (the paper's table layout)")
         row_lines = self.loc.header_lines("tables.rows")
-        col_keys = {"label", "paper_column"} | CELL_KEYS
+        col_keys = {"label", "paper_column", "ours"} | CELL_KEYS
         extra_attrs = set()            # template names used by rows/columns (e.g. k)
         for t, line in entries:
             allowed = {"id", "title", "source", "paper_table", "statistic", "scale", "digits", "criterion",
@@ -429,10 +435,11 @@ class _Parser:
                 label = c.get("label")
                 if not isinstance(label, str):
                     self._fail(f"{where}: every column needs a string 'label'", "columns", after=line)
-                attrs = {k: v for k, v in c.items() if k not in ("label", "paper_column")}
+                attrs = {k: v for k, v in c.items() if k not in ("label", "paper_column", "ours")}
                 self._cell_values(attrs, f"{where}, column {label!r}", line)
+                self._cell_values({"ours": c.get("ours", "")}, f"{where}, column {label!r}", line)
                 extra_attrs |= set(attrs) - col_keys
-                columns.append(Column(label, attrs, c.get("paper_column", label)))
+                columns.append(Column(label, attrs, c.get("paper_column", label), c.get("ours")))
             rows = []
             for r in t.get("rows", []):
                 rl = next((x for x in row_lines if x > line), line)
@@ -453,10 +460,11 @@ class _Parser:
                 if sd is not None and (not isinstance(sd, list) or len(sd) != len(columns)):
                     raise self.loc.error(f"{where}, row {label!r}: 'published_sd' must list one value per column",
                                          self.loc.line_of("published_sd", after=rl))
-                attrs = {k: v for k, v in r.items() if k not in ("label", "published", "published_sd", "paper_row")}
+                attrs = {k: v for k, v in r.items() if k not in ("label", "published", "published_sd", "paper_row", "ours")}
                 self._cell_values(attrs, f"{where}, row {label!r}", rl)
+                self._cell_values({"ours": r.get("ours", "")}, f"{where}, row {label!r}", rl)
                 rows.append(Row(label, attrs, [None if v == "—" else v for v in pub], sd,
-                                r.get("paper_row", label), rl))
+                                r.get("paper_row", label), rl, r.get("ours")))
             table = Table(tid, self._str(t, "title", where, line), source,
                           self._str(t, "paper_table", where, line), base, columns, rows,
                           t.get("statistic", ""), float(t.get("scale", 1.0)), int(t.get("digits", 1)),

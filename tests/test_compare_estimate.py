@@ -1,0 +1,118 @@
+"""`rasp compare --dry-run` estimates each run's wall time from measured
+speeds (a finished run's compare_run.json, DIR/speeds.json) or a probe, and
+says which; the fake trainer of test_compare stands in for training."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rasp import cli as rasp_cli
+from rasp.errors import RaspError
+from test_compare import FAKE_TRAINER, SUITE, write
+from trainer.compare import cli as C
+from trainer.compare import estimate as E
+from trainer.compare import grid as G
+from trainer.compare import runner
+from trainer.compare.suite import load_suite
+
+
+@pytest.fixture
+def suite(tmp_path):
+    return load_suite(str(write(tmp_path / "mini.toml", SUITE)))
+
+
+def measured_run(out: Path, spec, steps=1000, train_s=100.0, eval_s=20.0, state="new", load=3.0):
+    """A run the runner trained: its record (whole processes' seconds) and summary."""
+    d = out / spec.run_id
+    write(d / "run.json", "{}")
+    write(d / "summary.json", json.dumps({"finished": True, "step": steps, "seconds": train_s - 5}))
+    write(d / "eval.json", json.dumps({"splits": {"dense": {}, "sparse": {}}}))
+    write(d / "compare_run.json", json.dumps({
+        "run_id": spec.run_id, "state": state, "status": "finished", "load": load, "load_end": load + 1,
+        "steps": [{"step": "train", "exit_code": 0, "seconds": train_s},
+                  {"step": "eval_default", "exit_code": 0, "seconds": eval_s}]}))
+
+
+def test_an_estimate_scales_the_measured_speed_to_the_planned_steps(suite, tmp_path):
+    out = tmp_path / "out"
+    s0, s1 = G.expand(suite, "cpu", tasks=["flip"], models=["gru"])           # the suite trains 5 steps
+    measured_run(out, s0)
+    speeds = E.known_speeds(out, [s0, s1])
+    # 100 s of the train process: 95 s in the loop (summary.json), 5 s starting up
+    assert speeds[E.cell_key(s1)][0] == {"run_id": s0.run_id, "steps": 1000, "train_s": 95.0, "startup_s": 5.0,
+                                         "eval_s": 20.0, "load": 4.0, "source": "measured"}
+    est = E.estimate_run(s1, "new", speeds)
+    assert est.seconds == pytest.approx(5.0 + 5 * 0.095 + 20.0) and est.source == "measured"
+    assert "5 steps (1 measured run, 10.5 steps/s at load 4)" in est.note
+    assert E.estimate_run(s1, "evaluate", speeds).seconds == pytest.approx(20.0)
+    assert E.estimate_run(s0, "done", speeds).seconds == 0.0
+    tf = G.expand(suite, "cpu", tasks=["flip"], models=["tf"])[0]
+    none = E.estimate_run(tf, "new", speeds)                  # another model: no speed of its own
+    assert none.seconds is None and none.source == "none" and "--probe" in none.note
+
+
+def test_a_resumed_runs_record_is_not_a_speed(suite, tmp_path):
+    """A resumed run's record times only its tail: it would make the run look fast."""
+    out = tmp_path / "out"
+    spec = G.expand(suite, "cpu", seeds=1, tasks=["flip"], models=["gru"])[0]
+    measured_run(out, spec, state="resume")
+    assert E.known_speeds(out, [spec]) == {}
+
+
+def test_the_runner_records_speeds_that_outlive_the_run_directories(suite, tmp_path):
+    out = tmp_path / "out"
+    spec = G.expand(suite, "cpu", seeds=1, tasks=["flip"], models=["gru"])[0]
+    measured_run(out, spec)
+    rec = json.loads((out / spec.run_id / "compare_run.json").read_text())
+    E.record_speed(out, spec, rec)
+    E.record_speed(out, spec, rec)                            # the same run twice: kept once
+    for f in (out / spec.run_id).iterdir():
+        f.unlink()
+    assert [m["run_id"] for m in E.known_speeds(out, [spec])[E.cell_key(spec)]] == [spec.run_id]
+
+
+def test_a_real_runner_record_carries_the_load(suite, tmp_path):
+    fake = runner.TrainerCommands((sys.executable, str(write(tmp_path / "fake.py", FAKE_TRAINER))))
+    spec = G.expand(suite, "cpu", seeds=1, tasks=["flip"], models=["gru"])[0]
+    rec = runner.execute(spec, tmp_path / "out" / spec.run_id, fake)
+    assert rec["status"] == "finished" and isinstance(rec["load"], float) and isinstance(rec["load_end"], float)
+    assert [s["step"] for s in rec["steps"]] == ["train", "eval_default"] and rec["steps"][0]["seconds"] > 0
+
+
+def test_dry_run_prints_each_estimate_its_source_and_the_total(suite, tmp_path, capsys):
+    out = tmp_path / "out"
+    s0 = G.expand(suite, "cpu", tasks=["flip"], models=["gru"])[0]
+    measured_run(out, s0)
+    assert rasp_cli.main(["compare", suite.path, "--dry-run", "--tasks", "flip", "--out", str(out),
+                          "--jobs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "flip__gru__cpu__s0: done; estimated 0 s [done: finished]" in text
+    assert "flip__gru__cpu__s1: new; estimated 25 s [measured: 5 steps (1 measured run, 10.5 steps/s" in text
+    assert "flip__tf__cpu__s0: new; estimated ? [none: no measured speed" in text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith(f"4 runs in {out}: estimated 25 s of runs, about 13 s wall with --jobs 2")
+    assert "(1 finished, 1 from measured runs, 2 without an estimate (not in the total))" in last
+
+
+def test_a_probe_times_a_few_steps_of_the_runs_own_command(suite, tmp_path, capsys):
+    out = tmp_path / "out"
+    fake = runner.TrainerCommands((sys.executable, str(write(tmp_path / "fake.py", FAKE_TRAINER))))
+    runs = G.expand(suite, "cpu", seeds=2, tasks=["flip"], models=["tf"])
+    assert C.dry_run(runs, out, fake, 1, 3) == 0
+    text = capsys.readouterr().out
+    assert text.count("probing mini/flip/tf/cpu: 3 steps") == 1            # one probe per task x model
+    assert "flip__tf__cpu__s1: new; estimated" in text and "[probe: 7 steps (1 probe" in text
+    assert "evaluation not measured" in text
+    assert not any((out / E.PROBES).iterdir())                              # the probe's run is removed
+    speeds = json.loads((out / E.SPEEDS).read_text())["mini/flip/tf/cpu"]
+    assert speeds[0]["source"] == "probe" and speeds[0]["steps"] == 3
+    with pytest.raises(RaspError, match="--probe must be from 1"):
+        E.probe(runs[0], out, 0, fake)
+
+
+def test_probe_without_dry_run_is_refused(suite, tmp_path, capsys):
+    assert rasp_cli.main(["compare", suite.path, "--probe", "5", "--out", str(tmp_path / "o")]) == 2
+    assert "--probe goes with --dry-run" in capsys.readouterr().err

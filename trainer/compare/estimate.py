@@ -1,0 +1,186 @@
+"""Wall-time estimates for `rasp compare --dry-run`, from measured speeds.
+
+Every run the runner trains from scratch records what it cost in
+DIR/speeds.json (one entry per task x model x preset of a suite: the steps
+it trained, the seconds training and evaluation took as whole processes, and
+the machine's 1-minute load average around it).  Runs trained before that
+file existed are read from their own compare_run.json and summary.json.  A
+cell with no measurement can be probed: a few training steps of its own
+command line in DIR/_probes/ (`--probe STEPS`), which measures training only.
+
+An estimate scales the measured seconds per training step to the steps the
+planned run trains, adds the measured start-up and evaluation time, and says
+where its speed came from.
+Speeds measured at another load, or on another machine, scale with it: the
+load is printed beside each source."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from rasp.errors import RaspError
+from trainer.compare.grid import RunSpec
+from trainer.compare.runner import TrainerCommands, load_average, read_json, train_args
+
+SPEEDS = "speeds.json"
+PROBES = "_probes"
+MAX_KEPT = 20                 # measurements kept per cell (the newest)
+MAX_PROBE_STEPS = 1000
+
+
+def cell_key(spec: RunSpec) -> str:
+    """Seeds of one grid cell train at the same speed."""
+    return "/".join((spec.suite, spec.task_entry, spec.model_entry, spec.preset))
+
+
+def measurement(record: dict, summary: dict) -> Optional[dict]:
+    """What one finished run of compare_run.json cost, or None when its
+    record does not cover the whole training (a resumed run: only its tail)."""
+    if record.get("state") not in ("new", "stale") or record.get("status") != "finished":
+        return None
+    steps = {s["step"]: s for s in record.get("steps", []) if s.get("exit_code") == 0}
+    trained = summary.get("step") if isinstance(summary, dict) else None
+    if "train" not in steps or not isinstance(trained, int) or trained < 1:
+        return None
+    loads = [x for x in (record.get("load"), record.get("load_end")) if isinstance(x, (int, float))]
+    wall = float(steps["train"]["seconds"])
+    # the training loop's own seconds (summary.json) apart from the process's start-up (importing
+    # torch, building the data): a run of another length scales only the loop
+    loop = summary.get("seconds")
+    loop = float(loop) if isinstance(loop, (int, float)) and 0 < loop <= wall else wall
+    return {"run_id": record.get("run_id"), "steps": trained, "train_s": round(loop, 2),
+            "startup_s": round(wall - loop, 2),
+            "eval_s": round(sum(float(s["seconds"]) for n, s in steps.items() if n.startswith("eval_")), 2),
+            "load": max(loads) if loads else None, "source": "measured"}
+
+
+def record_speed(out: Path, spec: RunSpec, record: dict) -> None:
+    """Add a finished run's cost to DIR/speeds.json (called by the runner)."""
+    m = measurement(record, read_json(Path(out) / spec.run_id / "summary.json"))
+    if m is None:
+        return
+    _add(Path(out), cell_key(spec), m)
+
+
+def _add(out: Path, key: str, m: dict) -> None:
+    path = out / SPEEDS
+    doc = read_json(path)
+    doc = doc if isinstance(doc, dict) else {}
+    kept = [x for x in doc.get(key, []) if isinstance(x, dict) and x.get("run_id") != m.get("run_id")]
+    doc[key] = (kept + [m])[-MAX_KEPT:]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
+def known_speeds(out: Path, runs: list) -> dict:
+    """{cell key: [measurement]} from DIR/speeds.json, and from the run
+    directories themselves for runs finished before it was kept."""
+    out = Path(out)
+    doc = read_json(out / SPEEDS)
+    speeds = {k: [m for m in v if isinstance(m, dict)] for k, v in doc.items() if isinstance(v, list)} \
+        if isinstance(doc, dict) else {}
+    for spec in runs:
+        have = {m.get("run_id") for m in speeds.get(cell_key(spec), [])}
+        if spec.run_id in have:
+            continue
+        rec = read_json(out / spec.run_id / "compare_run.json")
+        m = measurement(rec, read_json(out / spec.run_id / "summary.json")) if isinstance(rec, dict) else None
+        if m is not None:
+            speeds.setdefault(cell_key(spec), []).append(m)
+    return speeds
+
+
+def planned_steps(spec: RunSpec) -> Optional[int]:
+    """The steps the run's train command gives (its preset, the suite's options)."""
+    from trainer.cli import planned_hparams        # here: it loads torch
+    try:
+        steps = planned_hparams(train_args(spec, Path("/nonexistent"))).get("steps")
+    except RaspError:
+        return None
+    return steps if isinstance(steps, int) else None
+
+
+@dataclass
+class Estimate:
+    seconds: Optional[float]      # None: nothing to estimate from
+    source: str                   # "measured", "probe" or "none"
+    note: str
+
+
+def estimate_run(spec: RunSpec, state: str, speeds: dict) -> Estimate:
+    """The wall time `state`'s remaining work on the run should take."""
+    if state == "done":
+        return Estimate(0.0, "done", "finished")
+    ms = speeds.get(cell_key(spec), [])
+    if not ms:
+        return Estimate(None, "none", "no measured speed (run one seed first, or --probe STEPS)")
+    per_step = statistics.median(m["train_s"] / m["steps"] for m in ms)
+    startup = statistics.median(m.get("startup_s") or 0.0 for m in ms)
+    evals = [m["eval_s"] for m in ms if m.get("eval_s") is not None and m["source"] == "measured"]
+    eval_s = statistics.median(evals) if evals else None
+    steps = planned_steps(spec) or statistics.median(m["steps"] for m in ms)
+    loads = [m["load"] for m in ms if isinstance(m.get("load"), (int, float))]
+    where = (f"{len(ms)} {'probe' if ms[0]['source'] == 'probe' else 'measured run'}{'s' if len(ms) > 1 else ''}"
+             f", {1 / per_step:.3g} steps/s" + (f" at load {load_range(loads)}" if loads else ""))
+    if state == "evaluate":
+        if eval_s is None:
+            return Estimate(None, "none", f"evaluation only; no evaluation measured ({where})")
+        return Estimate(eval_s, ms[0]["source"], f"evaluation only ({where})")
+    seconds = startup + per_step * steps + (eval_s or 0.0)
+    note = f"{steps} steps ({where})" + ("" if eval_s is not None else "; evaluation not measured, not included")
+    if state == "resume":
+        note += "; resumes: at most this"
+    return Estimate(seconds, ms[0]["source"], note)
+
+
+def probe(spec: RunSpec, out: Path, steps: int, commands=TrainerCommands()) -> dict:
+    """Train the run's own command for `steps` steps in DIR/_probes/ and
+    record the speed; the probe directory is removed afterwards."""
+    if not 1 <= steps <= MAX_PROBE_STEPS:
+        raise RaspError(f"--probe must be from 1 to {MAX_PROBE_STEPS} steps, got {steps}")
+    pdir = Path(out) / PROBES / spec.run_id
+    shutil.rmtree(pdir, ignore_errors=True)
+    pdir.parent.mkdir(parents=True, exist_ok=True)
+    short = dataclasses.replace(spec, train={**spec.train, "steps": steps})
+    cmd = commands.train(short, pdir)
+    load = load_average()
+    t = time.time()
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    seconds = time.time() - t
+    summary = read_json(pdir / "summary.json")
+    shutil.rmtree(pdir, ignore_errors=True)
+    if done.returncode != 0 or not isinstance(summary, dict):
+        tail = (done.stderr or "").strip().splitlines()
+        raise RaspError(f"probe of {spec.run_id} failed (exit {done.returncode})"
+                        + (f": {tail[-1][:200]}" if tail else ""))
+    loop = float(summary.get("seconds") or seconds)          # the training loop (and its final validation)
+    m = {"run_id": f"probe:{spec.run_id}", "steps": int(summary.get("step") or steps), "train_s": round(loop, 2),
+         "startup_s": round(max(seconds - loop, 0.0), 2), "eval_s": None,
+         "load": max(x for x in (load, load_average(), -1.0) if x is not None), "source": "probe"}
+    _add(Path(out), cell_key(spec), m)
+    return m
+
+
+def load_range(loads: list) -> str:
+    lo, hi = min(loads), max(loads)
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
