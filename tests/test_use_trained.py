@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -26,14 +25,6 @@ PARITY_INPUTS = ["1 0 1 1 > # #", "1 > # #", "0 0 1 1 0 1 > # #", "1 1 1 1 1 1 1
 FLIPFLOP_INPUTS = ["w 1 i 0 r 1", "w 0 r 0 i 1 w 1 r 1", "r 0"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def cli(capsys, *argv):
     """(exit status, stdout, stderr) of `rasp ARGV`, in this process."""
     status = main([str(a) for a in argv])
@@ -44,7 +35,8 @@ def cli(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A parity run (evaluated), a flip-flop LSTM run, a compiled parity model, and exports."""
+    """A parity run (evaluated), a flip-flop LSTM run, a compiled parity model, and exports
+    (`--threads 1`: torch runs one thread from here on, as `rasp run` sets on small machines)."""
     base = tmp_path_factory.mktemp("use")
     fast = ["--steps", "20", "--preset", "cpu", "--no-progress", "--threads", "1"]
     assert main(["train", "--task", "parity", "--out", str(base / "parity"), *fast]) == 0

@@ -314,17 +314,8 @@ def _previous(out: Path):
 
 
 def _write_file(directory: Path, name: str, data: bytes):
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, directory / name)          # replaces a link itself, never its target
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    from model.files import write_atomic
+    write_atomic(directory / name, data)          # replaces a link itself, never its target
 
 
 def _manifest(files: dict, documents: dict, names) -> bytes:

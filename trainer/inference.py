@@ -25,7 +25,6 @@ of the whole run, estimated before it starts, default that of compiled models).
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -249,7 +248,6 @@ def _fan_model(task_name: str, model_name: str, hp, module, labeler, stop, thres
 def load_run(path, stop=None, threshold=None, device="cpu"):
     """The newest checkpoint of training run `path`, ready to answer inputs
     (rasp.load's loader of training runs)."""
-    from trainer import checkpoint
     from trainer.cli import _run_kind_is_seq
     from trainer.hparams import HParams
     path = Path(path)
