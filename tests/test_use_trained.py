@@ -23,6 +23,8 @@ from rasp.cli import main  # noqa: E402
 PARITY = str(ROOT / "programs" / "parity.rasp")
 PARITY_INPUTS = ["1 0 1 1 > # #", "1 > # #", "0 0 1 1 0 1 > # #", "1 1 1 1 1 1 1 1 1 1 1 1 > # #"]
 FLIPFLOP_INPUTS = ["w 1 i 0 r 1", "w 0 r 0 i 1 w 1 r 1", "r 0"]
+COPY_INPUTS = ["1 0 1 > # # #", "0 > # #", "1 1 0 0 > # # # #"]
+LOGIC_INPUTS = ["( a and b ) | not a", "c | ( c or d )"]
 
 
 def cli(capsys, *argv):
@@ -41,6 +43,9 @@ def runs(tmp_path_factory):
     fast = ["--steps", "20", "--preset", "cpu", "--no-progress", "--threads", "1"]
     assert main(["train", "--task", "parity", "--out", str(base / "parity"), *fast]) == 0
     assert main(["train", "--task", "flipflop", "--model", "lstm", "--out", str(base / "ff"), *fast]) == 0
+    short = ["--steps", "3", *fast[2:]]
+    assert main(["train", "--task", "copy", "--model", "ntp_pause", "--out", str(base / "ntp"), *short]) == 0
+    assert main(["train", "--task", "logic", "--model", "lstm", "--out", str(base / "logic"), *short]) == 0
     assert main(["eval", str(base / "parity"), "--lengths", "1:4", "--samples", "16", "--no-progress",
                  "--no-plots"]) == 0
     assert main(["eval", str(base / "ff"), "-n", "20", "--no-progress", "--no-plots"]) == 0
@@ -58,7 +63,8 @@ def _inputs_file(tmp_path, lines):
 
 @pytest.mark.parametrize("kind, inputs", [
     ("program", PARITY_INPUTS), ("compiled", PARITY_INPUTS), ("parity", PARITY_INPUTS),
-    ("parity_export", PARITY_INPUTS), ("ff", FLIPFLOP_INPUTS), ("ff_export", FLIPFLOP_INPUTS)])
+    ("parity_export", PARITY_INPUTS), ("ff", FLIPFLOP_INPUTS), ("ff_export", FLIPFLOP_INPUTS),
+    ("ntp", COPY_INPUTS), ("logic", LOGIC_INPUTS)])
 def test_rasp_run_and_the_python_api_give_the_same_answers(runs, tmp_path, capsys, kind, inputs):
     path = PARITY if kind == "program" else runs / kind
     status, out, err = cli(capsys, "run", path, "--inputs", _inputs_file(tmp_path, inputs))
@@ -74,18 +80,22 @@ def test_program_and_compiled_model_agree_exactly(runs):
     assert rasp.load(PARITY)(PARITY_INPUTS) == rasp.load(runs / "compiled")(PARITY_INPUTS)
 
 
-def test_a_trained_fan_model_answers_in_the_programs_tokens(runs):
-    """The answer is the model's output from `>` on, in the program's own tokens: it equals
-    the program's answer exactly on the inputs `rasp eval`'s decoding scores as correct."""
+@pytest.mark.parametrize("run, program, inputs", [("parity", "parity", PARITY_INPUTS),
+                                                  ("ntp", "copy", COPY_INPUTS)])
+def test_a_trained_fan_model_answers_in_the_programs_tokens(runs, run, program, inputs):
+    """The answer is the model's output from `>` on (an NTP model's greedy decoding), in the
+    program's own tokens: it equals the program's answer exactly on the inputs that
+    `rasp eval`'s decoding scores as correct."""
     from trainer import objectives
-    model = rasp.load(runs / "parity")
-    program = rasp.load(PARITY)
-    assert model.vocabulary()["input"] == [program.token_text(v) for v in sorted(program.ir.vocab)]
-    answers = model(PARITY_INPUTS)
-    wanted = [out[text.split().index(">"):] for text, out in zip(PARITY_INPUTS, program(PARITY_INPUTS))]
+    model = rasp.load(runs / run)
+    program = rasp.load(ROOT / "programs" / f"{program}.rasp")
+    assert model.vocabulary()["input"][:len(program.ir.vocab)] == [program.token_text(v)
+                                                                   for v in sorted(program.ir.vocab)]
+    answers = model(inputs)
+    wanted = [out[text.split().index(">"):] for text, out in zip(inputs, program(inputs))]
     assert [len(a) for a in answers] == [len(w) for w in wanted]
     assert {t for a in answers for t in a} <= {"0", "1", "#", "?"}
-    for text, answer, want in zip(PARITY_INPUTS, answers, wanted):
+    for text, answer, want in zip(inputs, answers, wanted):
         tokens = program.parse_input(text)
         batch = model.data.make_batch([tokens], [len(tokens)])
         correct = bool(objectives.evaluate_batch(model.spec, model.hp, model.module, batch, "oracle", 0)["correct"][0])
@@ -104,7 +114,7 @@ def test_stopping_rules(runs, capsys):
                        (["--stop", "threshold", "--threshold", "-1"], "positive")]:
         status, _, err = cli(capsys, "run", runs / "parity", "--input", "1 0 > # #", *argv)
         assert status == 2 and says in err, err
-    for path in (PARITY, runs / "compiled", runs / "ff"):
+    for path in (PARITY, runs / "compiled", runs / "ff", runs / "ntp"):
         status, _, err = cli(capsys, "run", path, "--input", "1 0 > # #", "--stop", "oracle")
         assert status == 2 and "--stop" in err, err
 
@@ -127,6 +137,9 @@ def test_trained_runs_have_the_limits_and_errors_of_rasp_run(runs, capsys):
     assert status == 2 and "--max-len" in err
     status, _, err = cli(capsys, "run", runs / "ff", "--input", "w 1 r 0", "--max-work", "10")
     assert status == 2 and "multiply-adds" in err
+    for text, says in [("( a and b )", "two sentences separated by '|'"), ("a | ", "empty sentence")]:
+        status, _, err = cli(capsys, "run", runs / "logic", "--input", text)
+        assert status == 2 and says in err, err
 
 
 def test_the_python_api_takes_a_list_of_inputs(runs):
