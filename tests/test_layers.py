@@ -7,7 +7,10 @@ resolved, and the module-level import graph is checked:
   * no circle among modules (a circle through a lazy import is still one);
   * no module imports from a package above its own (rasp < model < compiler
     < trainer);
-  * no module reaches a `_private` name of another top-level package.
+  * no module reaches a `_private` name of another top-level package;
+  * rasp reaches the packages above it only by module name, in its two name
+    tables (rasp/cli.py COMMANDS, rasp/loaders.py LOADERS), whose modules are
+    the only ones of rasp that import by name, and every name there exists.
 
 An import of `a.b.c` is an edge to the module `a.b.c` only (not to the
 packages `a` and `a.b` whose `__init__` also runs): a package that re-exports
