@@ -279,6 +279,9 @@ def read_export(path) -> dict:
         raise RaspFileError(d, f"not a complete exported model (missing {', '.join(missing)})")
     if not verify_manifest(d, model_files(config["kind"]), EXPORT_FORMAT):
         raise RaspFileError(d / "manifest.json", "missing: every exported model has one (export it again)")
+    from trainer.stopping import RULES
+    if config.get("stop") is not None and config["stop"] not in RULES:
+        raise RaspFileError(d / "config.json", f"stop: expected one of {', '.join(RULES)}")
     run = checkpoint.check_run(config["run"], d / "config.json")
     if checkpoint.is_seq_run(run) != (config["kind"] == "seq"):
         raise RaspFileError(d / "config.json", f"kind {config['kind']!r} does not match its run")
