@@ -26,11 +26,11 @@ def add_arguments(p):
 
 def run(args) -> int:
     """rasp compile"""
-    import rasp
+    from rasp.program import load
     from .compiled import compile_program
     if args.to != "torch":
         raise RaspError(f"unknown target {args.to!r} (only 'torch')")
-    prog = rasp.load(args.program)
+    prog = load(args.program)
     for w in prog.warnings:
         print(w.format(), file=sys.stderr)
     cm = compile_program(prog, args.max_len, steps=args.steps, clock=not getattr(args, "no_clock", False))
@@ -49,23 +49,21 @@ def run(args) -> int:
 
 def run_compiled(args) -> int:
     """rasp run DIR (options: rasp.commands.add_run_arguments)"""
+    from rasp.commands import refuse_flags, run_limits
     from .compiled import load_compiled
+    refuse_flags(args, ("stop", "threshold"), "for models trained by `rasp train` (a compiled model runs its "
+                                              "program's loop count; --steps N to fix it)")
     cm = load_compiled(args.program)
     if getattr(args, "trace", False):
         raise RaspError("--trace is for programs; a compiled model has no named variables to trace")
-    from rasp.limits import RunLimits
-    from .limits import check_compiled_run, check_steps_flag
-    limits = RunLimits()
-    max_len = args.max_len if getattr(args, "max_len", None) is not None else limits.max_len
-    max_steps = args.max_steps if getattr(args, "max_steps", None) is not None else limits.max_steps
-    check_steps_flag(args.steps, max_steps)
+    from .limits import check_steps_flag
+    limits = run_limits(args)
+    check_steps_flag(args.steps, limits.max_steps)
     if args.steps is not None:
         cm.fixed_steps = args.steps
     where, lines = read_inputs(args.input, args.inputs)
-    batch = [cm.program.parse_input(text, line, where) for line, text in lines]
-    check_compiled_run(cm, batch, parse_params(args.param), max_len, max_steps, where, [ln for ln, _ in lines],
-                       **({"max_work": args.max_work} if getattr(args, "max_work", None) else {}),
-                       config_path=f"{args.program}/config.json")
+    batch = cm.checked_batch(lines, where, parse_params(args.param), limits, getattr(args, "max_work", None),
+                             config_path=f"{args.program}/config.json")
     longer = cm.beyond_design(batch)
     if longer:
         print(f"warning: {cm.beyond_design_message(batch, longer)}", file=sys.stderr)

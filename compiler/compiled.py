@@ -213,6 +213,28 @@ class CompiledModel:
                 f"longer than the {info['design_length']} tokens this model was built for "
                 f"(from --max-len {info['max_len']}); their outputs may be wrong: recompile with a larger --max-len")
 
+    def checked_batch(self, lines, where: str = "input", params=None, limits=None, max_work=None,
+                      config_path=None) -> list:
+        """The token lists of input texts [(line, text)], refused (exit 2) like
+        `rasp run DIR` refuses them: vocabulary, --max-len, --max-steps, and the
+        multiply-adds of the run (`max_work`, default DEFAULT_MAX_MULADDS)."""
+        from .limits import check_compiled_run
+        limits = limits or rasp.RunLimits()
+        batch = [self.program.parse_input(text, line, where) for line, text in lines]
+        check_compiled_run(self, batch, params, limits.max_len, limits.max_steps, where, [ln for ln, _ in lines],
+                           **({"max_work": max_work} if max_work else {}), config_path=config_path)
+        return batch
+
+    def __call__(self, inputs, params=None, limits=None, max_work=None) -> list:
+        """The outputs of a batch of input texts, as tokens (what `rasp run DIR`
+        prints), with its checks and limits; an input beyond the design length
+        gives a `DesignLengthWarning`.  Every model `rasp.load` returns is
+        called the same way."""
+        from rasp.inputs import api_inputs
+        batch = self.checked_batch(api_inputs(inputs), "input", params, limits, max_work)
+        outs = self.run_batch(batch, params, beyond_design="warn")
+        return [[self.program.token_text(int(v)) for v in out] for out in outs]
+
     def run_batch(self, batch, params=None, beyond_design: str = "warn"):
         """Same contract as Program.run_batch(...).outputs: list of token-value
         lists.  Inputs are validated like the interpreter does.  Inputs longer

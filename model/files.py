@@ -50,17 +50,24 @@ def manifest_data(directory, names, kind: str) -> dict:
 def write_manifest(directory, names, kind: str):
     """Record the SHA-256 of `names` in DIR/manifest.json (atomically)."""
     d = Path(directory)
-    text = json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + MANIFEST + ".")
+    write_atomic(d / MANIFEST, json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True).encode("utf-8"))
+
+
+def write_atomic(path, data: bytes):
+    """Write `data` to PATH whole or not at all: a temporary file in its
+    directory, fsynced, renamed into place (a link at PATH is replaced,
+    never written through)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, d / MANIFEST)
+        os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
 
 

@@ -1,4 +1,4 @@
-"""`rasp` command line: run, check, graph, compile, help, train, eval, data, compare.
+"""`rasp` command line: run, check, graph, compile, help, train, eval, data, export, compare.
 
 The subcommands live in their own modules, named in COMMANDS (as pip does);
 a module is imported only when its subcommand runs, so `rasp run x.rasp`,
@@ -35,8 +35,8 @@ class Command(NamedTuple):
 
 
 COMMANDS = {
-    "run": Command("rasp.commands", "run a program (or a compiled model directory) on inputs",
-                   "add_run_arguments", "run_program", on_directory=("compiler.cli", "run_compiled")),
+    "run": Command("rasp.commands", "run a program, a compiled or exported model, or a training run on inputs",
+                   "add_run_arguments", "run_program", on_directory=("rasp.loaders", "run_directory")),
     "check": Command("rasp.commands", "check a program without running it", "add_check_arguments", "run_check"),
     "graph": Command("rasp.commands", "draw the dataflow graph (or a compiled model's layers)",
                      "add_graph_arguments", "run_graph", on_directory=("compiler.cli", "graph_compiled")),
@@ -47,6 +47,8 @@ COMMANDS = {
     "eval": Command("trainer.cli", "evaluate a training run", "add_eval_args", "run_eval"),
     "data": Command("trainer.datacli", "write a comparison task's split as JSON lines, or print its statistics",
                     "add_data_args", "run_data"),
+    "export": Command("trainer.export", "write a training run's model as a self-contained directory with a "
+                                        "model card", "add_export_args", "run_export"),
     "compare": Command("trainer.compare.cli", "run a comparison suite and report it beside the published numbers"),
 }
 

@@ -17,7 +17,8 @@ from .inputs import parse_params, read_inputs
 EXIT_USAGE = 2
 
 
-def _limits(args):
+def run_limits(args):
+    """The RunLimits of --max-len, --max-steps, --max-work (defaults where not given)."""
     from .limits import RunLimits
     limits = RunLimits()
     if getattr(args, "max_len", None) is not None:
@@ -37,13 +38,20 @@ def _print_warnings(warnings):
 # ---- rasp run -------------------------------------------------------------------
 
 def add_run_arguments(p):
-    p.add_argument("program", help="PROGRAM.rasp, or a directory written by `rasp compile`")
+    p.add_argument("program", help="PROGRAM.rasp, or a directory: a compiled model (`rasp compile`), a training "
+                                   "run (`rasp train`) or an exported model (`rasp export`)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help='one input, tokens separated by spaces, e.g. "1 0 1 > # #"')
     source.add_argument("--inputs", metavar="FILE", help="a file with one input per line ('-' for stdin)")
     p.add_argument("--trace", action="store_true", help="print every variable per statement and loop step")
     p.add_argument("--param", action="append", default=[], metavar="NAME=INT", help="override a param")
     p.add_argument("--steps", type=int, default=None, help="compiled models: loop iterations to run")
+    p.add_argument("--stop", default=None, metavar="RULE",
+                   help="trained looped models (Fan et al.'s tasks): when to stop looping: oracle (the task "
+                        "program's T(n), the default), confidence (one step per input length, Fan et al.'s "
+                        "Eq. 2), confidence_sample (one per input) or threshold")
+    p.add_argument("--threshold", type=float, default=None, metavar="CE",
+                   help="--stop threshold: the confidence cross-entropy to stop at (default 0.01)")
     p.add_argument("--max-len", type=int, default=None, metavar="N",
                    help="longest input accepted (default 8192 tokens)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
@@ -53,13 +61,21 @@ def add_run_arguments(p):
                         "(default 10**10)")
 
 
+def refuse_flags(args, names, reason: str):
+    """Refuse the flags among `names` that were given: they do nothing here."""
+    given = ["--" + k.replace("_", "-") for k in names if getattr(args, k, None) not in (None, False, [])]
+    if given:
+        raise RaspError(f"{', '.join(given)}: {reason}")
+
+
 def run_program(args) -> int:
     from .program import load
+    refuse_flags(args, ("stop", "threshold"), "for models trained by `rasp train` (a program runs its own loops)")
     program = load(args.program)
     _print_warnings(program.warnings)
     where, lines = read_inputs(args.input, args.inputs)
     batch = [program.parse_input(text, line, where) for line, text in lines]
-    result = program.run_batch(batch, parse_params(args.param), trace=args.trace, limits=_limits(args),
+    result = program.run_batch(batch, parse_params(args.param), trace=args.trace, limits=run_limits(args),
                                where=where)
     if args.trace:
         from .trace import format_trace

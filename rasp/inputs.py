@@ -57,6 +57,23 @@ def read_inputs(input_text, inputs_path: Optional[str]) -> tuple:
     return inputs_path, list(enumerate(lines, 1))
 
 
+def api_inputs(inputs) -> list:
+    """[(input number, text)] of the inputs given to a model in Python
+    (`model(["1 0 > # #", ...])`): a list of texts, or of token lists."""
+    if isinstance(inputs, (str, bytes)):
+        raise TypeError("give a list of inputs, e.g. model([\"1 0 1 > # #\"]) (one answer per input)")
+    out = []
+    for i, item in enumerate(inputs, 1):
+        if isinstance(item, (list, tuple)):
+            item = " ".join(map(str, item))
+        if not isinstance(item, str):
+            raise TypeError(f"input {i} is a {type(item).__name__}: each input is a text or a list of tokens")
+        out.append((i, item))
+    if not out:
+        raise RaspError("no inputs")
+    return out
+
+
 def parse_params(pairs) -> dict:
     """['n=4', ...] -> {'n': 4}; each value an int64."""
     params = {}

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import RaspError, RaspInputError, shorten
-from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, int64_of
+from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, api_inputs, int64_of
 from .ir import ProgramIR
 from .limits import RunLimits
 from .lower import lower
@@ -105,6 +105,13 @@ class Program:
 
     def run(self, tokens, params: Optional[dict] = None) -> list:
         return self.run_batch([tokens], params).outputs[0]
+
+    def __call__(self, inputs, params: Optional[dict] = None, limits: Optional[RunLimits] = None) -> list:
+        """The outputs of a batch of input texts, as tokens (what `rasp run`
+        prints): `prog(["1 0 1 > # #"])` -> [["0", "1", "1", "0", "#", "#"]]
+        (every model `rasp.load` returns is called the same way)."""
+        batch = [self.parse_input(text, line) for line, text in api_inputs(inputs)]
+        return [[self.token_text(int(v)) for v in out] for out in self.run_batch(batch, params, limits=limits).outputs]
 
 
 def loads(source: str, path: str = "<string>") -> Program:

@@ -7,7 +7,10 @@ resolved, and the module-level import graph is checked:
   * no circle among modules (a circle through a lazy import is still one);
   * no module imports from a package above its own (rasp < model < compiler
     < trainer);
-  * no module reaches a `_private` name of another top-level package.
+  * no module reaches a `_private` name of another top-level package;
+  * rasp reaches the packages above it only by module name, in its two name
+    tables (rasp/cli.py COMMANDS, rasp/loaders.py LOADERS), whose modules are
+    the only ones of rasp that import by name, and every name there exists.
 
 An import of `a.b.c` is an edge to the module `a.b.c` only (not to the
 packages `a` and `a.b` whose `__init__` also runs): a package that re-exports
@@ -167,3 +170,71 @@ def test_no_private_name_is_imported_from_another_package():
                        if p.startswith("_") and not p.startswith("__")]
             private += [f"{module} line {line}: {target}.{n}" for n in hidden]
     assert not private, "private names used across packages:\n  " + "\n  ".join(private)
+
+
+# ---- the name tables: rasp's only route to the packages above it -----------------------------
+
+# rasp reaches model, compiler and trainer only by module *name*, resolved with importlib, and
+# only through these tables: the subcommands (rasp/cli.py) and the kinds of model directory that
+# `rasp.load` and `rasp run DIR` read (rasp/loaders.py)
+NAME_TABLES = {"rasp.cli": "COMMANDS", "rasp.loaders": "LOADERS"}
+MODULE_NAME = __import__("re").compile(r"(rasp|model|compiler|trainer)(\.[A-Za-z_]\w*)*")
+
+
+def _table_nodes(tree: ast.Module, name: str) -> set:
+    """ids of the AST nodes inside the module-level assignment to `name`."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return {id(n) for n in ast.walk(node.value)}
+    return set()
+
+
+def _names_above(module: str):
+    """(text, line, in a name table) of each string in `module` that names a module above rasp."""
+    tree = ast.parse(SOURCES[module].read_text())
+    table = _table_nodes(tree, NAME_TABLES[module]) if module in NAME_TABLES else set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_NAME.fullmatch(node.value):
+            target = _internal(node.value)
+            if target is not None and LEVEL[_top(target)] > LEVEL["rasp"]:
+                yield node.value, node.lineno, id(node) in table
+
+
+def _dynamic_imports(module: str):
+    tree = ast.parse(SOURCES[module].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if name in ("import_module", "__import__"):
+                yield node.lineno
+
+
+def test_rasp_names_higher_modules_only_in_its_name_tables():
+    loose = [f"{m} line {line}: {text!r}" for m in sorted(MODULES) if _top(m) == "rasp"
+             for text, line, in_table in _names_above(m) if not in_table]
+    assert not loose, ("rasp names modules above it outside its name tables "
+                       f"({', '.join(f'{m}.{t}' for m, t in NAME_TABLES.items())}):\n  " + "\n  ".join(loose))
+
+
+def test_only_the_name_tables_modules_import_by_name():
+    found = [f"{m} line {line}" for m in sorted(MODULES) if _top(m) == "rasp" and m not in NAME_TABLES
+             for line in _dynamic_imports(m)]
+    assert not found, "importlib used outside " + ", ".join(NAME_TABLES) + ":\n  " + "\n  ".join(found)
+
+
+def test_every_name_in_the_tables_is_a_function_of_an_existing_module():
+    """Each (module, function) pair in the tables names a module of the four packages and a
+    function defined at its top level (checked without importing: no PyTorch needed)."""
+    def defined(module: str) -> set:
+        tree = ast.parse(SOURCES[module].read_text())
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in ast.walk(n) if isinstance(t, ast.Name)}
+        return names
+    from rasp.cli import COMMANDS
+    from rasp.loaders import LOADERS
+    pairs = [(c.module, c.add) for c in COMMANDS.values()] + [(c.module, c.run) for c in COMMANDS.values()]
+    pairs += [c.on_directory for c in COMMANDS.values() if c.on_directory]
+    pairs += [p for loader in LOADERS for p in (loader.load, loader.run)]
+    bad = [f"{m}.{f}" for m, f in pairs if m not in MODULES or f not in defined(m)]
+    assert not bad, "the name tables name what does not exist:\n  " + "\n  ".join(bad)

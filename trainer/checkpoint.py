@@ -139,7 +139,7 @@ def is_seq_run(run: dict) -> bool:
     return isinstance(run, dict) and run.get("kind") == "seq"
 
 
-def _check_run(run, path):
+def check_run(run, path):
     ok = (isinstance(run, dict) and all(isinstance(run.get(k), str) for k in ("task", "model", "init"))
           and isinstance(run.get("hparams"), dict))
     if not ok:
@@ -183,14 +183,14 @@ def read_run(out, ckpt=None) -> dict:
     the latest checkpoint (saying so)."""
     path = Path(out) / "run.json"
     try:
-        return _check_run(read_json(path), path)
+        return check_run(read_json(path), path)
     except RaspFileError as e:
         ckpt = ckpt or latest(out)
         copy = load_state(ckpt).get("run") if ckpt is not None else None
         if copy is None:
             raise
         _warn(f"{e.path}: {e.message}; using the copy kept in {Path(ckpt).name}")
-        return _check_run(copy, Path(ckpt) / "state.json")
+        return check_run(copy, Path(ckpt) / "state.json")
 
 
 def read_checked_run(out) -> dict:
@@ -444,13 +444,21 @@ def load_model(ckpt: Path, device="cpu", model: torch.nn.Module = None) -> torch
     checkpoint's config by its run's kind), or, without one, in the
     LoopedTransformer that the checkpoint's config describes.  The file must
     hold exactly the model's tensors and shapes (compiler's file checks)."""
-    path = Path(ckpt) / "model.safetensors"
+    config = None if model is not None else load_state(ckpt)["config"]
+    return model_from_files(Path(ckpt) / "model.safetensors", config, Path(ckpt) / "state.json", "config",
+                            device, model)
+
+
+def model_from_files(weights, config, config_path, key: str, device="cpu", model: torch.nn.Module = None):
+    """The weights in safetensors file `weights` in `model`, or, without one,
+    in the LoopedTransformer that `config` (read from `config_path` under
+    `key`) describes; the file must hold exactly the model's tensors."""
     if model is not None:
-        model.load_state_dict(load_tensors(path, {k: list(v.shape) for k, v in model.state_dict().items()},
+        model.load_state_dict(load_tensors(weights, {k: list(v.shape) for k, v in model.state_dict().items()},
                                            device=device))
         return model.to(device)
-    cfg = check_config(load_state(ckpt)["config"], Path(ckpt) / "state.json", "config")
-    tensors = load_tensors(path, expected_shapes(cfg), device=device)
+    cfg = check_config(config, config_path, key)
+    tensors = load_tensors(weights, expected_shapes(cfg), device=device)
     with torch.device("meta"):           # every tensor comes from the file
         model = LoopedTransformer(cfg)
     model.load_state_dict(tensors, assign=True)

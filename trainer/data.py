@@ -82,12 +82,13 @@ class TaskData:
 
     # -- labelling and layout --------------------------------------------
     def make_batch(self, inputs: list, lengths: Sequence[int], pad_to: int = 0,
-                   score_padding: bool = False) -> Batch:
+                   score_padding: bool = False, labels=None) -> Batch:
         """Right-pad with `#` to the longest row (or `pad_to`).  score_padding
         (Fan et al.'s training batches, generate_training_data.py:15-29: their
         mask covers every position from `=` to the end of the padded row) also
-        scores the padding, with target `#`; FAP layout only."""
-        outputs, steps = self.labeler(inputs)
+        scores the padding, with target `#`; FAP layout only.  `labels`:
+        (outputs, T) already computed by the labeler (default: computed here)."""
+        outputs, steps = labels if labels is not None else self.labeler(inputs)
         rows = [self._layout(x, y) for x, y in zip(inputs, outputs)]
         L = max([pad_to] + [len(r[0]) for r in rows])
         pad = self.in_id[self.sym["#"]]

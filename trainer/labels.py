@@ -31,8 +31,10 @@ class ProgramLabeler:
         self.symbols = dict(ir.symbols)
         self.vocab = sorted(int(v) for v in ir.vocab)
 
-    def __call__(self, inputs: Sequence[Sequence[int]]):
-        res = self.program.run_batch([list(map(int, x)) for x in inputs])
+    def __call__(self, inputs: Sequence[Sequence[int]], limits=None, where: str = "input"):
+        """(outputs, T per input); `limits` (rasp.RunLimits) and `where` as
+        `Program.run_batch` takes them (a user's inputs: `rasp run RUN`)."""
+        res = self.program.run_batch([list(map(int, x)) for x in inputs], limits=limits, where=where)
         steps = np.asarray(res.steps).reshape(len(inputs), -1)
         # the first loop in source order; 0 for a loop-free program (flip-flop)
         steps = steps[:, 0].astype(np.int64) if steps.shape[1] else np.zeros(len(inputs), np.int64)

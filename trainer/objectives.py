@@ -59,28 +59,28 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
     model.eval()
     t0 = time.perf_counter()
     if spec.objective == "ntp":
-        correct = ntp_decode(model, batch, spec.iterations(hp))
         k = spec.iterations(hp)
-        out = {"correct": correct, "chosen": torch.full_like(batch.steps, k),
-               "ran": torch.full_like(batch.steps, k)}
+        pred = ntp_generate(model, batch, k)
+        out = {"correct": ((pred == batch.targets) | ~batch.mask).all(-1), "pred": pred,
+               "chosen": torch.full_like(batch.steps, k), "ran": torch.full_like(batch.steps, k)}
     elif not spec.adaptive:
         k = spec.iterations(hp)
-        logits = model(batch.tokens, k)
-        correct = ((logits.argmax(-1) == batch.targets) | ~batch.mask).all(-1)
-        out = {"correct": correct, "chosen": torch.full_like(batch.steps, k),
+        pred = model(batch.tokens, k).argmax(-1)
+        correct = ((pred == batch.targets) | ~batch.mask).all(-1)
+        out = {"correct": correct, "pred": pred, "chosen": torch.full_like(batch.steps, k),
                "ran": torch.full_like(batch.steps, k)}
     else:
         t_max = int(batch.steps.max()) + t_extra
         if rule == "threshold":
             pred, chosen, ran = stopping.threshold_run(model, batch.tokens, batch.mask, threshold, t_max)
             correct = ((pred == batch.targets) | ~batch.mask).all(-1)
-            out = {"correct": correct, "chosen": chosen, "ran": ran}
+            out = {"correct": correct, "pred": pred, "chosen": chosen, "ran": ran}
         else:
             stats = stopping.step_stats(model.all_steps(batch.tokens, t_max), batch.targets, batch.mask)
             chosen = stopping.choose_steps(rule, stats, batch.steps)
-            correct, _ = stopping.pick(stats, chosen)
+            correct, pred = stopping.pick(stats, chosen)
             ran = batch.steps.clamp(max=t_max) if rule == "oracle" else torch.full_like(chosen, t_max)
-            out = {"correct": correct, "chosen": chosen, "ran": ran,
+            out = {"correct": correct, "pred": pred, "chosen": chosen, "ran": ran,
                    "curve_conf_ce": stats.conf_ce.mean(1), "curve_true_ce": stats.true_ce.mean(1),
                    "curve_acc": stats.correct.float().mean(1)}
     out["seconds"] = time.perf_counter() - t0
@@ -90,10 +90,17 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
 @torch.no_grad()
 def ntp_decode(model, batch, k: int) -> torch.Tensor:
     """Greedy decoding from each prompt; exact match of the generated answer."""
+    return ((ntp_generate(model, batch, k) == batch.targets) | ~batch.mask).all(-1)
+
+
+@torch.no_grad()
+def ntp_generate(model, batch, k: int) -> torch.Tensor:
+    """Greedy decoding from each prompt: output ids [B, L] at the scored
+    positions (the answer's), 0 elsewhere."""
     meta = model.cfg.extra
     out_vals, in_id = meta["output_tokens"], {v: i for i, v in enumerate(meta["input_tokens"])}
     to_input = torch.tensor([in_id[v] for v in out_vals], device=batch.tokens.device)
-    correct = torch.zeros(len(batch), dtype=torch.bool, device=batch.tokens.device)
+    pred = torch.zeros_like(batch.targets)
     for p in batch.prompt_len.unique().tolist():          # same prompt length -> decode together
         rows = (batch.prompt_len == p).nonzero().squeeze(1)
         m = batch.mask[rows].sum(1)
@@ -107,7 +114,6 @@ def ntp_decode(model, batch, k: int) -> torch.Tensor:
             # has: that answer is already wrong (never a target); any token continues it
             seq = torch.cat([seq, to_input[nxt.clamp(max=len(to_input) - 1)][:, None]], dim=1)
         gen = torch.stack(gen, 1)                           # [b, n_ans]
-        tgt = batch.targets[rows, p - 1:p - 1 + n_ans]
         valid = torch.arange(n_ans, device=gen.device)[None] < m[:, None]
-        correct[rows] = ((gen == tgt) | ~valid).all(1)
-    return correct
+        pred[rows, p - 1:p - 1 + n_ans] = torch.where(valid, gen, pred[rows, p - 1:p - 1 + n_ans])
+    return pred
