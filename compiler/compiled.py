@@ -25,6 +25,7 @@ from .graph import ProgramGraph
 from .layers import plan_body, schedule
 from .loops import one_loop
 from .params import causal_params, value_params
+from .validate import requires_record
 from .values import ValueSets
 
 DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * max_len
@@ -70,8 +71,7 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
     info["clock"] = {"count": gate.count, "offset": gate.offset} if gate else {"none": why}
     # the input contract: not in the weights; the runner checks it on program.rasp
     info["value_params"] = computed      # computed by the model: not overridable at run time
-    info["requires"] = [{"condition": r.text, "message": r.message, "line": r.loc.line if r.loc else None}
-                        for r in pir.requires]
+    info["requires"] = requires_record(pir.requires)
     elapsed = time.perf_counter() - t0
     cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
     cm.compile_time = elapsed
