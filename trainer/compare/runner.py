@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -327,21 +328,39 @@ def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
     return records
 
 
+def _slurm_executor(folder: Path, slurm: Optional[dict], cluster: Optional[str]):
+    """A submitit executor with the run's parameters; a parameter submitit
+    does not know or of the wrong type is a RaspError naming it."""
+    try:
+        import submitit
+    except ImportError:
+        raise RaspError("--executor slurm needs submitit (pip install submitit)") from None
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    params = {"timeout_min": 24 * 60, "cpus_per_task": 1}
+    params.update(slurm or {})
+    try:
+        executor.update_parameters(**params)
+    except (NameError, AssertionError, ValueError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise RaspError(f"--slurm: {first}") from None
+    return executor
+
+
+def check_slurm_params(slurm: dict, cluster: Optional[str] = None):
+    """Refuse bad --slurm parameters before anything is written (the check
+    builds a throw-away executor in a temporary folder)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _slurm_executor(Path(tmp) / "_submitit", slurm, cluster)
+
+
 def run_slurm(runs: list, out: Path, slurm: Optional[dict] = None, cluster: Optional[str] = None,
               commands=TrainerCommands(), wait: bool = True, progress: Optional[Progress] = None) -> list:
     """Submits every unfinished run as one job through submitit (`cluster`
     None = auto-detect Slurm; "local" runs the jobs as local processes, for
     tests).  With `wait` the records are collected; otherwise the job ids."""
-    try:
-        import submitit
-    except ImportError:
-        raise RaspError("--executor slurm needs submitit (pip install submitit)") from None
     say = progress or (lambda s: None)
     todo = [r for r in runs if state(r, out / r.run_id) != "done"]
-    executor = submitit.AutoExecutor(folder=str(out / "_submitit"), cluster=cluster)
-    params = {"timeout_min": 24 * 60, "cpus_per_task": 1}
-    params.update(slurm or {})
-    executor.update_parameters(**params)
+    executor = _slurm_executor(out / "_submitit", slurm, cluster)
     jobs = [executor.submit(execute_payload, r.to_dict(), str(out / r.run_id), tuple(commands.prefix),
                             tuple(commands.train_launcher)) for r in todo]
     for r, j in zip(todo, jobs):
