@@ -32,6 +32,8 @@ class ProgramLabeler:
         self.vocab = sorted(int(v) for v in ir.vocab)
 
     def __call__(self, inputs: Sequence[Sequence[int]]):
+        if not len(inputs):             # a mixed split can give one of its parts no examples
+            return [], np.zeros(0, np.int64)
         res = self.program.run_batch([list(map(int, x)) for x in inputs])
         steps = np.asarray(res.steps).reshape(len(inputs), -1)
         # the first loop in source order; 0 for a loop-free program (flip-flop)

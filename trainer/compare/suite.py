@@ -218,8 +218,38 @@ def parse_suite(text: str, path: str = "<suite>") -> Suite:
         m = re.search(r"at line (\d+), column (\d+)", str(e))
         line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
         raise RaspError(f"not valid TOML: {re.sub(r' [(]at line.*', '', str(e))}", Loc(path, line, col), text) from None
+    except RecursionError:          # tomllib recurses per level of nested arrays / inline tables
+        line, col = _deep_place(text)
+        raise RaspError(f"not valid TOML: arrays or tables nested more than {TOML_DEPTH} deep",
+                        Loc(path, line, col), text) from None
     _check_sizes(doc, loc)
     return _Parser(doc, loc).suite()
+
+
+TOML_DEPTH = 100        # nesting tomllib is sure to handle; the place named when it is not
+
+
+def _deep_place(text: str) -> tuple:
+    """(line, column) of the first bracket nested past TOML_DEPTH (strings and
+    comments skipped roughly: this only locates an error tomllib found)."""
+    depth, quote, line, start = 0, None, 1, 0
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            line, start = line + 1, i + 1
+            if quote in ("#", '"', "'"):
+                quote = None
+        elif quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'#":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > TOML_DEPTH:
+                return line, i - start + 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return 1, 1
 
 
 def _check_sizes(doc: dict, loc: _Locator):
