@@ -64,6 +64,20 @@ def _fsync_dir(path: Path):
         pass
 
 
+def check_json_target(path) -> Path:
+    """An evaluation's results file (rasp eval --json), checked before the
+    work: a file name in an existing directory, not a directory or a device
+    (replaced atomically, so a link there is replaced, never written through)."""
+    path = Path(path)
+    if path.is_dir():
+        raise RaspFileError(path, "is a directory; --json takes a file name")
+    if path.exists() and not path.is_file():
+        raise RaspFileError(path, "is not a regular file")
+    if not path.parent.is_dir():
+        raise RaspFileError(path, f"its directory {path.parent} does not exist")
+    return path
+
+
 def write_json_atomic(path: Path, obj):
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True))
 
