@@ -39,6 +39,7 @@ from model.files import (check_config, expected_shapes, load_tensors, read_json,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
 from trainer import lockfile
+from trainer.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # run.json / summary.json "format": 2 since one training loop serves every kind
@@ -53,17 +54,6 @@ def _warn(msg: str):
     print(f"warning: {msg}", file=sys.stderr)
 
 
-def _fsync_dir(path: Path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
 def check_json_target(path) -> Path:
     """An evaluation's results file (rasp eval --json), checked before the
     work: a file name in an existing directory, not a directory or a device
@@ -76,25 +66,6 @@ def check_json_target(path) -> Path:
     if not path.parent.is_dir():
         raise RaspFileError(path, f"its directory {path.parent} does not exist")
     return path
-
-
-def write_json_atomic(path: Path, obj):
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True))
-
-
-def write_text_atomic(path: Path, text: str):
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
 
 
 def write_failed(e: OSError, out, what: str) -> RaspError:
@@ -348,7 +319,7 @@ def _save(out, root, name, tmp, step, model, optimizer, state, keep):
     if final.exists():           # re-saving the same step (e.g. after a resume)
         shutil.rmtree(final)
     os.rename(tmp, final)
-    _fsync_dir(root)
+    fsync_dir(root)
     write_json_atomic(out / "latest.json", {"step": step, "path": f"checkpoints/{name}"})
     _prune(root, keep, final)
     return final

@@ -4,12 +4,17 @@ results carry those stats (halting, implicit and confidence-stopped looped
 models)."""
 from __future__ import annotations
 
+import io
+import math
 from pathlib import Path
 
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from rasp.errors import RaspFileError  # noqa: E402
+from trainer import atomic  # noqa: E402
 
 DEPTH_STATS = ("depth", "iterations")
 
@@ -23,8 +28,12 @@ def _series(results: list, getter) -> dict:
         for ev, splits in r.evals.items():
             for split, data in splits.items():
                 for L, v in getter(data).items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        out.setdefault((split, r.spec.model_entry, ev), {}).setdefault(int(float(L)), []).append(v)
+                    try:
+                        length = int(float(L))
+                    except (ValueError, OverflowError):     # an edited file: not a length
+                        continue
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                        out.setdefault((split, r.spec.model_entry, ev), {}).setdefault(length, []).append(v)
     return out
 
 
@@ -68,8 +77,10 @@ def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    atomic.write_bytes_atomic(path, buf.getvalue())       # a link planted at `path` is replaced, not followed
 
 
 def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> list:
@@ -82,6 +93,8 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
             ser = {k: v for k, v in series.items() if k[0] == split and len(v) > 1}
             if not ser:
                 continue
+            if pdir.is_symlink() or (pdir.exists() and not pdir.is_dir()):
+                raise RaspFileError(pdir, "is not a directory (a link or a file); remove it to draw the plots")
             pdir.mkdir(exist_ok=True)
             name = f"{suite.name}_{preset}_{task}_{split}_{quantity}.png"
             labels = {k: _label(suite, k) for k in ser}

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from rasp.errors import RaspError
-from trainer import lockfile
+from rasp.errors import RaspError, RaspFileError
+from trainer import atomic, lockfile
 from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json
@@ -82,9 +82,10 @@ def train_args(spec: RunSpec, run_dir: Path) -> list:
 # ---- the state of a run directory --------------------------------------------
 
 def read_json(path: Path):
+    """The JSON in `path`, or None when it is absent, unreadable or damaged."""
     try:
         return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -120,7 +121,8 @@ def stale_settings(spec: RunSpec, run_dir: Path) -> list:
     train command gives a new run now (a preset or default edited since the
     run started), as "key: old -> new"; [] when they agree or cannot be told
     (no run.json hyper-parameters, e.g. a test's fake trainer)."""
-    recorded = (read_json(run_dir / "run.json") or {}).get("hparams")
+    doc = read_json(run_dir / "run.json")
+    recorded = doc.get("hparams") if isinstance(doc, dict) else None
     if not isinstance(recorded, dict):
         return []
     from trainer.cli import planned_hparams        # here: it loads torch
@@ -214,8 +216,10 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
 
 def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd: int) -> dict:
     failed = run_dir / "failed.json"
-    if failed.exists():
+    if failed.is_symlink() or failed.is_file():
         failed.unlink()                      # a retry: the old failure no longer describes the run
+    elif failed.exists():
+        raise RaspFileError(failed, "is not a file; remove it")
     record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": []}
     if record["state"] == "done":          # another invocation finished it since this one listed it:
         return {**record, "status": "finished", "seconds": 0.0}      # its compare_run.json stays
@@ -226,7 +230,14 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
     for name, cmd in planned_commands(spec, run_dir, commands):
         log = run_dir / f"{name}.log"
         t = time.time()
-        with open(log, "ab") as fh:
+        try:
+            fh = atomic.open_append(log)
+        except OSError as e:                # a link or a folder where the log goes: never written through
+            record.update(status="failed", exit_code=None, failed_step=name, log=log.name,
+                          stderr_tail=f"cannot write {log}: {e.strerror or e}", seconds=round(time.time() - t0, 2))
+            _write_json(failed, record)
+            return record
+        with fh:
             fh.write(f"$ {' '.join(cmd)}\n".encode())
             fh.flush()
             try:
@@ -281,9 +292,7 @@ def stop_children():
 
 
 def _write_json(path: Path, obj):
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    atomic.write_text_atomic(path, json.dumps(obj, indent=1))
 
 
 def execute_payload(spec_dict: dict, run_dir: str, prefix: tuple = (), train_launcher: tuple = ()) -> dict:
