@@ -15,11 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
+from rasp.atomic import write_text_atomic
 from rasp.errors import RaspFileError
 
 from .looped import ACTIVATIONS, LoopedConfig, LoopedTransformer
@@ -50,18 +49,7 @@ def manifest_data(directory, names, kind: str) -> dict:
 def write_manifest(directory, names, kind: str):
     """Record the SHA-256 of `names` in DIR/manifest.json (atomically)."""
     d = Path(directory)
-    text = json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + MANIFEST + ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, d / MANIFEST)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_text_atomic(d / MANIFEST, json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True))
 
 
 def verify_manifest(directory, names, kind: str) -> bool:

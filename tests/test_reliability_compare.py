@@ -6,9 +6,9 @@ replaced by garbage JSON, by directories or by links to a file outside;
 never a traceback, and never write outside the folder they were given."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -146,14 +146,23 @@ def test_planted_links_in_a_result_folder_are_replaced_not_written_through(tmp_p
     assert status == 2 and "plots: error: is not a directory" in err and not any((tmp_path / "elsewhere").iterdir())
 
 
-def _result_damage_case(capsys, data):
+@contextlib.contextmanager
+def damaged(make, files: list, data, most: int):
+    """A folder made by make(base) in a fresh temporary base, with 1..most
+    random damages to `files`; yields (base, folder, victim): the victim is
+    the file outside that planted links point to."""
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        out = _result_folder(base)
+        out = make(base)
         victim = base / "victim.txt"
         victim.write_text("precious")
-        for _ in range(data.draw(st.integers(1, 3))):
-            damage(out / data.draw(st.sampled_from(RESULT_FILES)), data, victim)
+        for _ in range(data.draw(st.integers(1, most))):
+            damage(out / data.draw(st.sampled_from(files)), data, victim)
+        yield base, out, victim
+
+
+def _result_damage_case(capsys, data):
+    with damaged(_result_folder, RESULT_FILES, data, 3) as (base, out, victim):
         outside = {p.name for p in base.iterdir()}
         plots = data.draw(st.booleans())
         status, _, err = in_process(capsys, "compare", "--report", out, *([] if plots else ["--no-plots"]))
@@ -307,14 +316,7 @@ def _checkpoints(out: Path) -> dict:
 
 
 def _seq_run_damage_case(seq_run, capsys, data):
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        out = base / "r"
-        shutil.copytree(seq_run, out)
-        victim = base / "victim.txt"
-        victim.write_text("precious")
-        for _ in range(data.draw(st.integers(1, 2))):
-            damage(out / data.draw(st.sampled_from(RUN_FILES)), data, victim)
+    with damaged(lambda base: Path(shutil.copytree(seq_run, base / "r")), RUN_FILES, data, 2) as (base, out, victim):
         in_process(capsys, "eval", out, *EVAL)
         before = _checkpoints(out)
         status, _, err = in_process(capsys, *TRAIN, "--steps", "6", "--out", out, "--resume")

@@ -39,7 +39,7 @@ from model.files import (check_config, expected_shapes, load_tensors, read_json,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
 from trainer import lockfile
-from trainer.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
+from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # run.json / summary.json "format": 2 since one training loop serves every kind

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rasp.errors import RaspFileError  # noqa: E402
-from trainer import atomic  # noqa: E402
+from rasp import atomic  # noqa: E402
 
 DEPTH_STATS = ("depth", "iterations")
 

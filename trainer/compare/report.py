@@ -7,13 +7,12 @@ Writes DIR/report.md, DIR/report.json and DIR/plots/*.png."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
 from rasp.errors import RaspError, RaspFileError
-from trainer import atomic
+from rasp import atomic
 from trainer.compare import grid as G
 from trainer.compare.results import RunResult, cell_value, load_run
 from trainer.compare.suite import MAX_SEEDS, PRESETS, Suite, Table, cell_attrs, load_suite, row_runs

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from rasp.errors import RaspError, RaspFileError
-from trainer import atomic, lockfile
+from rasp import atomic
+from trainer import lockfile
 from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json

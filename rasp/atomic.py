@@ -2,7 +2,8 @@
 a file is replaced atomically through a fresh temporary file (created with
 O_EXCL, so a link planted under any name is never written through), and a
 log is appended to only when it is a plain file, never through a link.
-No PyTorch here: `rasp compare` writes its records with it."""
+Shared by the packages above (model manifests, trainer checkpoints, `rasp
+compare` records); no PyTorch here."""
 from __future__ import annotations
 
 import json
