@@ -318,7 +318,8 @@ class Crafter:
     def refuse_zero_divisors(self):
         """The interpreter reports a division by zero at run time; an MLP table
         has no entry for it (the output would be silently wrong).  So a `//` or
-        `%` whose divisor's value set holds 0 is refused here, located."""
+        `%` whose divisor's value set holds 0 is refused here, located (int64
+        overflow likewise, in values.py)."""
         for node in self.pg.g:
             if not (isinstance(node, ir.Map) and node.op in ("floordiv", "mod") and node.kind == ir.SOP):
                 continue
@@ -327,7 +328,7 @@ class Crafter:
                 d = d.inputs[0]
             if isinstance(d, ir.Const):
                 zero = d.value == 0
-            elif isinstance(d, (ir.Host,)) or getattr(d, "kind", None) == ir.SCALAR:
+            elif isinstance(d, ir.Host) or getattr(d, "kind", None) == ir.SCALAR:
                 continue            # a host value: refused (or computed on the host) elsewhere
             else:
                 zero = 0 in self.vals(d)

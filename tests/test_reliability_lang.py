@@ -384,7 +384,7 @@ def test_a_million_entry_table_is_refused_before_parsing(tmp_path):
     assert seconds < 30          # the parser alone took 87 s (about 2 s here at a load of 8)
 
 
-def test_compiled_division_by_a_possible_zero_is_refused(tmp_path, capsys):
+def test_compiled_division_by_a_possible_zero_or_overflow_is_refused(tmp_path, capsys):
     path = program(tmp_path, "input seq: {0, 1}\noutput 5 // seq\n")
     status, _, err, _ = cli("run", path, "--input", "0 1 1")
     assert status == 2 and "division by zero" in err
@@ -392,6 +392,10 @@ def test_compiled_division_by_a_possible_zero_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"{path}:2:8: error: the divisor of this '//' can be 0"), err
     assert not (tmp_path / "m").exists()
+    wide = program(tmp_path, "input seq: {0, 1, 2}\noutput seq * 4611686018427387904\n", "wide.rasp")
+    assert main(["compile", str(wide), "--max-len", "4", "-o", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{wide}:2:8: error: the values of this mul can leave the 64-bit range"), err
     ok = program(tmp_path, "input seq: {0, 1}\noutput 5 % (seq + 1)\n", "ok.rasp")
     assert main(["compile", str(ok), "--max-len", "4", "-o", str(tmp_path / "m2")]) == 0
     capsys.readouterr()
