@@ -25,6 +25,7 @@ for p in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(p))
 
 from rasp.cli import main  # noqa: E402
+from rasp.errors import RaspFileError  # noqa: E402
 from test_compare import FAKE_TRAINER, SUITE, finished_run, write  # noqa: E402
 from trainer.compare import report as R  # noqa: E402
 from trainer.compare import runner  # noqa: E402
@@ -290,6 +291,13 @@ def test_planted_links_in_a_run_directory_are_never_written_through(tmp_path):
     rec = runner.execute(spec, d, fake)
     assert rec["status"] == "finished" and victim.read_text() == "precious"
     assert json.loads((d / "compare_run.json").read_text())["status"] == "finished"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(d)
+    d.symlink_to(elsewhere, target_is_directory=True)          # the run directory itself a link
+    with pytest.raises(RaspFileError, match="is a link or a file"):
+        runner.execute(spec, d, fake)
+    assert not any(elsewhere.iterdir())
 
 
 TRAIN = ["train", "--task", "flipflop", "--model", "rnn", "--preset", "cpu", "--no-progress", "--set", "d_model=8",

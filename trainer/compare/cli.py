@@ -159,6 +159,8 @@ def run(args) -> int:
         print(f"{len(runs)} runs in {out} (dry run: nothing started)")
         return 0
     _check_available(runs, suite)
+    for r in runs:                  # before anything is written
+        runner.check_run_dir(out / r.run_id)
     out.mkdir(parents=True, exist_ok=True)
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731

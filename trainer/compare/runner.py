@@ -189,6 +189,13 @@ def _tail(path: Path, n: int = TAIL_LINES) -> str:
         return ""
 
 
+def check_run_dir(run_dir: Path):
+    """A run directory is a plain folder of its own under --out (or absent):
+    never a link, through which the run would be written somewhere else."""
+    if run_dir.is_symlink() or (run_dir.exists() and not run_dir.is_dir()):
+        raise RaspFileError(run_dir, "is a link or a file, not a run directory; move it away and run again")
+
+
 def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_one: bool = True) -> dict:
     """Run what is left of one run; returns its record (also in
     RUN_DIR/compare_run.json; on failure RUN_DIR/failed.json; a child
@@ -200,6 +207,7 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
     invocation then reports the run "busy" instead of starting a second
     trainer on the same directory."""
     run_dir = Path(run_dir)
+    check_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         fd = lockfile.acquire(run_dir / LOCK, f"rasp compare pid {os.getpid()}")
