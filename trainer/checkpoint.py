@@ -379,7 +379,7 @@ def latest(out: Path, repair: bool = False):
             named = out / rel
             if not (isinstance(rel, str) and named.parent == root and named.name.startswith("step_")):
                 raise ValueError
-        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError):
+        except (ValueError, KeyError, TypeError, OSError, RecursionError):
             named = None
             notes.append("latest.json is damaged")
     folders = sorted((p for p in root.iterdir() if p.name.startswith("step_")), reverse=True) \
@@ -471,7 +471,7 @@ def read_jsonl(path) -> list:
             row = json.loads(line)
             if not isinstance(row, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):
             _warn(f"{path}:{i}: dropped a damaged line (cut short when the run was killed?)")
             continue
         rows.append(row)
