@@ -174,7 +174,7 @@ def _result_damage_case(capsys, data):
         assert victim.read_text() == "precious" and {p.name for p in base.iterdir()} == outside
 
 
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=15, **SETTINGS)
 @given(data=st.data())
 def test_random_damage_to_a_result_folder(capsys, data):
     _result_damage_case(capsys, data)
