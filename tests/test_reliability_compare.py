@@ -37,6 +37,20 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-10 ** 20, 10 ** 20)
                     max_leaves=8)
 
 
+def examples_for(fast: int, thorough: int) -> list:
+    """Hypothesis example counts: a few in the fast suite, many in the slow one."""
+    return [fast, pytest.param(thorough, marks=pytest.mark.slow)]
+
+
+def property_test(examples: int, case):
+    """Run case(data) on `examples` hypothesis draws."""
+    @settings(max_examples=examples, **SETTINGS)
+    @given(data=st.data())
+    def run(data):
+        case(data)
+    run()
+
+
 def in_process(capsys, *argv):
     status = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -174,17 +188,9 @@ def _result_damage_case(capsys, data):
         assert victim.read_text() == "precious" and {p.name for p in base.iterdir()} == outside
 
 
-@settings(max_examples=15, **SETTINGS)
-@given(data=st.data())
-def test_random_damage_to_a_result_folder(capsys, data):
-    _result_damage_case(capsys, data)
-
-
-@pytest.mark.slow
-@settings(max_examples=400, **SETTINGS)
-@given(data=st.data())
-def test_random_damage_to_a_result_folder_thorough(capsys, data):
-    _result_damage_case(capsys, data)
+@pytest.mark.parametrize("examples", examples_for(15, 400))
+def test_random_damage_to_a_result_folder(capsys, examples):
+    property_test(examples, lambda data: _result_damage_case(capsys, data))
 
 
 # ---- suite files: rasp compare SUITE --dry-run -----------------------------------
@@ -215,17 +221,9 @@ def _suite_damage_case(capsys, data):
         assert not out.exists() or not any(out.iterdir())          # a dry run writes nothing
 
 
-@settings(max_examples=30, **SETTINGS)
-@given(data=st.data())
-def test_random_damage_to_a_suite(capsys, data):
-    _suite_damage_case(capsys, data)
-
-
-@pytest.mark.slow
-@settings(max_examples=500, **SETTINGS)
-@given(data=st.data())
-def test_random_damage_to_a_suite_thorough(capsys, data):
-    _suite_damage_case(capsys, data)
+@pytest.mark.parametrize("examples", examples_for(30, 500))
+def test_random_damage_to_a_suite(capsys, examples):
+    property_test(examples, lambda data: _suite_damage_case(capsys, data))
 
 
 def test_suite_sizes_are_bounded_before_work(tmp_path, capsys):
@@ -334,17 +332,9 @@ def _seq_run_damage_case(seq_run, capsys, data):
         assert sorted(p.name for p in base.iterdir()) == ["r", "victim.txt"]
 
 
-@settings(max_examples=8, **SETTINGS)
-@given(data=st.data())
-def test_random_damage_to_a_comparison_run(seq_run, capsys, data):
-    _seq_run_damage_case(seq_run, capsys, data)
-
-
-@pytest.mark.slow
-@settings(max_examples=150, **SETTINGS)
-@given(data=st.data())
-def test_random_damage_to_a_comparison_run_thorough(seq_run, capsys, data):
-    _seq_run_damage_case(seq_run, capsys, data)
+@pytest.mark.parametrize("examples", examples_for(8, 150))
+def test_random_damage_to_a_comparison_run(seq_run, capsys, examples):
+    property_test(examples, lambda data: _seq_run_damage_case(seq_run, capsys, data))
 
 
 def test_a_malformed_random_state_is_a_located_error(seq_run, tmp_path, capsys):
