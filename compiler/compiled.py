@@ -25,10 +25,12 @@ from .graph import ProgramGraph
 from .layers import plan_body, schedule
 from .loops import one_loop
 from .params import causal_params, value_params
+from .validate import requires_record
 from .values import ValueSets
 
 DESIGN_FACTOR = 4        # numeric tables cover lengths up to DESIGN_FACTOR * max_len
 BEYOND_DESIGN = ("warn", "error", "run")
+RUN_CHUNK = 256          # inputs run_batch gives the model at once
 
 
 class DesignLengthWarning(UserWarning):
@@ -70,8 +72,7 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
     info["clock"] = {"count": gate.count, "offset": gate.offset} if gate else {"none": why}
     # the input contract: not in the weights; the runner checks it on program.rasp
     info["value_params"] = computed      # computed by the model: not overridable at run time
-    info["requires"] = [{"condition": r.text, "message": r.message, "line": r.loc.line if r.loc else None}
-                        for r in pir.requires]
+    info["requires"] = requires_record(pir.requires)
     elapsed = time.perf_counter() - t0
     cm = CompiledModel(model, pir.source, pir.path, program=program, layout=layout)
     cm.compile_time = elapsed
@@ -258,16 +259,20 @@ class CompiledModel:
                             "with the value written in")
         self.program.check_requires(batch, params)      # the input contract, host-side
         counts = self.loop_counts(batch, params)
-        outs = []
         threads = torch.get_num_threads()
         torch.set_num_threads(1)        # compiled models are small: one thread is fastest (and
         try:                            # immune to other processes holding the cores)
-            for start in range(0, len(batch), 256):
-                chunk = batch[start:start + 256]
-                logits, _ = self.logits(self.encode_batch(chunk), counts[start:start + 256],
-                                        [len(x) for x in chunk])
+            # inputs of similar length (and loop count) run together, so that a long one
+            # pads no short ones: the work of a chunk stays near the sum of its inputs'
+            order = sorted(range(len(batch)), key=lambda i: (len(batch[i]), int(counts[i])))
+            outs = [None] * len(batch)
+            for start in range(0, len(order), RUN_CHUNK):
+                idx = order[start:start + RUN_CHUNK]
+                chunk = [batch[i] for i in idx]
+                logits, _ = self.logits(self.encode_batch(chunk), counts[idx], [len(x) for x in chunk])
                 ids = logits.argmax(-1).numpy()
-                outs += [self.out_tokens[ids[b, :len(x)]].tolist() for b, x in enumerate(chunk)]
+                for b, (i, x) in enumerate(zip(idx, chunk)):
+                    outs[i] = self.out_tokens[ids[b, :len(x)]].tolist()
         finally:
             torch.set_num_threads(threads)
         return outs

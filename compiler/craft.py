@@ -315,7 +315,31 @@ class Crafter:
         return lambda *vals: ev(m, vals)
 
     # ---- driver -----------------------------------------------------------------
+    def refuse_zero_divisors(self):
+        """The interpreter reports a division by zero at run time; an MLP table
+        has no entry for it (the output would be silently wrong).  So a `//` or
+        `%` whose divisor's value set holds 0 is refused here, located (int64
+        overflow likewise, in values.py)."""
+        for node in self.pg.g:
+            if not (isinstance(node, ir.Map) and node.op in ("floordiv", "mod") and node.kind == ir.SOP):
+                continue
+            d = node.inputs[1]
+            if isinstance(d, ir.Full) and isinstance(d.inputs[0], ir.Const):
+                d = d.inputs[0]
+            if isinstance(d, ir.Const):
+                zero = d.value == 0
+            elif isinstance(d, ir.Host) or getattr(d, "kind", None) == ir.SCALAR:
+                continue            # a host value: refused (or computed on the host) elsewhere
+            else:
+                zero = 0 in self.vals(d)
+            if zero:
+                sym = "//" if node.op == "floordiv" else "%"
+                raise self.error(node, f"the divisor of this '{sym}' can be 0 (its values include 0), "
+                                 "where the interpreter reports a division by zero; a compiled model has "
+                                 "no such error (make its values nonzero, e.g. max(d, 1) for a count)")
+
     def run(self):
+        self.refuse_zero_divisors()
         self.stage = "pre"
         self.build(self.ir.input)          # the embedding always has the token one-hot
         for node in self.pg.order("pre"):

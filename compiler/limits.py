@@ -1,18 +1,18 @@
 """The limits of `rasp run DIR`, checked before a compiled model runs: the
-same --max-len and --max-steps as the interpreter, and a bound on the total
-arithmetic, so that no input, --param, --steps or config.json value can make
-a compiled run hang."""
+same --max-len and --max-steps as the interpreter, and a bound on the
+arithmetic of each input, so that no input, --param, --steps or config.json
+value can make a compiled run hang (CompiledModel.run_batch runs inputs of
+similar length together, so padding adds little to it)."""
 from __future__ import annotations
 
 import numpy as np
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError
 
-# multiply-adds per run (a different unit from the interpreter's element operations,
+# multiply-adds per input (a different unit from the interpreter's element operations,
 # rasp.limits.DEFAULT_MAX_WORK): ~10-20 s of one CPU thread (measured: 1.5e9 multiply-adds/s
 # on parity); a `max_work` argument, when the CLI has one, replaces it
 DEFAULT_MAX_MULADDS = 3 * 10 ** 10
-CHUNK = 256                      # CompiledModel.run_batch's batch size
 
 
 def check_steps_flag(steps, max_steps: int):
@@ -53,13 +53,10 @@ def check_compiled_run(cm, batch, params, max_len: int, max_steps: int, where: s
         if why and cm.fixed_steps == cm.model.cfg.extra["compiler"].get("steps"):
             raise RaspFileError(config_path, f"extra.compiler.steps = {int(counts[i])}: {msg}")
         raise RaspInputError(msg, lines[i], where=where)
-    total = 0.0
-    for start in range(0, len(batch), CHUNK):
-        chunk = batch[start:start + CHUNK]
-        c = counts[start:start + CHUNK]
-        total += flops(cm.model.cfg, max(len(x) for x in chunk), len(chunk), int(c.max(initial=0)))
-    if total > max_work:
-        raise RaspError(f"this run would take about {total:.2g} multiply-adds, above the limit of "
-                        f"{max_work:.2g}: the inputs are too long or their loops too many for a compiled "
-                        "model (use shorter inputs, or the interpreter)")
+    for i, (x, c) in enumerate(zip(batch, counts)):     # the bound is per input, as the interpreter's
+        work = flops(cm.model.cfg, len(x), 1, int(c))
+        if work > max_work:
+            raise RaspInputError(f"this input would take about {work:.2g} multiply-adds, above the limit of "
+                                 f"{max_work:.2g}: too long, or its loop too many iterations, for a compiled "
+                                 "model (use a shorter input, --max-work, or the interpreter)", lines[i], where=where)
     return counts

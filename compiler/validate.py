@@ -61,6 +61,30 @@ def _check_compiled_extra(cfg, path):
     check_value(path, ok, "extra.loop_vars", "a list of loop-variable forms over residual dims", lv)
 
 
+def requires_record(requires) -> list:
+    """What config.json keeps of a program's `require` lines (the runner checks
+    them on program.rasp, so the two copies must agree)."""
+    return [{"condition": r.text, "message": r.message, "line": r.loc.line if r.loc else None}
+            for r in requires]
+
+
+def _check_requires(program, info, d: Path):
+    """program.rasp's `require` lines must be the ones compiled (config.json's
+    extra.compiler.requires): a program copy with a require removed, added or
+    changed would let the model answer inputs the program rejects, or the
+    reverse.  Directories from before the record existed have no key."""
+    if "requires" not in info:
+        return
+    recorded = info["requires"]
+    check_value(d / "config.json", isinstance(recorded, list) and all(
+        isinstance(r, dict) and set(r) == {"condition", "message", "line"} for r in recorded),
+        "extra.compiler.requires", "a list of {condition, message, line}", recorded)
+    if requires_record(program.ir.requires) != recorded:
+        raise RaspFileError(d / "program.rasp", "its `require` lines do not match config.json's "
+                                                "extra.compiler.requires (the program was edited after "
+                                                "compiling; recompile it)")
+
+
 # ---- compiled-model directories -------------------------------------------------
 
 def load_compiled_parts(directory):
@@ -91,6 +115,7 @@ def load_compiled_parts(directory):
     if has_loop != cfg.extra["compiler"]["has_loop"]:
         raise RaspFileError(d / "program.rasp", "its loop does not match config.json "
                                                 "(the program was replaced after compiling)")
+    _check_requires(program, cfg.extra["compiler"], d)
     state = load_tensors(d / "model.safetensors", expected_shapes(cfg))
     return cfg, state, program, source
 

@@ -7,6 +7,7 @@ compiler, everything else one-hot.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -200,6 +201,9 @@ class ValueSets:
             return mean_values(v, L) | d
         if isinstance(node, ir.Map):
             sets = [self.get(i) for i in node.inputs]
+            if may_overflow(node.op, sets):
+                raise self.error(node, f"the values of {self.name(node)} can leave the 64-bit range, where the "
+                                 "interpreter reports an integer overflow; a compiled model has no such error")
             try:
                 out = eval_node(node, sets)
             except OverflowError as e:
@@ -209,6 +213,23 @@ class ValueSets:
                 raise self.error(node, f"the value set of {self.name(node)} is huge ({len(out)} values)")
             return frozenset(int(x) for x in out)
         raise self.error(node, f"unsupported operation {node.label()}")
+
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def may_overflow(op: str, sets: list) -> bool:
+    """Whether `op` over these value sets can leave int64 (eval_map computes
+    in int64 and would wrap): the extremes of add/sub/mul/neg/abs lie at the
+    corners of the operands' ranges, computed here in Python's exact ints."""
+    if op in ("add", "sub", "mul", "neg", "abs") and all(sets):
+        corners = itertools.product(*[(min(v), max(v)) for v in sets])
+        f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+             "neg": lambda a: -a, "abs": lambda a: abs(a)}[op]
+        return any(not INT64_MIN <= f(*c) <= INT64_MAX for c in corners)
+    if op == "floordiv" and len(sets) == 2:
+        return INT64_MIN in sets[0] and -1 in sets[1]
+    return False
 
 
 MEAN_ENUMERATION = 200_000       # (width, sum) pairs enumerated at most; beyond: the whole range

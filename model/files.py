@@ -15,11 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
+from rasp.atomic import write_text_atomic
 from rasp.errors import RaspFileError
 
 from .looped import ACTIVATIONS, LoopedConfig, LoopedTransformer
@@ -50,25 +49,7 @@ def manifest_data(directory, names, kind: str) -> dict:
 def write_manifest(directory, names, kind: str):
     """Record the SHA-256 of `names` in DIR/manifest.json (atomically)."""
     d = Path(directory)
-    write_atomic(d / MANIFEST, json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True).encode("utf-8"))
-
-
-def write_atomic(path, data: bytes):
-    """Write `data` to PATH whole or not at all: a temporary file in its
-    directory, fsynced, renamed into place (a link at PATH is replaced,
-    never written through)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    write_text_atomic(d / MANIFEST, json.dumps(manifest_data(d, names, kind), indent=2, sort_keys=True))
 
 
 def verify_manifest(directory, names, kind: str) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from functools import lru_cache
@@ -102,6 +103,27 @@ def _pos(meta_or_token):
 
 _MAX_DIGITS = 19          # every int64 has at most 19 digits
 MAX_NESTING = 200         # levels of the syntax tree; deeper programs would exhaust Python's stack
+# tokens of one program, counted before parsing: the LALR parser takes ~40 us a token (the largest
+# shipped program, words_s5.rasp with its 120 x 120 table, has 29,000); a table of N entries is ~2N
+MAX_TOKENS = 100_000
+_TOKEN_RE = re.compile(r'"[^"\n]*"?|#[^\n]*|\w+|[^\w\s]')
+
+
+def _check_size(text: str, path, source):
+    """Refuse a program of more than MAX_TOKENS tokens before the parser runs,
+    located at the first token past the limit (a huge table constant)."""
+    if len(text) <= MAX_TOKENS:             # every token takes a character at least
+        return
+    n = 0
+    for m in _TOKEN_RE.finditer(text):
+        if m.group().startswith("#"):
+            continue
+        n += 1
+        if n > MAX_TOKENS:
+            line = text.count("\n", 0, m.start()) + 1
+            column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+            raise RaspError(f"the program has more than {MAX_TOKENS:,} tokens (a lookup table of N entries "
+                            "is about 2N); use a smaller table", Loc(path, line, column), source)
 
 
 class _Located(Exception):
@@ -279,6 +301,7 @@ def _token_text(tok: Token) -> str:
 def parse(source: str, path: str = "<string>") -> A.Module:
     """Parse a program.  Raises RaspError located at the first problem."""
     text = source if source.endswith("\n") else source + "\n"
+    _check_size(text, path, source)
     try:
         tree = _lark().parse(text)
         _check_nesting(tree, path, source)

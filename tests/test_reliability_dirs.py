@@ -179,6 +179,36 @@ def test_compiled_runs_obey_max_steps_and_max_len(compiled, tmp_path, capsys):
     assert status == 2 and "config.json: error: extra.compiler.steps" in err, err
 
 
+def test_program_copy_without_its_requires_is_refused(compiled, capsys):
+    """Issue 26: program.rasp's `require` lines removed and the manifest
+    recomputed -- the model would answer inputs the program rejects."""
+    from compiler.validate import COMPILED_FILES
+    from model.files import write_manifest
+    prog = compiled / "program.rasp"
+    prog.write_text("".join(l for l in prog.read_text().splitlines(True) if not l.startswith("require")))
+    write_manifest(compiled, COMPILED_FILES, "rasp-compiled/1")
+    status, _, err = in_process(capsys, "run", compiled, "--input", "1 0 > > #")
+    assert status == 2 and err.startswith(f"{compiled}/program.rasp: error: its `require` lines do not match"), err
+
+
+def test_compiled_work_is_bounded_per_input(compiled, tmp_path, capsys):
+    """Issue 26: the multiply-add bound is per input (many inputs that each
+    pass it run; the old total bound refused them), and a long one is located."""
+    from compiler.compiled import load_compiled
+    from compiler.limits import flops
+    cm = load_compiled(compiled)
+    one = flops(cm.model.cfg, len(INPUT.split()), 1, 4)
+    many = tmp_path / "many.txt"
+    many.write_text((INPUT + "\n") * 60 + "1 0 1 1 0 1 1 > # #\n")
+    status, out, err = in_process(capsys, "run", compiled, "--inputs", many, "--max-work", int(one * 1.5))
+    assert status == 2 and err.startswith(f"{many}:61: error: this input would take about"), err
+    many.write_text((INPUT + "\n") * 60 + "1 0 > #\n")
+    status, out, err = in_process(capsys, "run", compiled, "--inputs", many, "--max-work", int(one * 1.5))
+    prog = rasp.load(str(PARITY))
+    assert status == 0 and out.splitlines() == [expected_output()] * 60 + [
+        prog.format_output(prog.run(prog.parse_input("1 0 > #")))], err
+
+
 def _damage(root: Path, data, files):
     """Apply one random damage to one of `files` under root; returns a label."""
     name = data.draw(st.sampled_from(files))

@@ -373,3 +373,31 @@ def test_host_and_sop_arithmetic_match_python_ints_or_refuse(a, b, op):
         with pytest.raises(rasp.RaspError) as e:
             alone.run([1, 2])
         assert e.value.loc.line == 7
+
+
+# ---- issue 26: sizes of programs, division by zero in compiled models ----------------
+
+def test_a_million_entry_table_is_refused_before_parsing(tmp_path):
+    path = program(tmp_path, "input seq: {0, 1}\nconst T = [" + ", ".join(["1"] * 10 ** 6) + "]\noutput tok_map(seq, T)\n")
+    status, _, err, seconds = cli("check", path)
+    assert status == 2 and err.startswith(f"{path}:2:") and "more than 100,000 tokens" in err, err
+    assert seconds < 30          # the parser alone took 87 s (about 2 s here at a load of 8)
+
+
+def test_compiled_division_by_a_possible_zero_or_overflow_is_refused(tmp_path, capsys):
+    path = program(tmp_path, "input seq: {0, 1}\noutput 5 // seq\n")
+    status, _, err, _ = cli("run", path, "--input", "0 1 1")
+    assert status == 2 and "division by zero" in err
+    assert main(["compile", str(path), "--max-len", "4", "-o", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}:2:8: error: the divisor of this '//' can be 0"), err
+    assert not (tmp_path / "m").exists()
+    wide = program(tmp_path, "input seq: {0, 1, 2}\noutput seq * 4611686018427387904\n", "wide.rasp")
+    assert main(["compile", str(wide), "--max-len", "4", "-o", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{wide}:2:8: error: the values of this mul can leave the 64-bit range"), err
+    ok = program(tmp_path, "input seq: {0, 1}\noutput 5 % (seq + 1)\n", "ok.rasp")
+    assert main(["compile", str(ok), "--max-len", "4", "-o", str(tmp_path / "m2")]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "m2"), "--input", "0 1 1"]) == 0
+    assert capsys.readouterr().out.strip() == "0 1 1"

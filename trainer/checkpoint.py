@@ -39,6 +39,7 @@ from model.files import (check_config, expected_shapes, load_tensors, read_json,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
 from trainer import lockfile
+from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # run.json / summary.json "format": 2 since one training loop serves every kind
@@ -53,34 +54,18 @@ def _warn(msg: str):
     print(f"warning: {msg}", file=sys.stderr)
 
 
-def _fsync_dir(path: Path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-def write_json_atomic(path: Path, obj):
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True))
-
-
-def write_text_atomic(path: Path, text: str):
+def check_json_target(path) -> Path:
+    """An evaluation's results file (rasp eval --json), checked before the
+    work: a file name in an existing directory, not a directory or a device
+    (replaced atomically, so a link there is replaced, never written through)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
+    if path.is_dir():
+        raise RaspFileError(path, "is a directory; --json takes a file name")
+    if path.exists() and not path.is_file():
+        raise RaspFileError(path, "is not a regular file")
+    if not path.parent.is_dir():
+        raise RaspFileError(path, f"its directory {path.parent} does not exist")
+    return path
 
 
 def write_failed(e: OSError, out, what: str) -> RaspError:
@@ -334,7 +319,7 @@ def _save(out, root, name, tmp, step, model, optimizer, state, keep):
     if final.exists():           # re-saving the same step (e.g. after a resume)
         shutil.rmtree(final)
     os.rename(tmp, final)
-    _fsync_dir(root)
+    fsync_dir(root)
     write_json_atomic(out / "latest.json", {"step": step, "path": f"checkpoints/{name}"})
     _prune(root, keep, final)
     return final
@@ -394,7 +379,7 @@ def latest(out: Path, repair: bool = False):
             named = out / rel
             if not (isinstance(rel, str) and named.parent == root and named.name.startswith("step_")):
                 raise ValueError
-        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError):
+        except (ValueError, KeyError, TypeError, OSError, RecursionError):
             named = None
             notes.append("latest.json is damaged")
     folders = sorted((p for p in root.iterdir() if p.name.startswith("step_")), reverse=True) \
@@ -494,7 +479,7 @@ def read_jsonl(path) -> list:
             row = json.loads(line)
             if not isinstance(row, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):
             _warn(f"{path}:{i}: dropped a damaged line (cut short when the run was killed?)")
             continue
         rows.append(row)

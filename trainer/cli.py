@@ -137,12 +137,12 @@ def _run_kind_is_seq(run_dir) -> bool:
     run_dir = Path(run_dir)
     try:
         return json.loads((run_dir / "run.json").read_text()).get("kind") == "seq"
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         pass
     try:
         newest = max(p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
         return json.loads((newest / "state.json").read_text())["config"].get("kind") == "seq"
-    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
         return False
 
 

@@ -105,6 +105,8 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     so far; a file from an earlier step is kept under a name with its step."""
     if rule not in RULES:
         raise RaspError(f"unknown --stop {rule!r} (one of {', '.join(RULES)})")
+    if out_json:
+        checkpoint.check_json_target(out_json)
     run, model, step = load_run(run_dir, device)
     spec = get_model_spec(run["model"])
     hp = HParams.from_dict(run["hparams"])
@@ -175,7 +177,7 @@ def _earlier_rows(path: Path, head: dict) -> list:
         same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
         old_rows = [r for r in rows(old) if isinstance(r, dict) and isinstance(r.get("length"), int)
                     and all(isinstance(r.get(k), (int, float)) for k in ("exact_match", "se", "n"))]
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError):
         print(f"warning: {path} was damaged; replacing it", file=sys.stderr)
         return []
     if not same:

@@ -33,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rasp.atomic import write_bytes_atomic
 from rasp.errors import RaspError, RaspFileError
 from trainer.inference import EXPORT_FORMAT, model_files
 
@@ -216,12 +217,8 @@ def _model_index(name: str, task: str, evals, kind: str) -> list:
 def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots, folder: str) -> str:
     from trainer.tasks import TASKS
     task, name, init = run["task"], run["model"], run["init"]
-    if kind == "fan":
-        from trainer.models import MODELS
-        what = MODELS.lookup(name).description
-    else:
-        from trainer.models import ENCODERS
-        what = ENCODERS.lookup(name).description
+    from trainer.models import get_encoder_spec, get_model_spec
+    what = (get_model_spec(name) if kind == "fan" else get_encoder_spec(name)).description
     n_params = sum(p.numel() for p in model.module.parameters())
     tags = ["rasp", "looped-transformer" if name.startswith("looped") else "sequence-model", task, name,
             "fan-et-al-tasks" if kind == "fan" else "comparison-tasks"]
@@ -314,8 +311,7 @@ def _previous(out: Path):
 
 
 def _write_file(directory: Path, name: str, data: bytes):
-    from model.files import write_atomic
-    write_atomic(directory / name, data)          # replaces a link itself, never its target
+    write_bytes_atomic(directory / name, data)          # replaces a link itself, never its target
 
 
 def _manifest(files: dict, documents: dict, names) -> bytes:

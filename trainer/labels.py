@@ -34,6 +34,8 @@ class ProgramLabeler:
     def __call__(self, inputs: Sequence[Sequence[int]], limits=None, where: str = "input"):
         """(outputs, T per input); `limits` (rasp.RunLimits) and `where` as
         `Program.run_batch` takes them (a user's inputs: `rasp run RUN`)."""
+        if not len(inputs):             # a mixed split can give one of its parts no examples
+            return [], np.zeros(0, np.int64)
         res = self.program.run_batch([list(map(int, x)) for x in inputs], limits=limits, where=where)
         steps = np.asarray(res.steps).reshape(len(inputs), -1)
         # the first loop in source order; 0 for a loop-free program (flip-flop)

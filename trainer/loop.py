@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
 from trainer import checkpoint, distributed, ema
 from trainer.compiled import finetune_stop_reason
 from trainer.guard import Guard
@@ -94,10 +94,14 @@ def _train(kind, d) -> dict:
     if ckpt is not None:
         state = checkpoint.load_state(ckpt)
         model = kind.load_model(ckpt, state, device)
-        step, sums = state["step"], state["accumulators"]
-        init_info = state.get("init_info") or {}
-        guard_state, rejected = state.get("guard", guard_state), state.get("rejected", 0)
-        kind.restore(state)
+        try:         # state.json passed its manifest, but may have been edited with it (recomputed)
+            step, sums = state["step"], state["accumulators"]
+            init_info = state.get("init_info") or {}
+            guard_state, rejected = state.get("guard", guard_state), state.get("rejected", 0)
+            kind.restore(state)
+        except (KeyError, ValueError, TypeError, AttributeError) as e:
+            raise RaspFileError(Path(ckpt) / "state.json", f"cannot resume from it ({type(e).__name__}: "
+                                f"{str(e)[:120]}); the checkpoint was edited") from None
     else:
         kind.check_memory(device)
         model, init_info = kind.initial_model(device)

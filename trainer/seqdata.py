@@ -92,6 +92,9 @@ def example_to_dict(ex: Example) -> dict:
     return d
 
 
+MAX_GROUP = 2 ** 31 - 1         # an example's "group" (a long tensor; -1 stands for none)
+
+
 def check_example(task: SeqTask, ex: Example, where: str):
     """Raise RaspError (with `where`) unless `ex` fits `task`."""
     n_vocab, n_labels = len(task.vocab), len(task.labels)
@@ -110,6 +113,9 @@ def check_example(task: SeqTask, ex: Example, where: str):
             raise RaspError(f"{where}: target must be a class id in 0..{n_labels - 1}")
     if task.kind == "pair":
         ids(ex.input2, 1, n_vocab, "input2")
+    g = ex.group
+    if g is not None and (not isinstance(g, int) or isinstance(g, bool) or not 0 <= g <= MAX_GROUP):
+        raise RaspError(f"{where}: group must be an integer in 0..{MAX_GROUP}, got {g!r}")
 
 
 def write_jsonl(path, examples: list):
@@ -122,18 +128,24 @@ def read_jsonl(task: SeqTask, path) -> list:
     line is checked against the task (a located error otherwise)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise RaspFileError(path, f"cannot read: {e.strerror}") from None
     out = []
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, data in enumerate(raw.split(b"\n"), 1):
+        where = f"{path}:{i}"
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RaspError(f"{where}: not UTF-8 text (byte {e.start + 1} of the line)") from None
         if not line.strip():
             continue
-        where = f"{path}:{i}"
         try:
             d = json.loads(line)
         except ValueError as e:
             raise RaspError(f"{where}: not valid JSON ({str(e)[:60]})") from None
+        except RecursionError:
+            raise RaspError(f"{where}: JSON nested too deeply") from None
         if not isinstance(d, dict) or "input" not in d or "target" not in d:
             raise RaspError(f"{where}: needs \"input\" and \"target\"")
         ex = Example(d["input"], d["target"], d.get("input2"), d.get("group"))

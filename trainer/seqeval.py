@@ -93,6 +93,21 @@ def summarise(raw: dict) -> dict:
     return entry
 
 
+def _number(x, none_ok=True) -> bool:
+    return (x is None and none_ok) or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def _split_result_ok(v) -> bool:
+    """An earlier split result is kept only if it has the shape this module
+    writes (n, metrics -> mean/se, stats -> mean/max): others are replaced."""
+    return (isinstance(v, dict) and isinstance(v.get("n"), int)
+            and isinstance(v.get("metrics"), dict) and all(
+                isinstance(m, dict) and _number(m.get("mean")) and _number(m.get("se")) for m in v["metrics"].values())
+            and isinstance(v.get("stats"), dict) and all(
+                isinstance(x, dict) and _number(x.get("mean"), False) and _number(x.get("max"), False)
+                for x in v["stats"].values()))
+
+
 def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 64, seed: int = 1234,
                      device="cpu", plots: bool = True, progress: bool = True, out_json=None) -> dict:
     run_dir = Path(run_dir)
@@ -104,15 +119,17 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
     unknown = [s for s in names if s not in task.splits]
     if unknown:
         raise RaspError(f"task {task.name} has no split {unknown[0]!r} (splits: {', '.join(task.splits)})")
-    path = Path(out_json) if out_json else run_dir / "eval.json"
+    path = checkpoint.check_json_target(out_json) if out_json else run_dir / "eval.json"
     old = {}
-    if path.exists():
+    if path.is_file():
         try:
             prev = json.loads(path.read_text())
             if prev.get("step") == step and prev.get("seed") == seed:
                 old = prev.get("splits", {})
-        except (ValueError, OSError, AttributeError):
+        except (ValueError, OSError, AttributeError, RecursionError):
             old = {}
+        # an earlier result of another shape is replaced: keep only splits that look like results
+        old = {k: v for k, v in old.items() if _split_result_ok(v)} if isinstance(old, dict) else {}
     from tqdm import tqdm
     results = dict(old)
     split_examples = {name: generate_split(task, name, n if n is not None else

@@ -9,6 +9,7 @@ report from the runs already in DIR without training.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -20,7 +21,10 @@ from trainer.compare import estimate as E
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
-from trainer.compare.suite import PRESETS, available_suites, load_suite
+from trainer.compare.suite import MAX_SEEDS, PRESETS, available_suites, load_suite
+from trainer.validate import int_in
+
+MAX_JOBS = 256
 
 
 def _names(text):
@@ -35,11 +39,11 @@ def _names(text):
 def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("suite", nargs="?", help=f"a suite name ({', '.join(available_suites())}) or a .toml file")
     p.add_argument("--preset", default="cpu", choices=list(PRESETS))
-    p.add_argument("--seeds", type=int, default=None, metavar="K", help="seeds 0..K-1 (default: the suite's)")
+    p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None, metavar="K", help="seeds 0..K-1 (default: the suite's)")
     p.add_argument("--models", default=None, help="comma-separated model entries of the suite (default: all)")
     p.add_argument("--tasks", default=None, help="comma-separated task entries of the suite (default: all)")
     p.add_argument("--out", default=None, help="output directory (default: runs/compare)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="runs at a time, one torch thread each")
+    p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=1, metavar="N", help="runs at a time, one torch thread each")
     p.add_argument("--executor", default="local", choices=["local", "slurm"],
                    help="local processes, or Slurm jobs through submitit")
     p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
@@ -69,6 +73,31 @@ def _slurm_params(items: list) -> dict:
             out[key] = int(value)
         except ValueError:
             out[key] = value
+    return out
+
+
+def _launcher(text) -> tuple:
+    if not text:
+        return ()
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as e:          # an unclosed quote
+        raise RaspError(f"--launcher {text!r}: {e}") from None
+    if not words:
+        raise RaspError("--launcher: give a command (e.g. \"torchrun --standalone -m trainer\")")
+    return words
+
+
+def _out_dir(text: str) -> Path:
+    """--out: a directory, or a name to create; never a file or a dangling link."""
+    out = Path(text)
+    if not text:
+        raise RaspError("--out: give a directory")
+    if out.is_symlink() and not out.exists():
+        raise RaspError(f"--out {out}: a symbolic link to nothing ({os.readlink(out)}); "
+                        "give a directory")
+    if out.exists() and not out.is_dir():
+        raise RaspError(f"--out {out}: not a directory")
     return out
 
 
@@ -152,13 +181,18 @@ def run(args) -> int:
     suite = load_suite(args.suite)
     models, tasks = _names(args.models), _names(args.tasks)
     runs = G.expand(suite, args.preset, args.seeds, models, tasks)
-    out = Path(args.out or "runs/compare")
-    commands = runner.TrainerCommands(train_launcher=tuple(shlex.split(args.launcher)) if args.launcher else ())
+    out = _out_dir(args.out or "runs/compare")
+    commands = runner.TrainerCommands(train_launcher=_launcher(args.launcher))
     if args.probe is not None and not args.dry_run:
         raise RaspError("--probe goes with --dry-run (it times a few steps to estimate from)")
+    slurm = _slurm_params(args.slurm) if args.executor == "slurm" else None
+    if slurm is not None:
+        runner.check_slurm_params(slurm)            # before anything is written
     if args.dry_run:
         return dry_run(runs, out, commands, args.jobs, args.probe)
     _check_available(runs, suite)
+    for r in runs:                  # before anything is written
+        runner.check_run_dir(out / r.run_id)
     out.mkdir(parents=True, exist_ok=True)
     R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
@@ -169,7 +203,7 @@ def run(args) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     try:
         if args.executor == "slurm":
-            records = runner.run_slurm(runs, out, _slurm_params(args.slurm), commands=commands,
+            records = runner.run_slurm(runs, out, slurm, commands=commands,
                                        wait=not args.no_wait, progress=say)
             if args.no_wait:
                 print(f"submitted {len(records)} jobs; `rasp compare --report {out}` once they are done")

@@ -9,6 +9,8 @@ from typing import Optional
 from rasp.errors import RaspError, RaspFileError
 from trainer.compare.suite import RUN_ID_SEP, Suite, resolve
 
+MAX_RUNS = 10_000          # runs of one rasp compare (the largest shipped suite has 220)
+
 
 @dataclass
 class EvalStep:
@@ -85,6 +87,11 @@ def seeds_for(suite: Suite, seeds: Optional[int]) -> list:
     return list(range(k))
 
 
+def _pairs(t, m) -> bool:
+    """Whether task entry `t` is trained with model entry `m`."""
+    return (t.models is None or m.name in t.models) and (m.tasks is None or t.name in m.tasks)
+
+
 def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optional[list] = None,
            tasks: Optional[list] = None) -> list:
     """All runs of the suite for `preset`, in task-major order."""
@@ -92,20 +99,27 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
         raise RaspError(f"suite {suite.name} has no preset {preset!r} (it has: {', '.join(suite.presets)})")
     task_names = _pick(tasks, [t.name for t in suite.tasks], "task", suite)
     # a task entry limited to other presets has no runs here (e.g. a paper-only training mixture)
-    task_names = [n for n in task_names if suite.task(n).presets is None or preset in suite.task(n).presets]
+    by_task, by_model = {t.name: t for t in suite.tasks}, {m.name: m for m in suite.models}
+    task_names = [n for n in task_names if by_task[n].presets is None or preset in by_task[n].presets]
     model_names = _pick(_model_entries(suite, models), [m.name for m in suite.models], "model", suite)
+    seed_list = seeds_for(suite, seeds)
+    cells = sum(1 for tname in task_names for mname in model_names if _pairs(by_task[tname], by_model[mname]))
+    if cells * len(seed_list) > MAX_RUNS:
+        raise RaspError(f"suite {suite.name}: {cells} task x model cells x {len(seed_list)} seeds = "
+                        f"{cells * len(seed_list):,} runs; the limit is {MAX_RUNS:,} (narrow it with "
+                        "--tasks/--models/--seeds)")
     runs = []
     for tname in task_names:
-        t = suite.task(tname)
+        t = by_task[tname]
         for mname in model_names:
-            m = suite.model(mname)
-            if (t.models is not None and mname not in t.models) or (m.tasks is not None and tname not in m.tasks):
+            m = by_model[mname]
+            if not _pairs(t, m):
                 continue
             train = merge_options(preset, suite.train, t.train, m.train)
             base_eval = merge_options(preset, suite.eval, t.eval, m.eval)
             evals = [EvalStep(e.name, e.file, {**base_eval, **merge_options(preset, e.options)})
                      for e in suite.evals_for(m)]
-            for seed in seeds_for(suite, seeds):
+            for seed in seed_list:
                 runs.append(RunSpec(run_id(tname, mname, preset, seed), suite.name, tname, mname, t.task, m.model,
                                     preset, seed, train, evals))
     if not runs:

@@ -6,6 +6,7 @@ Okabe-Ito colour-blind-safe palette, at most eight lines per panel (more
 series: small multiples on shared axes), and sit outside the data."""
 from __future__ import annotations
 
+import io
 import math
 import statistics
 from pathlib import Path
@@ -14,6 +15,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from rasp.errors import RaspFileError  # noqa: E402
+from rasp import atomic  # noqa: E402
 
 DEPTH_STATS = ("depth", "iterations")
 
@@ -27,8 +31,12 @@ def _series(results: list, getter) -> dict:
         for ev, splits in r.evals.items():
             for split, data in splits.items():
                 for L, v in getter(data).items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        out.setdefault((split, r.spec.model_entry, ev), {}).setdefault(int(float(L)), []).append(v)
+                    try:
+                        length = int(float(L))
+                    except (ValueError, OverflowError):     # an edited file: not a length
+                        continue
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                        out.setdefault((split, r.spec.model_entry, ev), {}).setdefault(length, []).append(v)
     return out
 
 
@@ -118,8 +126,10 @@ def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train
     axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
     axes[0, 0].set_title(title + ("" if len(groups) == 1 else f" ({len(groups)} panels, shared axes)")
                          + "\nmean over seeds, band = ± standard error", fontsize=9)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+    atomic.write_bytes_atomic(path, buf.getvalue())       # a link planted at `path` is replaced, not followed
 
 
 def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> list:
@@ -133,6 +143,8 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
             ser = {k: v for k, v in series.items() if k[0] == split and len(v) > 1}
             if not ser:
                 continue
+            if pdir.is_symlink() or (pdir.exists() and not pdir.is_dir()):
+                raise RaspFileError(pdir, "is not a directory (a link or a file); remove it to draw the plots")
             pdir.mkdir(exist_ok=True)
             name = f"{suite.name}_{preset}_{task}_{split}_{quantity}.png"
             ranks = {key: i for i, key in enumerate(names)}           # the tables' row order

@@ -7,16 +7,16 @@ Writes DIR/report.md, DIR/report.json and DIR/plots/*.png."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
+from rasp import atomic
 from trainer.compare import grid as G
 from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
-from trainer.compare.suite import Suite, Table, cell_attrs, load_suite, resolve, row_runs
+from trainer.compare.suite import MAX_SEEDS, PRESETS, Suite, Table, cell_attrs, load_suite, resolve, row_runs
 from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"
@@ -46,17 +46,40 @@ def read_manifest(out: Path) -> dict:
     try:
         doc = json.loads(path.read_text())
         assert isinstance(doc.get("suites"), dict)
-        return doc
     except FileNotFoundError:
         raise RaspError(f"{out}: no {MANIFEST} here (not a `rasp compare` output directory)") from None
-    except (OSError, ValueError, AssertionError, AttributeError):
+    except (OSError, ValueError, AssertionError, AttributeError, RecursionError):
         raise RaspError(f"{path}: damaged (expected a JSON object with 'suites')") from None
+    for key, sel in doc["suites"].items():
+        why = _selection_problem(sel)
+        if why:
+            raise RaspFileError(path, f"suites.{key}: {why} (the file was damaged or edited; "
+                                      "rerun `rasp compare SUITE --out DIR` to record the selection)")
+    return doc
+
+
+def _selection_problem(sel) -> Optional[str]:
+    """What is wrong with one recorded selection, or None."""
+    names = lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v))   # noqa: E731
+    if not isinstance(sel, dict):
+        return "expected an object with suite, file, preset, seeds, models and tasks"
+    if not (isinstance(sel.get("suite"), str) and sel["suite"] and isinstance(sel.get("file"), str)):
+        return "suite and file must be strings"
+    if sel.get("preset") not in PRESETS:
+        return f"preset must be one of {', '.join(PRESETS)}"
+    seeds = sel.get("seeds")
+    if seeds is not None and not (isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= MAX_SEEDS):
+        return f"seeds must be null or an integer from 1 to {MAX_SEEDS}"
+    if not (names(sel.get("models")) and names(sel.get("tasks"))):
+        return "models and tasks must be null or lists of names"
+    return None
 
 
 def _write_atomic(path: Path, text: str):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        atomic.write_text_atomic(path, text)
+    except OSError as e:                # e.g. report.md is a directory
+        raise RaspFileError(path, f"cannot write: {e.strerror or e}") from None
 
 
 # ---- cells -----------------------------------------------------------------------
@@ -233,9 +256,10 @@ def suite_report(out: Path, sel: dict) -> dict:
 
 def _run_row(r: RunResult) -> dict:
     row = {"run_id": r.spec.run_id, "status": r.status}
-    if r.failure:
+    if r.failure:           # failed.json as written by the runner; any other value is shown as text
+        tail = r.failure.get("stderr_tail", "")
         row.update(exit_code=r.failure.get("exit_code"), failed_step=r.failure.get("failed_step"),
-                   stderr_tail=r.failure.get("stderr_tail", "")[-2000:])
+                   stderr_tail=(tail if isinstance(tail, str) else json.dumps(tail))[-2000:])
     return row
 
 

@@ -31,28 +31,54 @@ class RunResult:
     failure: Optional[dict] = None
 
 
-def normalize(doc: dict) -> dict:
+def _obj(x) -> dict:
+    """x when it is a JSON object, else {} (an edited or damaged file)."""
+    return x if isinstance(x, dict) else {}
+
+
+def _num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _stats(raw) -> dict:
+    """{name: {"by_length": {L: x}, "mean"/"max": x}} with numbers only."""
+    out = {}
+    for name, st in _obj(raw).items():
+        if isinstance(st, dict):
+            out[name] = {**{k: _num(st.get(k)) for k in ("mean", "max") if k in st},
+                         "by_length": {str(k): _num(v) for k, v in _obj(st.get("by_length")).items()}}
+    return out
+
+
+def normalize(doc) -> dict:
+    """A run's evaluation file in the one shape above; what does not fit it
+    (a damaged or edited file) is left out, so the report shows no number."""
+    doc = _obj(doc)
     if isinstance(doc.get("splits"), dict):          # format 2 (every run) and comparison runs of format 1
         out = {}
         for name, s in doc["splits"].items():
-            metrics = {m: (v.get("mean") if isinstance(v, dict) else v) for m, v in s.get("metrics", {}).items()}
-            by_length, by_group = ({str(k): {m: x for m, x in row.items() if m != "n"} for k, row in s.get(key, {}).items()}
+            if not isinstance(s, dict):
+                continue
+            metrics = {m: _num(v.get("mean") if isinstance(v, dict) else v) for m, v in _obj(s.get("metrics")).items()}
+            by_length, by_group = ({str(k): {m: _num(x) for m, x in row.items() if m != "n"}
+                                    for k, row in _obj(s.get(key)).items() if isinstance(row, dict)}
                                    for key in ("by_length", "by_group"))
-            out[name] = {"metrics": metrics, "by_length": by_length, "by_group": by_group, "stats": s.get("stats", {}),
-                         "n": s.get("n")}
+            out[name] = {"metrics": metrics, "by_length": by_length, "by_group": by_group, "stats": _stats(s.get("stats")),
+                         "n": s.get("n") if isinstance(s.get("n"), int) else None}
             if doc.get("kind") == "fan":      # lengths n: the training range is shaded in the plots
-                out[name]["train_max_n"] = (doc.get("train_range") or [None, None])[-1]
+                train_range = doc.get("train_range")
+                out[name]["train_max_n"] = _num(train_range[-1]) if isinstance(train_range, list) and train_range else None
         return out
     if isinstance(doc.get("rows"), list):          # Fan-task runs' format 1 (trainer/evaluate.py before format 2)
-        rows = [r for r in doc["rows"] if isinstance(r, dict) and "length" in r]
-        by_length = {str(r["length"]): {"exact_match": r.get("exact_match")} for r in rows}
-        stats = {name: {"by_length": {str(r["length"]): r[key] for r in rows if key in r}}
+        rows = [r for r in doc["rows"] if isinstance(r, dict) and isinstance(r.get("length"), int)]
+        by_length = {str(r["length"]): {"exact_match": _num(r.get("exact_match"))} for r in rows}
+        stats = {name: {"by_length": {str(r["length"]): _num(r[key]) for r in rows if key in r}}
                  for name, key in FAN_STATS.items()}
         if doc.get("stop") == "oracle":       # T(n) by construction, not a depth the model chose
             del stats["iterations"]
-        em = [r["exact_match"] for r in rows if isinstance(r.get("exact_match"), (int, float))]
+        em = [r["exact_match"] for r in rows if _num(r.get("exact_match")) is not None]
         return {FAN_SPLIT: {"metrics": {"exact_match": sum(em) / len(em) if em else None},
-                            "by_length": by_length, "stats": stats, "train_max_n": doc.get("train_max_n")}}
+                            "by_length": by_length, "stats": stats, "train_max_n": _num(doc.get("train_max_n"))}}
     return {}
 
 

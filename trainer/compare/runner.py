@@ -15,13 +15,15 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
+from rasp import atomic
 from trainer import lockfile
 from trainer.compare.grid import EvalStep, RunSpec
 
@@ -81,9 +83,10 @@ def train_args(spec: RunSpec, run_dir: Path) -> list:
 # ---- the state of a run directory --------------------------------------------
 
 def read_json(path: Path):
+    """The JSON in `path`, or None when it is absent, unreadable or damaged."""
     try:
         return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -119,7 +122,8 @@ def stale_settings(spec: RunSpec, run_dir: Path) -> list:
     train command gives a new run now (a preset or default edited since the
     run started), as "key: old -> new"; [] when they agree or cannot be told
     (no run.json hyper-parameters, e.g. a test's fake trainer)."""
-    recorded = (read_json(run_dir / "run.json") or {}).get("hparams")
+    doc = read_json(run_dir / "run.json")
+    recorded = doc.get("hparams") if isinstance(doc, dict) else None
     if not isinstance(recorded, dict):
         return []
     from trainer.cli import planned_hparams        # here: it loads torch
@@ -193,6 +197,13 @@ def _tail(path: Path, n: int = TAIL_LINES) -> str:
         return ""
 
 
+def check_run_dir(run_dir: Path):
+    """A run directory is a plain folder of its own under --out (or absent):
+    never a link, through which the run would be written somewhere else."""
+    if run_dir.is_symlink() or (run_dir.exists() and not run_dir.is_dir()):
+        raise RaspFileError(run_dir, "is a link or a file, not a run directory; move it away and run again")
+
+
 def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_one: bool = True) -> dict:
     """Run what is left of one run; returns its record (also in
     RUN_DIR/compare_run.json; on failure RUN_DIR/failed.json; a child
@@ -204,6 +215,7 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
     invocation then reports the run "busy" instead of starting a second
     trainer on the same directory."""
     run_dir = Path(run_dir)
+    check_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         fd = lockfile.acquire(run_dir / LOCK, f"rasp compare pid {os.getpid()}")
@@ -221,8 +233,10 @@ def execute(spec: RunSpec, run_dir: Path, commands=TrainerCommands(), threads_on
 
 def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd: int) -> dict:
     failed = run_dir / "failed.json"
-    if failed.exists():
+    if failed.is_symlink() or failed.is_file():
         failed.unlink()                      # a retry: the old failure no longer describes the run
+    elif failed.exists():
+        raise RaspFileError(failed, "is not a file; remove it")
     record = {"run_id": spec.run_id, "spec": spec.to_dict(), "state": state(spec, run_dir), "steps": [],
               "load": load_average()}          # the machine's load: the speed a dry run estimates from depends on it
     if record["state"] == "done":          # another invocation finished it since this one listed it:
@@ -234,7 +248,14 @@ def _execute(spec: RunSpec, run_dir: Path, commands, threads_one: bool, lock_fd:
     for name, cmd in planned_commands(spec, run_dir, commands):
         log = run_dir / f"{name}.log"
         t = time.time()
-        with open(log, "ab") as fh:
+        try:
+            fh = atomic.open_append(log)
+        except OSError as e:                # a link or a folder where the log goes: never written through
+            record.update(status="failed", exit_code=None, failed_step=name, log=log.name,
+                          stderr_tail=f"cannot write {log}: {e.strerror or e}", seconds=round(time.time() - t0, 2))
+            _write_json(failed, record)
+            return record
+        with fh:
             fh.write(f"$ {' '.join(cmd)}\n".encode())
             fh.flush()
             try:
@@ -289,9 +310,7 @@ def stop_children():
 
 
 def _write_json(path: Path, obj):
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    atomic.write_text_atomic(path, json.dumps(obj, indent=1))
 
 
 def execute_payload(spec_dict: dict, run_dir: str, prefix: tuple = (), train_launcher: tuple = ()) -> dict:
@@ -336,21 +355,39 @@ def run_local(runs: list, out: Path, jobs: int = 1, commands=TrainerCommands(),
     return records
 
 
+def _slurm_executor(folder: Path, slurm: Optional[dict], cluster: Optional[str]):
+    """A submitit executor with the run's parameters; a parameter submitit
+    does not know or of the wrong type is a RaspError naming it."""
+    try:
+        import submitit
+    except ImportError:
+        raise RaspError("--executor slurm needs submitit (pip install submitit)") from None
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    params = {"timeout_min": 24 * 60, "cpus_per_task": 1}
+    params.update(slurm or {})
+    try:
+        executor.update_parameters(**params)
+    except (NameError, AssertionError, ValueError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise RaspError(f"--slurm: {first}") from None
+    return executor
+
+
+def check_slurm_params(slurm: dict, cluster: Optional[str] = None):
+    """Refuse bad --slurm parameters before anything is written (the check
+    builds a throw-away executor in a temporary folder)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _slurm_executor(Path(tmp) / "_submitit", slurm, cluster)
+
+
 def run_slurm(runs: list, out: Path, slurm: Optional[dict] = None, cluster: Optional[str] = None,
               commands=TrainerCommands(), wait: bool = True, progress: Optional[Progress] = None) -> list:
     """Submits every unfinished run as one job through submitit (`cluster`
     None = auto-detect Slurm; "local" runs the jobs as local processes, for
     tests).  With `wait` the records are collected; otherwise the job ids."""
-    try:
-        import submitit
-    except ImportError:
-        raise RaspError("--executor slurm needs submitit (pip install submitit)") from None
     say = progress or (lambda s: None)
     todo = [r for r in runs if state(r, out / r.run_id) != "done"]
-    executor = submitit.AutoExecutor(folder=str(out / "_submitit"), cluster=cluster)
-    params = {"timeout_min": 24 * 60, "cpus_per_task": 1}
-    params.update(slurm or {})
-    executor.update_parameters(**params)
+    executor = _slurm_executor(out / "_submitit", slurm, cluster)
     jobs = [executor.submit(execute_payload, r.to_dict(), str(out / r.run_id), tuple(commands.prefix),
                             tuple(commands.train_launcher)) for r in todo]
     for r, j in zip(todo, jobs):

@@ -26,6 +26,12 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")    # ids become directory 
 RUN_ID_SEP = "__"          # joins task, model, preset and seed into a run id: no name may contain it, so
                            # (names starting with a letter or digit) one id never names two grid cells
 OPTION_SCALARS = (str, int, float, bool)
+MAX_SEEDS = 100            # [suite] seeds and rasp compare --seeds
+# sizes checked before any entry is validated: the largest shipped suite has 9 tables and
+# 12 models; these leave room and keep a suite's checks to a second or so
+MAX_SUITE_BYTES = 1 << 20
+MAX_ENTRIES = {"sources": 100, "evals": 100, "tasks": 1000, "models": 1000, "tables": 1000}
+MAX_TABLE_CELLS = 100_000       # rows x columns over all [[tables]]
 OPTION_KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 RUNNER_OPTIONS = {           # trainer flags rasp compare gives itself, never a suite's option
     "out": "rasp compare writes each run into its own directory under --out",
@@ -164,6 +170,9 @@ def load_suite(name_or_path: str) -> Suite:
         raise RaspError(f"no suite {name_or_path!r} (known: {', '.join(available_suites())}; "
                         f"or give the path of a .toml file)")
     try:
+        if path.stat().st_size > MAX_SUITE_BYTES:
+            raise RaspError(f"{path}: the suite file has {path.stat().st_size:,} bytes; the limit is "
+                            f"{MAX_SUITE_BYTES:,}")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RaspError(f"{path}: cannot read the suite file: {e}") from None
@@ -176,6 +185,15 @@ class _Locator:
 
     def __init__(self, text: str, path: str):
         self.lines, self.path, self.text = text.split("\n"), path, text
+        self.headers: dict = {}         # "[x]" / "[[x]]" -> its lines, found in one pass (no rescans)
+        for i, line in enumerate(self.lines):
+            head = line.strip()
+            if head.startswith("["):
+                self.headers.setdefault(head, []).append(i + 1)
+
+    def header_line(self, header: str) -> int:
+        """The line of table header `[header]` (1 when absent)."""
+        return self.headers.get(f"[{header}]", [1])[0]
 
     def line_of(self, *needles, after: int = 0) -> int:
         for needle in needles:
@@ -189,7 +207,7 @@ class _Locator:
 
     def header_lines(self, header: str) -> list:
         """Lines of each `[[header]]` occurrence, in order."""
-        return [i + 1 for i, l in enumerate(self.lines) if l.strip() == f"[[{header}]]"]
+        return self.headers.get(f"[[{header}]]", [])
 
     def error(self, message: str, line: int = 1) -> RaspError:
         return RaspError(message, Loc(self.path, line, 1), self.text)
@@ -203,7 +221,58 @@ def parse_suite(text: str, path: str = "<suite>") -> Suite:
         m = re.search(r"at line (\d+), column (\d+)", str(e))
         line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
         raise RaspError(f"not valid TOML: {re.sub(r' [(]at line.*', '', str(e))}", Loc(path, line, col), text) from None
+    except RecursionError:          # tomllib recurses per level of nested arrays / inline tables
+        line, col = _deep_place(text)
+        raise RaspError(f"not valid TOML: arrays or tables nested more than {TOML_DEPTH} deep",
+                        Loc(path, line, col), text) from None
+    _check_sizes(doc, loc)
     return _Parser(doc, loc).suite()
+
+
+TOML_DEPTH = 100        # nesting tomllib is sure to handle; the place named when it is not
+
+
+def _deep_place(text: str) -> tuple:
+    """(line, column) of the first bracket nested past TOML_DEPTH (strings and
+    comments skipped roughly: this only locates an error tomllib found)."""
+    depth, quote, line, start = 0, None, 1, 0
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            line, start = line + 1, i + 1
+            if quote in ("#", '"', "'"):
+                quote = None
+        elif quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'#":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > TOML_DEPTH:
+                return line, i - start + 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return 1, 1
+
+
+def _check_sizes(doc: dict, loc: _Locator):
+    """Each section's number of entries, and the table cells, bounded before
+    any entry is looked at (the checks per entry are not all linear)."""
+    for key, limit in MAX_ENTRIES.items():
+        v = doc.get(key)
+        if isinstance(v, (list, dict)) and len(v) > limit:
+            lines = loc.headers.get(f"[[{key}]]") or [loc.header_line(f"{key}.{list(v)[limit]}")
+                                                     if isinstance(v, dict) else 1]
+            line = lines[limit] if len(lines) > limit else lines[0]
+            raise loc.error(f"{len(v)} {key} entries; a suite may have at most {limit}", line)
+    cells = 0
+    for t in doc.get("tables", []) if isinstance(doc.get("tables"), list) else []:
+        if isinstance(t, dict):
+            rows, cols = t.get("rows"), t.get("columns")
+            cells += (len(rows) if isinstance(rows, list) else 1) * (len(cols) if isinstance(cols, list) else 1)
+    if cells > MAX_TABLE_CELLS:
+        raise loc.error(f"the [[tables]] have {cells:,} cells (rows x columns); a suite may have at most "
+                        f"{MAX_TABLE_CELLS:,}", loc.headers.get("[[tables]]", [1])[0])
 
 
 class _Parser:
@@ -300,8 +369,8 @@ class _Parser:
         self._known(head, {"name", "title", "seeds", "presets", "note"}, "[suite]", hl)
         name = self._name(head, "[suite]", hl)
         seeds = head.get("seeds", 1)
-        if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= 100:
-            self._fail("[suite]: seeds must be an integer from 1 to 100", "seeds", after=hl)
+        if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS:
+            self._fail(f"[suite]: seeds must be an integer from 1 to {MAX_SEEDS}", "seeds", after=hl)
         presets = head.get("presets", list(PRESETS))
         if not isinstance(presets, list) or not presets or any(p not in PRESETS for p in presets):
             self._fail(f"[suite]: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=hl)
@@ -331,7 +400,7 @@ class _Parser:
         out = {}
         for key, v in raw.items():
             where = f"[sources.{key}]"
-            line = self.loc.line_of(where)
+            line = self.loc.header_line(f"sources.{key}")
             if not isinstance(v, dict):
                 self._fail(f"{where} must be a table with 'cite'", where)
             self._known(v, {"cite", "file"}, where, line)
