@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from rasp.errors import RaspError
 from trainer import checkpoint, distributed, ema
 from trainer.compiled import finetune_stop_reason
 from trainer.guard import Guard
+from trainer.progress import bar as progress_bar
 
 
 def train(kind) -> dict:
@@ -63,11 +63,6 @@ def append_row(path: Path, row: dict):
 
 def n_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-def show_progress(enabled: bool) -> bool:
-    """A bar only on a terminal: a redirected log gets none."""
-    return enabled and sys.stderr.isatty()
 
 
 def _train(kind, d) -> dict:
@@ -123,8 +118,7 @@ def _train(kind, d) -> dict:
             append_row(metrics_path, {"step": 0, **kind.evaluate(model)})
     d.barrier()
 
-    bar = tqdm(total=hp.steps, initial=step, disable=not (show_progress(cfg.progress) and d.main),
-               dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
+    bar = progress_bar(total=hp.steps, initial=step, enabled=cfg.progress and d.main, desc=f"{cfg.task}/{cfg.model}")
     t_start = t_last = time.perf_counter()
     last_step = step
     history = read_metrics(metrics_path, step)      # logged rows (every rank: the stop rule must agree)
