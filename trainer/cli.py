@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from rasp.errors import RaspError
+from rasp.options import ArgumentParser
 from trainer.models import MODELS
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
@@ -216,7 +217,7 @@ def planned_hparams(train_argv: list) -> dict:
     new run, without training (`rasp compare` checks a finished run against
     them: a preset edited since the run makes it stale).  RaspError if the
     arguments are wrong."""
-    parser = argparse.ArgumentParser(prog="python -m trainer train", add_help=False)
+    parser = ArgumentParser(prog="python -m trainer train", add_help=False)
     add_train_args(parser)
     try:
         args = parser.parse_args(train_argv)

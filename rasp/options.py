@@ -1,0 +1,62 @@
+"""The argument parser of every `rasp` command (and `python -m trainer`).
+
+argparse as it is, with two changes that make a mistyped flag obvious:
+
+* no abbreviations (`allow_abbrev=False`): `--inp` is not silently `--input`,
+  and a flag added later can never change what an old command line means;
+* an unknown flag is named before anything else is checked, with the
+  closest known flag: `rasp run p.rasp --inptu x` says "unrecognized argument
+  --inptu (did you mean --input?)", not that --input is missing.
+
+Subcommand parsers made by `add_subparsers` are of this class too.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+
+_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")     # a negative number is a value, not a flag
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        if sys.version_info >= (3, 14):             # argparse's own did-you-mean for choices
+            kwargs.setdefault("suggest_on_error", True)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        unknown = self.unknown_flags(argv)
+        if unknown:
+            self.error(self.unrecognized(unknown))
+        return super().parse_known_args(args, namespace)
+
+    def known_flags(self) -> list:
+        return [s for a in self._actions for s in a.option_strings]
+
+    def unknown_flags(self, argv: list) -> list:
+        """The tokens of argv that argparse would read as flags and that this
+        parser does not have (those after a subcommand are its parser's)."""
+        known = set(self.known_flags())
+        subcommands = {name for a in self._actions if a.nargs == argparse.PARSER for name in a.choices}
+        found = []
+        for token in argv:
+            if token == "--" or token in subcommands:
+                break
+            if (not token.startswith("-") or token == "-" or " " in token or _NUMBER.match(token)):
+                continue                            # a value (argparse reads these as values too)
+            flag = token.split("=", 1)[0]
+            if flag in known or (not flag.startswith("--") and flag[:2] in known):   # -n5
+                continue
+            found.append(flag)
+        return found
+
+    def unrecognized(self, flags: list) -> str:
+        def named(flag):
+            close = difflib.get_close_matches(flag, [f for f in self.known_flags() if f != "-h"], n=1, cutoff=0.6)
+            return flag + (f" (did you mean {close[0]}?)" if close else "")
+        return ("unrecognized argument " if len(flags) == 1 else "unrecognized arguments ") + \
+            ", ".join(named(f) for f in flags)
