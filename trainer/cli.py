@@ -24,7 +24,7 @@ from trainer.models import MODELS
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
-from trainer.stopping import RULES
+from trainer.stopping import RULE_HELP, RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
 from trainer import validate
 
@@ -365,7 +365,9 @@ def refuse_given(args, names, reason: str):
 def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("run", help="run directory written by `rasp train`")
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
-    p.add_argument("--stop", default=None, choices=list(RULES), help="Fan-task runs: the stopping rule (default oracle)")
+    p.add_argument("--stop", default=None, choices=list(RULES),
+                   help="Fan-task runs: when the loop stops (default oracle): "
+                        + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items()))
     p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
                    help="--stop threshold: confidence CE to exit at (default 0.01)")
     p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
