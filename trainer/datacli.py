@@ -3,10 +3,10 @@
     rasp data TASK [--split NAME] -n N -o FILE.jsonl [--seed S]     (the split: train by default)
     rasp data TASK --stats [--split NAME] [-n N]
 
---stats without -n reads a sample of each split sized to take seconds: the
-long ListOps and word-problem splits cost about 50 µs of CPU per token to
-generate and label (their labels come from running the task's program), so
-1000 rows of all of ListOps' 17 splits took 44-71 CPU-seconds.  A sample is
+--stats without -n reads a sample of each split sized to take seconds: long
+ListOps and word-problem inputs are slow to generate and label (their labels
+come from running the task's program), and 1000 rows of every split took
+minutes.  A sample is
 the first rows of the split for that seed: `rasp data TASK --split NAME -n K
 --seed S -o F` writes exactly the rows it describes.
 """
