@@ -6,7 +6,8 @@ argparse as it is, with two changes that make a mistyped flag obvious:
   and a flag added later can never change what an old command line means;
 * an unknown flag is named before anything else is checked, with the
   closest known flag: `rasp run p.rasp --inptu x` says "unrecognized argument
-  --inptu (did you mean --input?)", not that --input is missing.
+  --inptu (did you mean --input?)", not that --input is missing;
+* a mistyped choice gets the closest one: `rasp trian` -> "did you mean train?".
 
 Subcommand parsers made by `add_subparsers` are of this class too.
 """
@@ -18,6 +19,7 @@ import re
 import sys
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")     # a negative number is a value, not a flag
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -34,18 +36,28 @@ class ArgumentParser(argparse.ArgumentParser):
             self.error(self.unrecognized(unknown))
         return super().parse_known_args(args, namespace)
 
+    def error(self, message):
+        """argparse's error, with the closest choice to a mistyped one
+        (Python 3.14's suggest_on_error does this itself)."""
+        wrong = _INVALID_CHOICE.search(message)
+        if wrong and "maybe you meant" not in message:
+            close = difflib.get_close_matches(wrong.group(1), [c.strip(" '") for c in wrong.group(2).split(",")], n=1)
+            message += f" (did you mean {close[0]}?)" if close else ""
+        super().error(message)
+
     def known_flags(self) -> list:
         return [s for a in self._actions for s in a.option_strings]
 
     def unknown_flags(self, argv: list) -> list:
         """The tokens of argv that argparse would read as flags and that this
-        parser does not have (those after a subcommand are its parser's)."""
+        parser does not have (those after a subcommand are its parser's: a
+        parser with subcommands looks only before its first word)."""
         known = set(self.known_flags())
-        subcommands = {name for a in self._actions if a.nargs == argparse.PARSER for name in a.choices}
+        has_subcommands = any(a.nargs == argparse.PARSER for a in self._actions)
         found = []
         for token in argv:
-            if token == "--" or token in subcommands:
-                break
+            if token == "--" or (has_subcommands and not token.startswith("-")):
+                break                               # the rest is the subcommand's (or a mistyped one's)
             if (not token.startswith("-") or token == "-" or " " in token or _NUMBER.match(token)):
                 continue                            # a value (argparse reads these as values too)
             flag = token.split("=", 1)[0]

@@ -38,6 +38,9 @@ def run(capsys, *argv):
     (["data", "flipflop", "--stat"], "unrecognized argument --stat (did you mean --stats?)"),
     (["compare", "fan", "--dry-rn"], "unrecognized argument --dry-rn (did you mean --dry-run?)"),
     (["run", PARITY, "--input", "1 0 > # #", "--zzz"], "unrecognized argument --zzz"),
+    (["trian", "--task", "parity"], "invalid choice: 'trian'"),
+    (["trian"], "(did you mean train?)"),
+    (["eval", "{d}", "--stop", "oracel"], "(did you mean oracle?)"),
 ])
 def test_an_unknown_flag_is_named_before_anything_else(capsys, tmp_path, argv, named):
     status, out, err = run(capsys, *[a.format(d=tmp_path) for a in argv])
