@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from .errors import RaspError
+from .options import ArgumentParser
 
 EXIT_USAGE = 2
 
@@ -71,7 +72,7 @@ def _version() -> str:
 def _build_parser(chosen: Optional[str]) -> argparse.ArgumentParser:
     """Every subcommand is listed (for --help and for argparse's choice check),
     but only `chosen`'s module is imported to register its options."""
-    parser = argparse.ArgumentParser(prog="rasp",
+    parser = ArgumentParser(prog="rasp",
                                      description="n-RASP-L: run, check, draw, compile and train programs")
     parser.add_argument("--version", action="version", version=f"rasp {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

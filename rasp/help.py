@@ -315,6 +315,7 @@ if __name__ == "__main__":
         path = Path(sys.argv[2])
         path.write_text(fill_docs(path.read_text(encoding="utf-8")), encoding="utf-8")
     else:
-        parser = argparse.ArgumentParser(prog="rasp help")
+        from .options import ArgumentParser
+        parser = ArgumentParser(prog="rasp help")
         add_arguments(parser)
         sys.exit(run(parser.parse_args()))

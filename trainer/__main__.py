@@ -1,16 +1,16 @@
 """`python -m trainer train|eval|compare ...`: what `rasp train|eval|compare`
 does, without the front end (and what `torchrun --nproc_per_node K -m trainer
 train ...` runs)."""
-import argparse
 import sys
 
 from rasp.errors import RaspError
+from rasp.options import ArgumentParser
 from trainer import cli
 from trainer.compare import cli as compare_cli
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer")
+    parser = ArgumentParser(prog="python -m trainer")
     sub = parser.add_subparsers(dest="cmd", required=True)
     cli.add_train_args(sub.add_parser("train"))
     cli.add_eval_args(sub.add_parser("eval"))

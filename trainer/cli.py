@@ -19,11 +19,12 @@ from pathlib import Path
 import torch
 
 from rasp.errors import RaspError
+from rasp.options import ArgumentParser
 from trainer.models import MODELS, get_model_spec
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
-from trainer.stopping import RULES
+from trainer.stopping import RULE_HELP, RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
 from trainer import validate
 
@@ -98,34 +99,44 @@ def refuse_changed_run(args, run: dict):
 
 
 def add_train_args(p: argparse.ArgumentParser):
+    from trainer import explog, trainhelp
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = catalogue()
+    p.usage = "%(prog)s --task TASK --out DIR [--model MODEL] [--preset {paper,cpu}] [options]"
+    p.epilog = trainhelp.RECIPE_NOTE + "\n\n" + catalogue()
     p.add_argument("--task", action=Given, help="the task (listed below)")
     p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
-    p.add_argument("--init", action=Given, default="random", choices=["random", "compiled"])
-    p.add_argument("--compress", action=Given, type=validate.COMPRESS, default=None, metavar="D",
-                   help="with --init compiled: project the compiled model into width D")
-    p.add_argument("--compress-method", action=Given, default="merge", choices=["merge", "pca", "random"],
-                   help="with --compress: merge (share coordinates between dims that are never live together, "
-                        "exact, then PCA below that width), pca or random")
-    p.add_argument("--preset", action=Given, default="cpu", help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--guard", default="auto", choices=["auto", "on", "off"],
-                   help="reject steps that raise the batch loss (auto: on for --init compiled)")
-    p.add_argument("--freeze-fragile", default="auto", choices=["auto", "on", "off"],
-                   help="freeze the compiled start's length-fragile tensors (auto: on for --init compiled)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the run directory (created; --resume continues it)")
+    p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESETS),
+                   help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, help="stop after this many seconds (checkpointed)")
+    p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
+                   help=f"also log the metrics to {', '.join(explog.LOGGERS)} in DIR/ (pip install -e '.[log]'); "
+                        "repeatable")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
     add_threads_arg(p)
-    for name, typ in _HP_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=typ, default=None,
-                       help=f"override the preset's {name}")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="comparison tasks: any hyper-parameter or model option (EncoderConfig.extra), repeatable")
-    p.add_argument("--data", action=Given, default=None, metavar="FILE.jsonl",
-                   help="comparison tasks: train on this file (from `rasp data`) instead of generating online")
+    p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, metavar="SECONDS",
+                   help="stop after this many seconds, checkpointed (--resume goes on)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none anyway when stderr is not a terminal)")
+    start = p.add_argument_group("the starting weights")
+    start.add_argument("--init", action=Given, default="random", choices=["random", "compiled"],
+                       help="random, or compiled from the task's RASP program (exact before training); default random")
+    start.add_argument("--compress", action=Given, type=validate.COMPRESS, default=None, metavar="D",
+                       help="with --init compiled: project the compiled model into width D")
+    start.add_argument("--compress-method", action=Given, default="merge", choices=["merge", "pca", "random"],
+                       help="with --compress: merge (share coordinates between dims that are never live together, "
+                            "exact, then PCA below that width), pca or random; default merge")
+    start.add_argument("--guard", default="auto", choices=["auto", "on", "off"],
+                       help="reject steps that raise the batch loss or break the guard sample "
+                            "(auto: on for --init compiled)")
+    start.add_argument("--freeze-fragile", default="auto", choices=["auto", "on", "off"],
+                       help="freeze the compiled start's length-fragile tensors (auto: on for --init compiled)")
+    seq = p.add_argument_group("comparison tasks")
+    seq.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="any hyper-parameter or model option (EncoderConfig.extra), repeatable")
+    seq.add_argument("--data", action=Given, default=None, metavar="FILE.jsonl",
+                     help="train on this file (from `rasp data`) instead of generating online")
+    trainhelp.add_recipe_flags(p, _HP_FLAGS, SHARED_FLAGS)
     return p
 
 
@@ -216,7 +227,7 @@ def planned_hparams(train_argv: list) -> dict:
     new run, without training (`rasp compare` checks a finished run against
     them: a preset edited since the run makes it stale).  RaspError if the
     arguments are wrong."""
-    parser = argparse.ArgumentParser(prog="python -m trainer train", add_help=False)
+    parser = ArgumentParser(prog="python -m trainer train", add_help=False)
     add_train_args(parser)
     try:
         args = parser.parse_args(train_argv)
@@ -327,12 +338,13 @@ def report(summary: dict) -> str:
 
 
 def run_train(args) -> int:
+    from trainer import explog, loop
+    explog.check_available(args.log)       # before any work: the optional package is there
     threads = set_threads(args.threads)
     kind = train_kind(args)
     if _main_rank():
         print(threads, file=sys.stderr)
-    from trainer import loop
-    summary = loop.train(kind)
+    summary = loop.train(kind, args.log)
     if not _main_rank():
         return 0
     print(f"{report(summary)}; run in {kind.cfg.out}")
@@ -353,7 +365,9 @@ def refuse_given(args, names, reason: str):
 def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("run", help="run directory written by `rasp train`")
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
-    p.add_argument("--stop", default=None, choices=list(RULES), help="Fan-task runs: the stopping rule (default oracle)")
+    p.add_argument("--stop", default=None, choices=list(RULES),
+                   help="Fan-task runs: when the loop stops (default oracle): "
+                        + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items()))
     p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
                    help="--stop threshold: confidence CE to exit at (default 0.01)")
     p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,

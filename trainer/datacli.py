@@ -2,10 +2,18 @@
 
     rasp data TASK [--split NAME] -n N -o FILE.jsonl [--seed S]     (the split: train by default)
     rasp data TASK --stats [--split NAME] [-n N]
+
+--stats without -n reads a sample of each split sized to take seconds: long
+ListOps and word-problem inputs are slow to generate and label (their labels
+come from running the task's program), and 1000 rows of every split took
+minutes.  A sample is
+the first rows of the split for that seed: `rasp data TASK --split NAME -n K
+--seed S -o F` writes exactly the rows it describes.
 """
 from __future__ import annotations
 
 import argparse
+import math
 from collections import Counter
 
 import numpy as np
@@ -18,12 +26,31 @@ def add_data_args(p: argparse.ArgumentParser):
     p.add_argument("task", help="a comparison task (flipflop, words_z60, listops, logic, ...)")
     p.add_argument("--split", default=None, help="split name (default: train; with --stats: every split)")
     p.add_argument("-n", type=validate.DATA_EXAMPLES, default=None,
-                   help="number of examples (--stats default: up to 1000)")
+                   help=f"number of examples (--stats default: a sample of {STATS_MIN_ROWS}..{STATS_MAX_ROWS} rows "
+                        f"per split, fewer for long inputs: about {STATS_TOKENS:,} tokens)")
     p.add_argument("-o", "--output", type=validate.out_file, default=None, help="JSON-lines file to write")
     p.add_argument("--stats", action="store_true", help="print length and label distributions instead")
     p.add_argument("--seed", type=validate.SEED, default=0,
                    help="generator seed (rasp eval's examples of a split are this with --seed 1234)")
     return p
+
+
+# --stats' default sample per split: rows until about STATS_TOKENS tokens, within these bounds
+STATS_TOKENS = 8_000
+STATS_MIN_ROWS, STATS_MAX_ROWS = 16, 200
+SHARE_DECIMALS = 3
+
+
+def stats_sample(task, split: str, seed: int) -> list:
+    """The first rows of `split` for `seed` that hold about STATS_TOKENS
+    tokens (STATS_MIN_ROWS..STATS_MAX_ROWS, at most the split's size): the
+    first STATS_MIN_ROWS tell the split's mean length."""
+    from trainer.seqdata import example_length, generate_split
+    cap = min(task.splits[split].size or STATS_MAX_ROWS, STATS_MAX_ROWS)
+    first = generate_split(task, split, min(STATS_MIN_ROWS, cap), seed)
+    mean = sum(example_length(e) for e in first) / len(first)
+    n = min(cap, max(len(first), math.ceil(STATS_TOKENS / max(mean, 1.0))))
+    return first if n == len(first) else generate_split(task, split, n, seed)
 
 
 def _data_task(name: str):
@@ -46,12 +73,12 @@ def split_stats(task, examples: list) -> dict:
     else:
         labels, scored = Counter(int(e.target) for e in examples), None
     total = sum(labels.values()) or 1
-    out = {"n": len(examples), "length": {"min": int(lengths.min()), "mean": float(lengths.mean()),
+    out = {"n": len(examples), "length": {"min": int(lengths.min()), "mean": round(float(lengths.mean()), 2),
                                           "max": int(lengths.max())},
-           "labels": {task.labels[k] if 0 <= k < len(task.labels) else str(k): v / total
+           "labels": {task.labels[k] if 0 <= k < len(task.labels) else str(k): round(v / total, SHARE_DECIMALS)
                       for k, v in sorted(labels.items())}}
     if scored is not None:
-        out["scored_per_sequence"] = float(scored.mean())
+        out["scored_per_sequence"] = round(float(scored.mean()), 2)
     groups = Counter(e.group for e in examples if e.group is not None)
     if groups:
         out["groups"] = dict(sorted(groups.items()))
@@ -66,9 +93,11 @@ def run_data(args) -> int:
     if args.stats:
         import json
         for name in [args.split] if args.split else list(task.splits):
-            n = args.n or min(task.splits[name].size or 1000, 1000)
-            st = split_stats(task, generate_split(task, name, n, args.seed))
-            print(f"{task.name} {name} ({task.splits[name].description or task.splits[name].params}):")
+            examples = (generate_split(task, name, args.n, args.seed) if args.n
+                        else stats_sample(task, name, args.seed))
+            st = split_stats(task, examples)
+            print(f"{task.name} {name} ({task.splits[name].description or task.splits[name].params}): "
+                  f"from {len(examples)} rows (seed {args.seed}" + ("" if args.n else "; -n N for more") + ")")
             for k, v in st.items():
                 if k == "labels" and len(v) > 12:         # many classes: the most frequent
                     v = dict(sorted(v.items(), key=lambda kv: -kv[1])[:12]) | {"...": f"{len(st[k])} labels"}

@@ -29,11 +29,11 @@ from typing import Optional
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from rasp.errors import RaspError
 from trainer import checkpoint, objectives
 from trainer.models import get_model_spec
+from trainer.progress import bar as progress_bar
 from trainer.hparams import HParams
 from trainer.stopping import RULES
 from trainer.train import build_data
@@ -59,8 +59,7 @@ def load_run(run_dir, device="cpu"):
 def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batch_size: int,
                    threshold: float, seed: int, device, progress: bool = False) -> list:
     rows = []
-    bar = tqdm(total=samples * len(lengths), disable=not progress, unit="input", dynamic_ncols=True,
-               desc=f"eval {rule}", file=sys.stderr)
+    bar = progress_bar(total=samples * len(lengths), enabled=progress, unit="input", desc=f"eval {rule}")
     for n in lengths:
         bar.set_postfix(n=n)
         rng = np.random.default_rng([seed, n])

@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -33,18 +32,21 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
-from trainer import checkpoint, distributed, ema
+from trainer import checkpoint, distributed, ema, explog
 from trainer.compiled import finetune_stop_reason
 from trainer.guard import Guard
+from trainer.progress import bar as progress_bar
 
 
-def train(kind) -> dict:
-    """Run (or resume) `kind`'s training; returns the summary."""
+def train(kind, log=()) -> dict:
+    """Run (or resume) `kind`'s training; returns the summary.  `log`: the
+    experiment loggers that also get metrics.jsonl's rows (trainer/explog.py)."""
     cfg = kind.cfg
+    loggers = explog.Loggers(log)        # a missing optional package is refused before any work
     d = distributed.setup(cfg.device)
     try:
-        with checkpoint.run_lock(cfg.out, cfg.resume, enabled=d.main):   # one writer per --out
-            return _train(kind, d)
+        with checkpoint.run_lock(cfg.out, cfg.resume, enabled=d.main), loggers:   # one writer per --out
+            return _train(kind, d, loggers)
     except OSError as e:            # a full disk: the last checkpoint is intact (checkpoint.save)
         raise checkpoint.write_failed(e, cfg.out, "the run") from None
     finally:
@@ -65,12 +67,7 @@ def n_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def show_progress(enabled: bool) -> bool:
-    """A bar only on a terminal: a redirected log gets none."""
-    return enabled and sys.stderr.isatty()
-
-
-def _train(kind, d) -> dict:
+def _train(kind, d, loggers) -> dict:
     cfg, hp, out = kind.cfg, kind.hp, Path(kind.cfg.out)
     device = torch.device(d.device if d.on else cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -117,18 +114,25 @@ def _train(kind, d) -> dict:
     ema_decay = getattr(hp, "ema", 0.0)
 
     metrics_path = out / "metrics.jsonl"
+
+    def record(row: dict):          # a row of metrics.jsonl, and of the experiment loggers
+        append_row(metrics_path, row)
+        loggers.write(row)
+
     if d.main:
         out.mkdir(parents=True, exist_ok=True)
-        checkpoint.write_json_atomic(out / "run.json", kind.run_record() | {
-            "format": checkpoint.RUN_FORMAT, "n_params": n_params(model), "init_info": init_info, "world_size": d.world})
-        kept = read_metrics(metrics_path, step)     # drop rows written after the checkpoint
+        run_record = kind.run_record() | {
+            "format": checkpoint.RUN_FORMAT, "n_params": n_params(model), "init_info": init_info, "world_size": d.world}
+        checkpoint.write_json_atomic(out / "run.json", run_record)
+        # drop rows written after the checkpoint (all of them at step 0: the run starts again)
+        kept = read_metrics(metrics_path, step) if step else []
         checkpoint.write_text_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
+        loggers.open(out, step, kept, run_record, cfg.resume)
         if step == 0:
-            append_row(metrics_path, {"step": 0, **kind.evaluate(model)})
+            record({"step": 0, **kind.evaluate(model)})
     d.barrier()
 
-    bar = tqdm(total=hp.steps, initial=step, disable=not (show_progress(cfg.progress) and d.main),
-               dynamic_ncols=True, desc=f"{cfg.task}/{cfg.model}")
+    bar = progress_bar(total=hp.steps, initial=step, enabled=cfg.progress and d.main, desc=f"{cfg.task}/{cfg.model}")
     t_start = t_last = time.perf_counter()
     last_step = step
     # logged rows (every rank: the stop rule must agree); evaluation-only rows -- the step-0
@@ -204,7 +208,7 @@ def _train(kind, d) -> dict:
             verify()
             row = (row or {"step": step}) | kind.evaluate(model)
         if row is not None and d.main:
-            append_row(metrics_path, row)
+            record(row)
             if history:                 # an evaluation before the first log row has no loss to show yet
                 bar.set_postfix(loss=f"{history[-1]['loss']:.4f}", acc=f"{history[-1]['acc']:.3f}",
                                 **kind.bar_fields(history[-1]),
@@ -220,7 +224,7 @@ def _train(kind, d) -> dict:
     bar.close()
     summary = None
     if d.main:
-        summary = _summary(kind, model, opt, metrics_path, step, time.perf_counter() - t_start, init_info)
+        summary = _summary(kind, model, opt, metrics_path, record, step, time.perf_counter() - t_start, init_info)
         checkpoint.write_json_atomic(out / "summary.json", summary)
         try:
             from trainer.plots import train_curves
@@ -237,7 +241,7 @@ def _no_sums() -> dict:
     return {"loss": 0.0, "acc": 0.0, "k": 0}
 
 
-def _summary(kind, model, opt, metrics_path: Path, step: int, seconds: float, init_info: dict) -> dict:
+def _summary(kind, model, opt, metrics_path: Path, record, step: int, seconds: float, init_info: dict) -> dict:
     """The run's metrics AT ITS FINAL STEP, each with the steps it was measured
     over: the evaluation is made at the final step itself (and appended to
     metrics.jsonl) if the last periodic one was earlier -- also after a
@@ -248,7 +252,7 @@ def _summary(kind, model, opt, metrics_path: Path, step: int, seconds: float, in
     last_eval = next((r for r in reversed(rows) if "eval_acc" in r), None)
     if last_eval is None or last_eval["step"] != step:
         last_eval = {"step": step, **kind.evaluate(model)}
-        append_row(metrics_path, last_eval)
+        record(last_eval)
         rows.append(last_eval)
     train_rows = [r for r in rows if "loss" in r]
     last = train_rows[-1] if train_rows else None

@@ -27,6 +27,7 @@ from rasp.errors import RaspError
 from trainer import checkpoint, scoring
 from trainer.seqdata import generate_split
 from trainer.hparams import HParams
+from trainer.progress import bar as progress_bar
 from trainer.seqpresets import apply
 from trainer.seqtrain import checkpoint_model, score_examples, seq_task
 
@@ -130,13 +131,12 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
             old = {}
         # an earlier result of another shape is replaced: keep only splits that look like results
         old = {k: v for k, v in old.items() if _split_result_ok(v)} if isinstance(old, dict) else {}
-    from tqdm import tqdm
     results = dict(old)
     split_examples = {name: generate_split(task, name, n if n is not None else
                                            min(task.splits[name].size or DEFAULT_N, DEFAULT_N), seed)
                       for name in names}
     check_lengths(model, task, split_examples)
-    for name in tqdm(names, disable=not progress, desc=f"eval {task.name}/{run['model']}"):
+    for name in progress_bar(names, enabled=progress, desc=f"eval {task.name}/{run['model']}"):
         examples = split_examples[name]
         raw = score_examples(task, model, examples, task.metrics, torch.device(device), batch_size)
         results[name] = {**summarise(raw), "params": task.splits[name].params}

@@ -19,6 +19,13 @@ import torch
 import torch.nn.functional as F
 
 RULES = ("oracle", "confidence", "confidence_sample", "threshold")
+# one line each, for --help
+RULE_HELP = {"oracle": "each input's own T(n) iterations (the task's known count)",
+             "confidence": "one step for all inputs of a length: the lowest mean confidence cross-entropy "
+                           "over T_max iterations (Fan et al.'s Eq. 2)",
+             "confidence_sample": "the same criterion, each input its own step",
+             "threshold": "stop each input at its first step whose confidence cross-entropy is below "
+                          "--threshold"}
 
 
 @dataclass

@@ -38,12 +38,13 @@ def _names(text):
 
 def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("suite", nargs="?", help=f"a suite name ({', '.join(available_suites())}) or a .toml file")
-    p.add_argument("--preset", default="cpu", choices=list(PRESETS))
+    p.add_argument("--preset", default="cpu", choices=list(PRESETS),
+                   help="every run's recipe: cpu (minutes on 2 cores) or paper (the papers'); default cpu")
     p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None, metavar="K", help="seeds 0..K-1 (default: the suite's)")
     p.add_argument("--models", default=None, help="comma-separated model entries of the suite (default: all)")
     p.add_argument("--tasks", default=None, help="comma-separated task entries of the suite (default: all)")
     p.add_argument("--out", default=None, help="output directory (default: runs/compare)")
-    p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=1, metavar="N", help="runs at a time, one torch thread each")
+    p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=1, metavar="N", help="runs at a time, one torch thread each (default 1)")
     p.add_argument("--executor", default="local", choices=["local", "slurm"],
                    help="local processes, or Slurm jobs through submitit")
     p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",

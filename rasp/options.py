@@ -1,0 +1,74 @@
+"""The argument parser of every `rasp` command (and `python -m trainer`).
+
+argparse as it is, with two changes that make a mistyped flag obvious:
+
+* no abbreviations (`allow_abbrev=False`): `--inp` is not silently `--input`,
+  and a flag added later can never change what an old command line means;
+* an unknown flag is named before anything else is checked, with the
+  closest known flag: `rasp run p.rasp --inptu x` says "unrecognized argument
+  --inptu (did you mean --input?)", not that --input is missing;
+* a mistyped choice gets the closest one: `rasp trian` -> "did you mean train?".
+
+Subcommand parsers made by `add_subparsers` are of this class too.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+
+_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")     # a negative number is a value, not a flag
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        if sys.version_info >= (3, 14):             # argparse's own did-you-mean for choices
+            kwargs.setdefault("suggest_on_error", True)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        unknown = self.unknown_flags(argv)
+        if unknown:
+            self.error(self.unrecognized(unknown))
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message):
+        """argparse's error, with the closest choice to a mistyped one
+        (Python 3.14's suggest_on_error does this itself)."""
+        wrong = _INVALID_CHOICE.search(message)
+        if wrong and "maybe you meant" not in message:
+            close = difflib.get_close_matches(wrong.group(1), [c.strip(" '") for c in wrong.group(2).split(",")], n=1)
+            message += f" (did you mean {close[0]}?)" if close else ""
+        super().error(message)
+
+    def known_flags(self) -> list:
+        return [s for a in self._actions for s in a.option_strings]
+
+    def unknown_flags(self, argv: list) -> list:
+        """The tokens of argv that argparse would read as flags and that this
+        parser does not have (those after a subcommand are its parser's: a
+        parser with subcommands looks only before its first word)."""
+        known = set(self.known_flags())
+        has_subcommands = any(a.nargs == argparse.PARSER for a in self._actions)
+        found = []
+        for token in argv:
+            if token == "--" or (has_subcommands and not token.startswith("-")):
+                break                               # the rest is the subcommand's (or a mistyped one's)
+            if (not token.startswith("-") or token == "-" or " " in token or _NUMBER.match(token)):
+                continue                            # a value (argparse reads these as values too)
+            flag = token.split("=", 1)[0]
+            if flag in known or (not flag.startswith("--") and flag[:2] in known):   # -n5
+                continue
+            found.append(flag)
+        return found
+
+    def unrecognized(self, flags: list) -> str:
+        def named(flag):
+            close = difflib.get_close_matches(flag, [f for f in self.known_flags() if f != "-h"], n=1, cutoff=0.6)
+            return flag + (f" (did you mean {close[0]}?)" if close else "")
+        return ("unrecognized argument " if len(flags) == 1 else "unrecognized arguments ") + \
+            ", ".join(named(f) for f in flags)

@@ -1,0 +1,216 @@
+"""The command line as a researcher meets it (issue 25): unknown flags named,
+grouped help with defaults, no progress bars in logs, experiment logging to
+TensorBoard, and `rasp data --stats` in seconds.  Each test is quick."""
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from rasp.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PARITY = str(ROOT / "programs" / "parity.rasp")
+TINY = ["--d-model", "16", "--n-head", "2", "--eval-samples", "8", "--log-every", "2"]
+
+
+def run(capsys, *argv):
+    """(status, stdout, stderr) of `rasp ARGV`, argparse's exits included."""
+    try:
+        status = main(list(argv))
+    except SystemExit as e:
+        status = e.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    return status, out, err
+
+
+# ---- unknown flags ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,named", [
+    (["run", PARITY, "--inptu", "1 0 > # #"], "unrecognized argument --inptu (did you mean --input?)"),
+    (["run", PARITY, "--inp", "1 0 > # #"], "unrecognized argument --inp (did you mean --input?)"),  # no abbreviations
+    (["--verison"], "unrecognized argument --verison (did you mean --version?)"),
+    (["train", "--tsak", "parity", "--out", "{d}/r"], "unrecognized argument --tsak (did you mean --task?)"),
+    (["eval", "{d}", "--stpo", "oracle"], "unrecognized argument --stpo (did you mean --stop?)"),
+    (["data", "flipflop", "--stat"], "unrecognized argument --stat (did you mean --stats?)"),
+    (["compare", "fan", "--dry-rn"], "unrecognized argument --dry-rn (did you mean --dry-run?)"),
+    (["run", PARITY, "--input", "1 0 > # #", "--zzz"], "unrecognized argument --zzz"),
+    (["trian", "--task", "parity"], "invalid choice: 'trian'"),
+    (["trian"], "(did you mean train?)"),
+    (["eval", "{d}", "--stop", "oracel"], "(did you mean oracle?)"),
+])
+def test_an_unknown_flag_is_named_before_anything_else(capsys, tmp_path, argv, named):
+    status, out, err = run(capsys, *[a.format(d=tmp_path) for a in argv])
+    assert status == 2 and named in err, err
+    assert "is required" not in err and not (tmp_path / "r").exists()
+
+
+def test_values_that_look_like_flags_are_values():
+    from rasp.options import ArgumentParser
+    p = ArgumentParser(prog="x")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--input")
+    p.add_argument("-n", type=int)
+    assert p.unknown_flags(["--lr", "-0.5", "--input=-1 0 > #", "-n5", "--", "--whatever"]) == []
+    assert p.parse_args(["--lr", "-0.5", "-n5"]).lr == -0.5
+    assert p.unknown_flags(["--lr", "1", "--nope", "-q"]) == ["--nope", "-q"]
+
+
+# ---- help ------------------------------------------------------------------------------------
+
+def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(capsys):
+    from trainer.models import ENCODERS, MODELS
+    from trainer.tasks import TASKS
+    from trainer.validate import HP_FLAG_TYPES
+    status, out, _ = run(capsys, "train", "--help")
+    assert status == 0 and "override the preset" not in out
+    heads = re.findall(r"^(\S[^:\n]*):$", out, re.M)
+    assert heads[:4] == ["options", "the starting weights", "comparison tasks", "model size"], heads
+    common = out.split("the starting weights:")[0]
+    for flag in ("--task", "--out", "--model", "--preset", "--resume", "--log"):
+        assert flag in common, flag
+    for name in HP_FLAG_TYPES:                       # every recipe flag: a line and its default
+        flag = "--" + name.replace("_", "-")
+        entry = re.search(rf"^  {flag} .*?(?=^  -|^\S|\Z)", out, re.M | re.S)
+        assert entry and "default " in re.sub(r"\s+", " ", entry.group(0)), flag
+    assert re.search(r"--steps N\s+optimizer steps in all \(default 2000\)", out)
+    assert "(default 2; 1 for parity)" in re.sub(r"\s+", " ", out)        # a value that differs per task
+    for name in list(TASKS) + list(MODELS) + list(ENCODERS):
+        assert re.search(rf"^  {re.escape(name)}\s", out, re.M), name
+
+
+def test_eval_help_explains_each_stop_rule_and_compare_help_its_preset(capsys):
+    from trainer.stopping import RULES
+    status, out, _ = run(capsys, "eval", "--help")
+    flat = re.sub(r"\s+", " ", out)
+    assert status == 0 and all(f"{rule}: " in flat for rule in RULES)
+    status, out, _ = run(capsys, "compare", "--help")
+    assert status == 0 and "default cpu" in re.sub(r"\s+", " ", out.split("--preset {cpu,paper}  ")[1])
+
+
+# ---- progress bars ---------------------------------------------------------------------------
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_progress_bar_only_on_a_terminal(tmp_path, capsys, monkeypatch, terminal):
+    """tqdm's disable=None: a bar on a terminal, none in a redirected log
+    (training, and `rasp eval` of a Fan run)."""
+    err = Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    out = tmp_path / "r"
+    assert main(["train", "--task", "parity", "--out", str(out), "--steps", "4", *TINY]) == 0
+    assert main(["eval", str(out), "--lengths", "1:2", "--samples", "4", "--no-plots"]) == 0
+    text = err.getvalue()
+    bars = re.findall(r"parity/looped:|eval oracle:", text)
+    assert (sorted(set(bars)) == ["eval oracle:", "parity/looped:"]) if terminal else bars == [], text
+
+
+# ---- experiment logging ----------------------------------------------------------------------
+
+def _events(log_dir: Path) -> dict:
+    """tag -> [(step, value)] read back from TensorBoard's event files."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    acc = accumulator.EventAccumulator(str(log_dir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def _expected(metrics: Path) -> dict:
+    from trainer.explog import scalars
+    out = {}
+    for row in (json.loads(line) for line in metrics.read_text().splitlines()):
+        for tag, value in scalars(row).items():
+            out.setdefault(tag, []).append((row["step"], value))
+    return out
+
+
+def _same(events: dict, expected: dict):
+    assert sorted(events) == sorted(expected)
+    for tag, points in expected.items():
+        assert [s for s, _ in events[tag]] == [s for s, _ in points], tag       # none lost, none twice
+        assert [v for _, v in events[tag]] == pytest.approx([v for _, v in points], rel=1e-6), tag
+
+
+def _crash_back_to(run_dir: Path, step: int):
+    """As if the run was killed after its checkpoint at `step` (and after
+    writing rows and events beyond it)."""
+    import shutil
+    for ck in (run_dir / "checkpoints").iterdir():
+        if int(ck.name.split("_")[1]) > step:
+            shutil.rmtree(ck)
+    (run_dir / "latest.json").write_text(json.dumps({"path": f"checkpoints/step_{step:07d}", "step": step}))
+
+
+@pytest.mark.parametrize("task", [["--task", "parity"], ["--task", "flipflop", "--model", "gru"]])
+def test_log_tensorboard_holds_the_scalars_of_metrics_jsonl_across_a_resume(tmp_path, capsys, task):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "r"
+    base = ["train", *task, "--out", str(out), "--eval-every", "4", "--ckpt-every", "4", *TINY]
+    status, _, err = run(capsys, *base, "--steps", "6", "--log", "tensorboard")
+    assert status == 0, err
+    assert not (out / ".lock").exists()
+    before = _events(out / "tensorboard")
+    assert {"train/loss", "train/lr", "eval/acc"} <= set(before) and before["eval/acc"][0][0] == 0
+    _same(before, _expected(out / "metrics.jsonl"))
+    _crash_back_to(out, 4)               # rows and events at steps 5..6 were written after that checkpoint
+    status, _, err = run(capsys, "train", "--out", str(out), "--resume", "--steps", "8", "--no-progress")
+    assert status == 0, err              # a run that logged goes on logging without --log
+    after = _events(out / "tensorboard")
+    _same(after, _expected(out / "metrics.jsonl"))
+    assert after["train/loss"][-1][0] == 8 and after["train/loss"][:2] == before["train/loss"][:2]
+
+
+def test_log_given_first_on_a_resume_starts_with_the_earlier_rows(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "r"
+    assert run(capsys, "train", "--task", "parity", "--out", str(out), "--steps", "4", *TINY)[0] == 0
+    assert not (out / "tensorboard").exists()
+    assert run(capsys, "train", "--out", str(out), "--resume", "--steps", "6", "--log", "tensorboard")[0] == 0
+    events = _events(out / "tensorboard")
+    _same(events, _expected(out / "metrics.jsonl"))
+    assert [s for s, _ in events["train/loss"]] == [2, 4, 6]
+
+
+def test_log_without_its_package_names_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)      # as if tensorboard were absent
+    status, _, err = run(capsys, "train", "--task", "parity", "--out", str(tmp_path / "r"), "--steps", "1",
+                         "--log", "tensorboard")
+    assert status == 2 and "pip install -e '.[log]'" in err and "tensorboard" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+# ---- rasp data --stats -----------------------------------------------------------------------
+
+def test_stats_of_a_long_split_in_seconds_from_a_stated_sample(tmp_path, capsys):
+    """The longest ListOps bin: a sample of 16 rows (1000 took a minute), the
+    very rows `rasp data -n 16` writes, its shares rounded."""
+    import time
+    from trainer.datacli import split_stats
+    from trainer.seqdata import read_jsonl
+    from trainer.tasks import TASKS
+    t0 = time.process_time()
+    status, out, err = run(capsys, "data", "listops", "--split", "test_900_1000", "--stats")
+    assert status == 0, err
+    assert time.process_time() - t0 < 15
+    k = int(re.search(r"from (\d+) rows \(seed 0; -n N for more\)", out).group(1))
+    assert 16 <= k < 100
+    shares = json.loads(re.search(r"labels: (\{.*\})", out).group(1))
+    assert abs(sum(shares.values()) - 1) < 0.01 and all(round(v, 3) == v for v in shares.values())
+    f = tmp_path / "bin.jsonl"
+    assert run(capsys, "data", "listops", "--split", "test_900_1000", "-n", str(k), "-o", str(f))[0] == 0
+    task = TASKS["listops"]
+    assert split_stats(task, read_jsonl(task, f))["labels"] == shares
+
+
+def test_stats_shares_of_a_per_position_task_are_rounded(capsys):
+    status, out, _ = run(capsys, "data", "flipflop", "--split", "valid_128", "--stats", "-n", "7")
+    assert status == 0 and "from 7 rows (seed 0)" in out
+    numbers = re.findall(r"\d+\.\d+", out.split("labels:")[1].split("\n")[0])
+    assert numbers and all(len(x.split(".")[1]) <= 3 for x in numbers), out
