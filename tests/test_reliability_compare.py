@@ -91,7 +91,7 @@ def damage(path: Path, data, victim: Path) -> str:
     elif op == "edit":
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):            # an earlier damage nested it too deeply
             obj = None
         if isinstance(obj, dict) and obj:
             obj[data.draw(st.sampled_from(sorted(obj)))] = data.draw(JSON)

@@ -58,6 +58,10 @@ def read_metrics(path: Path, upto: int) -> list:
     return [r for r in rows if isinstance(r.get("step", 0), int) and r.get("step", 0) <= upto]
 
 
+# the files a run writes beside its checkpoints (each replaced atomically: a link is replaced, not followed)
+RUN_FILES = ("run.json", "metrics.jsonl", "summary.json", "train_curves.png")
+
+
 def append_row(path: Path, row: dict):
     with open(path, "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -83,6 +87,10 @@ def _train(kind, d, loggers) -> dict:
     if cfg.resume and ckpt is None and not out.exists():
         raise RaspError(f"--resume: {out} does not exist")
     # (--resume on a run killed before its first checkpoint starts from step 0: same result)
+    for name in RUN_FILES:          # a folder where the run writes a file: refused before any work
+        path = out / name
+        if path.exists() and not path.is_symlink() and not path.is_file():
+            raise RaspFileError(path, "is not a file; remove it")
 
     torch.manual_seed(hp.seed)
     kind.seed_rng()

@@ -3,12 +3,24 @@ range marked (Fan et al. Fig. 4) and the per-step loss/accuracy curve with
 the chosen step (Fig. 6)."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from rasp.atomic import write_bytes_atomic  # noqa: E402
+
+
+def save_figure(fig, path, **savefig_args):
+    """Write `fig` as a PNG to PATH whole or not at all, and close it: a link
+    planted at PATH is replaced, never written through (savefig would)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", **savefig_args)
+    plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def accuracy_vs_length(series: list, labels: list, train_max_n: int, path: Path, title: str = ""):
@@ -29,8 +41,7 @@ def accuracy_vs_length(series: list, labels: list, train_max_n: int, path: Path,
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return str(path)
 
 
@@ -57,8 +68,7 @@ def step_curve(row: dict, path: Path, title: str = ""):
               frameon=False)
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return str(path)
 
 
@@ -88,8 +98,7 @@ def train_curves(rows: list, path: Path, title: str = "", acc_label: str = "trai
     ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     return str(path)
 
 
@@ -146,6 +155,5 @@ def seq_eval_plot(res: dict, path: Path) -> str:
         ax2.legend(fontsize=6, ncol=2)
     axes[-1, 0].set_xlabel("length")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     return str(path)

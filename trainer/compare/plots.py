@@ -6,7 +6,6 @@ Okabe-Ito colour-blind-safe palette, at most eight lines per panel (more
 series: small multiples on shared axes), and sit outside the data."""
 from __future__ import annotations
 
-import io
 import math
 import statistics
 from pathlib import Path
@@ -17,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rasp.errors import RaspFileError  # noqa: E402
-from rasp import atomic  # noqa: E402
+from trainer.plots import save_figure  # noqa: E402
 
 DEPTH_STATS = ("depth", "iterations")
 
@@ -126,10 +125,7 @@ def _plot(series: dict, labels: dict, path: Path, title: str, ylabel: str, train
     axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers
     axes[0, 0].set_title(title + ("" if len(groups) == 1 else f" ({len(groups)} panels, shared axes)")
                          + "\nmean over seeds, band = ± standard error", fontsize=9)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    atomic.write_bytes_atomic(path, buf.getvalue())       # a link planted at `path` is replaced, not followed
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> list:
