@@ -62,7 +62,7 @@ def test_values_that_look_like_flags_are_values():
 # ---- help ------------------------------------------------------------------------------------
 
 def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(capsys):
-    from trainer.models import ENCODERS, MODELS
+    from trainer.models import MODELS
     from trainer.tasks import TASKS
     from trainer.validate import HP_FLAG_TYPES
     status, out, _ = run(capsys, "train", "--help")
@@ -78,7 +78,7 @@ def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(caps
         assert entry and "default " in re.sub(r"\s+", " ", entry.group(0)), flag
     assert re.search(r"--steps N\s+optimizer steps in all \(default 2000\)", out)
     assert "(default 2; 1 for parity)" in re.sub(r"\s+", " ", out)        # a value that differs per task
-    for name in list(TASKS) + list(MODELS) + list(ENCODERS):
+    for name in list(TASKS) + list(MODELS):
         assert re.search(rf"^  {re.escape(name)}\s", out, re.M), name
 
 
