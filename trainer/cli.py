@@ -23,7 +23,7 @@ from trainer.models import MODELS
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
-from trainer.stopping import RULES
+from trainer.stopping import DEFAULT_RULE, RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
 from trainer import validate
 
@@ -297,6 +297,8 @@ def run_seq_eval(args) -> int:
                            _device(args.device), plots=not args.no_plots, progress=not args.no_progress,
                            out_json=args.json)
     print(format_table(res))
+    for line in res.get("warnings", []):
+        print(line, file=sys.stderr)
     print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else ""))
     return 0
 
@@ -353,7 +355,9 @@ def refuse_given(args, names, reason: str):
 def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("run", help="run directory written by `rasp train`")
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
-    p.add_argument("--stop", default=None, choices=list(RULES), help="Fan-task runs: the stopping rule (default oracle)")
+    p.add_argument("--stop", default=None, choices=list(RULES),
+                   help=f"Fan-task runs: the stopping rule (default {DEFAULT_RULE}: the depth fitted on the training "
+                        "lengths; oracle = T(n); confidence = Fan et al.'s Eq. 2)")
     p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
                    help="--stop threshold: confidence CE to exit at (default 0.01)")
     p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
@@ -387,7 +391,7 @@ def run_eval(args) -> int:
         return run_seq_eval(args)
     refuse_given(args, ("splits", "set", "n"),
                  "not used here (a Fan-task run is evaluated by length: --lengths, --samples, --stop)")
-    args.stop = args.stop or "oracle"
+    args.stop = args.stop or DEFAULT_RULE
     args.threshold = 0.01 if args.threshold is None else args.threshold
     args.samples = 256 if args.samples is None else args.samples
     run = checkpoint.read_run(run_dir)
@@ -405,6 +409,8 @@ def run_eval(args) -> int:
                        args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots,
                        progress=not args.no_progress)
     print(format_table(res))
+    for line in res.get("warnings", []):
+        print(line, file=sys.stderr)
     print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else "")
           + (f" (merged with {res['kept']} earlier rows of other lengths)" if res.get("kept") else ""))
     return 0
