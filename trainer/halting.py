@@ -75,14 +75,13 @@ class HaltingHead(nn.Module):
 
     def __init__(self, d: int):
         super().__init__()
-        self.unit = nn.Linear(d, 1)
-        nn.init.zeros_(self.unit.weight)            # no random stream is drawn
-        nn.init.zeros_(self.unit.bias)
+        self.weight = nn.Parameter(torch.zeros(d))      # zeros: no random stream is drawn
+        self.bias = nn.Parameter(torch.zeros(()))
         self.register_buffer("mean", torch.zeros(d))
         self.register_buffer("std", torch.ones(d))
 
     def logit(self, features: torch.Tensor) -> torch.Tensor:
-        return self.unit((features - self.mean) / self.std).squeeze(-1)
+        return (features - self.mean) / self.std @ self.weight + self.bias
 
     def done(self, features: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
