@@ -106,6 +106,8 @@ def test_warnings_name_one_step_for_every_length_and_steps_far_from_T():
     assert halting_warnings("depth_law", rows(1.0, 2.0, 3.0)) == []
     assert halting_warnings("oracle", rows(1.0, 1.0)) == []
     assert halting_warnings("confidence", rows(4.0)) == []      # one length: nothing to compare
+    bent = halting_warnings("depth_law", rows(1.0, 2.0), {"depth_law": {"misses": [4, 9]}})
+    assert len(bent) == 1 and "n = 4, 9" in bent[0]
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +130,7 @@ def test_depth_law_fitted_on_short_lengths_stops_an_exact_model_at_T_beyond_them
     halting = calibrate(model, data, range(1, 5), seed=3, samples=8)
     assert halting.record["best_step"] == [1, 2, 3, 4]
     assert (halting.law.slope, halting.law.intercept) == (1.0, 0.0)
+    assert halting.record["depth_law"]["misses"] == []
     batch = data.batch(np.random.default_rng(5), [2, 7, 12, 12, 9], train=False)
     for rule in ("depth_law", "head"):
         out = objectives.evaluate_batch(spec, hp, model, batch, rule, data.task.t_max_extra, halting=halting)

@@ -136,7 +136,8 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     kept = [r for r in earlier if r["length"] not in new]
     result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
     checkpoint.write_json_atomic(path, result)
-    result.update(json=str(path), kept=len(kept), warnings=halting_warnings(rule, fresh) if spec.adaptive else [])
+    warnings = halting_warnings(rule, fresh, head.get("calibration")) if spec.adaptive else []
+    result.update(json=str(path), kept=len(kept), warnings=warnings)
     if plots:
         from trainer import plots as P
         result["plots"] = P.eval_plots(result, rows(result), Path(path).with_suffix(""))
@@ -204,13 +205,19 @@ def _earlier_rows(path: Path, head: dict) -> list:
 FAR_FROM_T = 1.0        # mean |chosen step - T(n)| over a length, in steps
 
 
-def halting_warnings(rule: str, fresh: list) -> list:
+def halting_warnings(rule: str, fresh: list, calibration: Optional[dict] = None) -> list:
     """One line per symptom of a halting rule that does not find the depth:
-    the same step at every length, or steps far from T(n) (T(n) is known to
-    every Fan task: the task program's step count)."""
+    the same step at every length, steps far from T(n) (T(n) is known to
+    every Fan task: the task program's step count), or a depth law that is
+    not a line through the best held-in steps."""
     if rule == "oracle" or not fresh:
         return []
     out = []
+    misses = ((calibration or {}).get("depth_law") or {}).get("misses")
+    if rule == "depth_law" and misses:
+        out.append(f"warning: the depth law (a line through the best step of each training length) misses the "
+                   f"best step at n = {', '.join(map(str, misses))}: the depth this model needs is not linear "
+                   f"in n there")
     steps = {round(r["chosen_step"], 6) for r in fresh}
     if len(fresh) > 1 and len(steps) == 1:
         out.append(f"warning: --stop {rule} chose step {fresh[0]['chosen_step']:g} at every length "

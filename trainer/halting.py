@@ -130,8 +130,11 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
     law = DepthLaw.fit(list(lengths), best)
     head = HaltingHead(feats[0].shape[-1]).to(device)
     loss = head.fit(torch.cat(feats), torch.cat(done))
-    record = {"lengths": [int(n) for n in lengths], "samples": samples, "best_step": best,
+    lengths = [int(n) for n in lengths]
+    fitted = law.steps(torch.tensor(lengths)).tolist()
+    record = {"lengths": lengths, "samples": samples, "best_step": best,
               "best_exact_match": [held_in[n] for n in lengths],
-              "depth_law": {"slope": law.slope, "intercept": law.intercept},
+              "depth_law": {"slope": law.slope, "intercept": law.intercept,
+                            "misses": [n for n, f, b in zip(lengths, fitted, best) if f != b]},
               "head": {"parameters": sum(p.numel() for p in head.parameters()), "fit_loss": loss}}
     return Halting(law, head, record)
