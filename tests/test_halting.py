@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
 
 from trainer import objectives, stopping  # noqa: E402
 from trainer.evaluate import halting_warnings  # noqa: E402
-from trainer.halting import DepthLaw, HaltingHead, calibrate  # noqa: E402
+from trainer.halting import DepthLaw, HaltingHead, best_step, calibrate  # noqa: E402
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
@@ -71,6 +71,13 @@ def test_depth_law_recovers_a_line_exactly(slope, intercept, sizes):
     assert law.slope == slope and law.intercept == intercept
     n = torch.arange(1, 50)
     assert torch.equal(law.steps(n), slope * n + intercept)
+
+
+def test_best_step_prefers_the_trained_step_among_ties():
+    acc = torch.tensor([0.2, 1.0, 1.0, 1.0, 0.5])
+    assert best_step(acc, 3) == 3                                # T(n) is among the best
+    assert best_step(acc, 5) == 2                                # it is not: the first best
+    assert best_step(acc, 9) == 2                                # beyond the horizon
 
 
 def test_depth_law_ignores_one_bad_length():

@@ -7,8 +7,9 @@ trained model on fresh inputs of every training length (labels from the
 task program, its own random stream), up to T(n) + the task's extra steps,
 and fits
 
-* the depth law: on each length, the step with the best exact match; a line
-  through those points (Theil-Sen) gives the step of any size n;
+* the depth law: on each length, the step with the best exact match (T(n)
+  itself when it is among the best: the model was trained to answer there); a
+  line through those points (Theil-Sen) gives the step of any size n;
 * the halting head: a logistic "done" unit on the step's pooled state
   (ACT's halting unit, Graves 2016; PonderNet's lambda_t, Banino et al. 2021),
   trained by step supervision on whether t >= T(n), on DETACHED states: the
@@ -111,6 +112,16 @@ class Halting:
     record: dict        # what the evaluation file keeps of the fit
 
 
+def best_step(acc: torch.Tensor, trained_at: int) -> int:
+    """The 1-based step of highest exact match acc [T]; the step the model was
+    trained to answer at (T(n) of a held-in length) when it is among the best,
+    else the first best one."""
+    top = float(acc.max())
+    if 1 <= trained_at <= len(acc) and float(acc[trained_at - 1]) >= top:
+        return trained_at
+    return int(acc.argmax()) + 1
+
+
 def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLES, device="cpu") -> Halting:
     """Fit the depth law and the halting head on `lengths` (the run's
     training lengths), `samples` fresh inputs each."""
@@ -122,7 +133,7 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
         logits, f = trajectory(model, b.tokens, b.mask, t_max)
         stats = stopping.step_stats(logits, b.targets, b.mask)
         acc = stats.correct.float().mean(1)                         # [T]
-        best.append(int(acc.argmax()) + 1)                          # the first best step
+        best.append(best_step(acc, int(b.steps[0])))
         held_in[n] = float(acc.max())
         t = torch.arange(1, t_max + 1, device=f.device)[:, None]
         feats.append(f.reshape(-1, f.shape[-1]))

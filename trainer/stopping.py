@@ -17,7 +17,7 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
 * depth_law (the default of `rasp eval`): the depth the model itself needs,
   read off held-in lengths and extrapolated.  On each training length the
   step with the best exact match is found (labels from the task program, as
-  in training); a line step = a*n + b is fitted through those points
+  in training; T(n) itself when it is among the best); a line step = a*n + b is fitted through those points
   (Theil-Sen: the median of the pairwise slopes, robust to a bad length) and
   each input of size n stops at round(a*n + b).  It needs no T(n) at test
   time, only the input's size, and runs just the chosen steps.
