@@ -39,16 +39,9 @@ HEAD_FIT_STEPS = 300            # full-batch Adam steps of the halting head
 def trajectory(model, tokens: torch.Tensor, mask: torch.Tensor, t_max: int):
     """Logits after every step [T, B, L, V] and the state the halting head
     reads: the read-out state averaged over each input's scored positions [T, B, d]."""
-    e = model.encode(tokens)
-    h = model.initial_state(e)
-    m = mask.to(e.dtype)[..., None]
-    logits, feats = [], []
-    for _ in range(t_max):
-        h = model.step(h, e)
-        r = model.readout(h)
-        logits.append(model.unembed(r))
-        feats.append((r * m).sum(1) / m.sum(1).clamp(min=1))
-    return torch.stack(logits), torch.stack(feats)
+    r = model.all_steps(tokens, t_max, read=model.readout)
+    m = mask.to(r.dtype)[..., None]
+    return model.unembed(r), (r * m).sum(2) / m.sum(1).clamp(min=1)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer import stopping
+from trainer.halting import trajectory
 
 
 def iterations(spec, hp, batch) -> torch.Tensor:
@@ -84,7 +85,6 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
                    "oracle_correct": ((at_t == batch.targets) | ~batch.mask).all(-1)}
         else:
             if rule == "head":
-                from trainer.halting import trajectory
                 logits, features = trajectory(model, batch.tokens, batch.mask, t_max)
             else:
                 logits, features = model.all_steps(batch.tokens, t_max), None
