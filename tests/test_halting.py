@@ -14,23 +14,12 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from trainer import objectives, stopping
+from trainer.evaluate import halting_warnings
+from trainer.halting import DepthLaw, HaltingHead, best_step, calibrate
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from trainer import objectives, stopping  # noqa: E402
-from trainer.evaluate import halting_warnings  # noqa: E402
-from trainer.halting import DepthLaw, HaltingHead, best_step, calibrate  # noqa: E402
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}   # the CLI runs in a child process
 
 
 def naive_stable(answers: list, k: int) -> int:
