@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from rasp.errors import RaspError
-from trainer.models import MODELS
+from trainer.models import MODELS, get_model_spec
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
@@ -357,7 +357,8 @@ def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
     p.add_argument("--stop", default=None, choices=list(RULES),
                    help=f"Fan-task runs: the stopping rule (default {DEFAULT_RULE}: the depth fitted on the training "
-                        "lengths; oracle = T(n); confidence = Fan et al.'s Eq. 2)")
+                        "lengths; oracle = T(n), the default of fixed-depth baselines; confidence = Fan et al.'s "
+                        "Eq. 2; docs/tasks.md lists them)")
     p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
                    help="--stop threshold: confidence CE to exit at (default 0.01)")
     p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
@@ -391,10 +392,11 @@ def run_eval(args) -> int:
         return run_seq_eval(args)
     refuse_given(args, ("splits", "set", "n"),
                  "not used here (a Fan-task run is evaluated by length: --lengths, --samples, --stop)")
-    args.stop = args.stop or DEFAULT_RULE
+    run = checkpoint.read_run(run_dir)
+    # a baseline of fixed depth has no step to choose: its one depth is the "oracle" file
+    args.stop = args.stop or (DEFAULT_RULE if get_model_spec(run["model"]).adaptive else "oracle")
     args.threshold = 0.01 if args.threshold is None else args.threshold
     args.samples = 256 if args.samples is None else args.samples
-    run = checkpoint.read_run(run_dir)
     train_max = run["hparams"].get("max_train_n", 1)
     if args.lengths is None:
         lengths = list(range(1, 2 * train_max + 1))
