@@ -17,10 +17,14 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
 * depth_law (the default of `rasp eval`): the depth the model itself needs,
   read off held-in lengths and extrapolated.  On each training length the
   step with the best exact match is found (labels from the task program, as
-  in training; T(n) itself when it is among the best); a line step = a*n + b is fitted through those points
-  (Theil-Sen: the median of the pairwise slopes, robust to a bad length) and
-  each input of size n stops at round(a*n + b).  It needs no T(n) at test
-  time, only the input's size, and runs just the chosen steps.
+  in training; T(n) itself when it is among the best); a line step = a*n + b
+  is fitted through those points (Theil-Sen: the median of the pairwise
+  slopes, robust to a bad length) and each input of size n stops at
+  round(a*n + b).  It needs no T(n) at test time, only the input's size, and
+  runs just the chosen steps.  It is a depth schedule learned from the
+  training lengths, not a per-input decision of the model, and it assumes
+  the depth is linear in n (T(n) = n or n + 1 for the Fan tasks but
+  multiplication, T = n1 * n2).
 * stable: the first step after which the decoded answer stays the same for
   `STABLE_K` more steps (a fixed point of the loop's output; the compiled
   `loop N until stable` halts the same way on its state).
