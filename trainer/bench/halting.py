@@ -120,7 +120,8 @@ def main(argv=None):
         loads = [d["load"] for d in docs]
         print(f"\n{len(docs)} runs; 1-minute load during the evaluations {min(loads):.1f}–{max(loads):.1f}; "
               f"training {min(d['train_seconds'] or 0 for d in docs):.0f}–"
-              f"{max(d['train_seconds'] or 0 for d in docs):.0f} s per run; held-in fit "
+              f"{max(d['train_seconds'] or 0 for d in docs):.0f} s per run (summary.json: a resumed run's last "
+              f"session only); held-in fit "
               f"{min(d['fit_seconds'] for d in docs):.1f}–{max(d['fit_seconds'] for d in docs):.1f} s wall"
               + (f" ({min(d['fit_cpu_seconds'] for d in docs):.1f}–{max(d['fit_cpu_seconds'] for d in docs):.1f} "
                  f"CPU-s, model loading included)" if all("fit_cpu_seconds" in d for d in docs) else "") + "; "
