@@ -218,14 +218,16 @@ class LoopedTransformer(nn.Module):
             out = read(h)
         return out
 
-    def all_steps(self, tokens: torch.Tensor, max_steps: int) -> torch.Tensor:
-        """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]."""
+    def all_steps(self, tokens: torch.Tensor, max_steps: int, read=None) -> torch.Tensor:
+        """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]
+        (`read` replaces `decode`, as in `forward`)."""
+        read = read or self.decode
         e = self.encode(tokens)
         h = self.initial_state(e)
         outs = []
         for _ in range(max_steps):
             h = self.step(h, e)
-            outs.append(self.decode(h))
+            outs.append(read(h))
         return torch.stack(outs)
 
     @torch.no_grad()

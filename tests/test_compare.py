@@ -386,13 +386,15 @@ def test_report_reads_fan_eval_files(tmp_path):
     run = out / "parity__looped__cpu__s0"
     write(run / "run.json", "{}")
     write(run / "summary.json", json.dumps({"step": 2000}))
-    for stop, acc in (("oracle", 1.0), ("confidence", 0.5)):
+    for stop, acc in (("oracle", 1.0), ("confidence", 0.5), ("depth_law", 0.75)):
         rows = [{"length": n, "exact_match": acc if n > 10 else 1.0, "stderr": 0, "chosen_step": n + 1,
                  "oracle_step": n, "iterations": n + 20} for n in range(1, 21)]
         write(run / f"eval_{stop}.json", json.dumps({"stop": stop, "train_max_n": 10, "rows": rows}))
     R.record_selection(out, suite, "cpu", 1, ["looped"], ["parity"])
     doc = R.write_report(out)
     assert R.find_report_cell(doc, "fan", "parity", "Looped, max. confidence", "longest test")["ours"]["mean"] == 0.5
+    assert R.find_report_cell(doc, "fan", "parity", "Looped, adaptive stop (depth law, the default)",
+                              "longest test")["ours"]["mean"] == 0.75
     cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
     assert cell["ours"]["text"] == "1.000 (1 seed)" and cell["attrs"]["length"] == 10
     assert (out / "plots" / "fan_cpu_parity_test_iterations.png").exists()   # confidence only: chosen steps

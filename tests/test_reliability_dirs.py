@@ -421,16 +421,16 @@ def test_random_damage_to_a_run_dir_thorough(dirs, capsys, data):
 # ---- rasp eval keeps its results ----------------------------------------------------
 
 def test_eval_merges_rows_by_length(run, capsys):
-    status, _, err = in_process(capsys, "eval", run, "--lengths", "1:2", "--samples", "8")
+    status, _, err = in_process(capsys, "eval", run, "--stop", "oracle", "--lengths", "1:2", "--samples", "8")
     assert status == 0 and "eval oracle" not in err      # no bar when stderr is no terminal (test_cli_usability)
-    status, out, _ = in_process(capsys, "eval", run, "--lengths", "4", "--samples", "8")
+    status, out, _ = in_process(capsys, "eval", run, "--stop", "oracle", "--lengths", "4", "--samples", "8")
     assert status == 0 and "merged with 2 earlier rows" in out
     res = json.loads((run / "eval_oracle.json").read_text())
     assert [r["length"] for r in rows(res)] == [1, 2, 4] and list(res["splits"]["test"]["by_length"]) == ["1", "2", "4"]
     assert (run / "eval_oracle_accuracy.png").stat().st_size > 1000
     # a later checkpoint: the earlier step's results are kept under their own name
     assert main([*TRAIN, "--steps", "30", "--out", str(run), "--resume"]) == 0
-    status, _, err = in_process(capsys, "eval", run, "--lengths", "3", "--samples", "8", "--no-plots")
+    status, _, err = in_process(capsys, "eval", run, "--stop", "oracle", "--lengths", "3", "--samples", "8", "--no-plots")
     assert status == 0 and "moved to eval_oracle_step20.json" in err
     assert [r["length"] for r in rows(json.loads((run / "eval_oracle_step20.json").read_text()))] == [1, 2, 4]
     assert [r["length"] for r in rows(json.loads((run / "eval_oracle.json").read_text()))] == [3]

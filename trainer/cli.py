@@ -24,7 +24,7 @@ from trainer.models import MODELS, get_model_spec
 from trainer.hparams import HParams
 from trainer.presets import PRESETS, make_hparams
 from trainer.seqpresets import parse_set
-from trainer.stopping import RULE_HELP, RULES
+from trainer.stopping import DEFAULT_RULE, RULE_HELP, RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
 from trainer import validate
 
@@ -308,6 +308,8 @@ def run_seq_eval(args) -> int:
                            _device(args.device), plots=not args.no_plots, progress=not args.no_progress,
                            out_json=args.json)
     print(format_table(res))
+    for line in res.get("warnings", []):
+        print(line, file=sys.stderr)
     print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else ""))
     return 0
 
@@ -366,8 +368,8 @@ def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("run", help="run directory written by `rasp train`")
     p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
     p.add_argument("--stop", default=None, choices=list(RULES),
-                   help="Fan-task runs: when the loop stops (default oracle): "
-                        + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items()))
+                   help=f"Fan-task runs: when the loop stops (default {DEFAULT_RULE}; oracle for fixed-depth "
+                        "baselines): " + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items()))
     p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
                    help="--stop threshold: confidence CE to exit at (default 0.01)")
     p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
@@ -401,10 +403,11 @@ def run_eval(args) -> int:
         return run_seq_eval(args)
     refuse_given(args, ("splits", "set", "n"),
                  "not used here (a Fan-task run is evaluated by length: --lengths, --samples, --stop)")
-    args.stop = args.stop or "oracle"
+    run = checkpoint.read_run(run_dir)
+    # a baseline of fixed depth has no step to choose: its one depth is the "oracle" file
+    args.stop = args.stop or (DEFAULT_RULE if get_model_spec(run["model"]).adaptive else "oracle")
     args.threshold = 0.01 if args.threshold is None else args.threshold
     args.samples = 256 if args.samples is None else args.samples
-    run = checkpoint.read_run(run_dir)
     train_max = run["hparams"].get("max_train_n", 1)
     if args.lengths is None:
         lengths = list(range(1, 2 * train_max + 1))
@@ -419,6 +422,8 @@ def run_eval(args) -> int:
                        args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots,
                        progress=not args.no_progress)
     print(format_table(res))
+    for line in res.get("warnings", []):
+        print(line, file=sys.stderr)
     print(f"wrote {res['json']}" + (f" and {', '.join(res['plots'])}" if res.get("plots") else "")
           + (f" (merged with {res['kept']} earlier rows of other lengths)" if res.get("kept") else ""))
     return 0

@@ -35,7 +35,8 @@ from trainer import checkpoint, objectives
 from trainer.models import get_model_spec
 from trainer.progress import bar as progress_bar
 from trainer.hparams import HParams
-from trainer.stopping import RULES
+from trainer.halting import calibrate
+from trainer.stopping import CALIBRATED, RULES
 from trainer.train import build_data
 
 
@@ -57,20 +58,23 @@ def load_run(run_dir, device="cpu"):
 
 
 def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batch_size: int,
-                   threshold: float, seed: int, device, progress: bool = False) -> list:
+                   threshold: float, seed: int, device, progress: bool = False, halting=None) -> list:
     rows = []
     bar = progress_bar(total=samples * len(lengths), enabled=progress, unit="input", desc=f"eval {rule}")
     for n in lengths:
         bar.set_postfix(n=n)
         rng = np.random.default_rng([seed, n])
-        correct, chosen, ran, T, secs, curves = [], [], [], [], 0.0, []
+        correct, chosen, ran, T, secs, curves, at_t = [], [], [], [], 0.0, [], []
         left = samples
         while left > 0:
             b = min(batch_size, left)
             left -= b
             batch = data.batch(rng, [n] * b, train=False).to(device)
-            out = objectives.evaluate_batch(spec, hp, model, batch, rule, data.task.t_max_extra, threshold)
+            out = objectives.evaluate_batch(spec, hp, model, batch, rule, data.task.t_max_extra, threshold,
+                                            halting)
             correct.append(out["correct"].cpu())
+            if "oracle_correct" in out:
+                at_t.append(out["oracle_correct"].cpu())
             chosen.append(out["chosen"].cpu())
             ran.append(out["ran"].cpu())
             T.append(batch.steps.cpu())
@@ -83,7 +87,10 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
         row = {"length": int(n), "exact_match": p, "se": math.sqrt(max(p * (1 - p), 0.0) / len(c)),
                "n": len(c), "chosen_step": float(torch.cat(chosen).float().mean()),
                "oracle_step": float(torch.cat(T).float().mean()),
-               "iterations": float(torch.cat(ran).float().mean()), "seconds": secs}
+               "iterations": float(torch.cat(ran).float().mean()), "seconds": secs,
+               "step_error": float((torch.cat(chosen) - torch.cat(T)).abs().float().mean())}
+        if at_t and rule != "oracle":
+            row["oracle_exact_match"] = float(torch.cat(at_t).float().mean())
         if curves:
             L = min(len(cv[1]) for cv in curves)   # T_max may differ per batch; keep the common part
             w = sum(cv[0] for cv in curves)
@@ -112,12 +119,17 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     data = build_data(run["task"], spec, hp, labeler)
     if data.input_tokens != model.cfg.extra.get("input_tokens"):
         raise RaspError(f"{run_dir}: the checkpoint's token table does not match task {run['task']}")
+    halting = None
+    if rule in CALIBRATED and spec.adaptive:
+        halting = calibrate(model, data, range(data.task.min_n, hp.max_train_n + 1), seed, device=device)
     fresh = evaluate_model(spec, hp, model, data, lengths, rule, samples, batch_size, threshold, seed, device,
-                           progress)
+                           progress, halting)
     head = {"format": checkpoint.RUN_FORMAT, "kind": "fan", "task": run["task"], "model": run["model"],
             "init": run["init"], "run": str(run_dir), "step": step, "seed": seed, "headline": "exact_match",
             "train_range": [data.task.min_n, hp.max_train_n], "stop": rule,
             "threshold": threshold if rule == "threshold" else None}
+    if halting is not None:
+        head["calibration"] = halting.record
     name = f"eval_{rule}.json" if rule != "threshold" else f"eval_threshold_{threshold:g}.json"
     path = Path(out_json) if out_json else Path(run_dir) / name
     earlier = _earlier_rows(path, head)
@@ -125,7 +137,8 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     kept = [r for r in earlier if r["length"] not in new]
     result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
     checkpoint.write_json_atomic(path, result)
-    result.update(json=str(path), kept=len(kept))
+    warnings = halting_warnings(rule, fresh, head.get("calibration")) if spec.adaptive else []
+    result.update(json=str(path), kept=len(kept), warnings=warnings)
     if plots:
         from trainer import plots as P
         result["plots"] = P.eval_plots(result, rows(result), Path(path).with_suffix(""))
@@ -133,7 +146,8 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
 
 
 FAN_SPLIT = "test"
-ROW_KEYS = ("exact_match", "se", "n", "chosen_step", "oracle_step", "iterations", "seconds", "seed", "curve")
+ROW_KEYS = ("exact_match", "se", "n", "chosen_step", "oracle_step", "iterations", "seconds", "seed", "curve",
+            "oracle_exact_match", "step_error")
 # the depth statistics of a row: the step the stopping rule chose is the depth the model used
 ROW_STATS = {"iterations": "chosen_step", "iterations_run": "iterations", "oracle_step": "oracle_step"}
 
@@ -188,12 +202,51 @@ def _earlier_rows(path: Path, head: dict) -> list:
     return old_rows
 
 
+# `rasp eval` warns when the chosen steps look degenerate
+FAR_FROM_T = 1.0        # mean |chosen step - T(n)| over a length, in steps
+
+
+def halting_warnings(rule: str, fresh: list, calibration: Optional[dict] = None) -> list:
+    """One line per symptom of a halting rule that does not find the depth:
+    the same step at every length, steps far from T(n) (T(n) is known to
+    every Fan task: the task program's step count), or a depth law that is
+    not a line through the best held-in steps."""
+    if rule == "oracle" or not fresh:
+        return []
+    out = []
+    misses = ((calibration or {}).get("depth_law") or {}).get("misses")
+    if rule == "depth_law" and misses:
+        out.append(f"warning: the depth law (a line through the best step of each training length) misses the "
+                   f"best step at n = {', '.join(map(str, misses))}: the depth this model needs is not linear "
+                   f"in n there")
+    steps = {round(r["chosen_step"], 6) for r in fresh}
+    if len(fresh) > 1 and len(steps) == 1:
+        out.append(f"warning: --stop {rule} chose step {fresh[0]['chosen_step']:g} at every length "
+                   f"({fresh[0]['length']}..{fresh[-1]['length']}): it is not finding the depth each length needs")
+    far = [r["length"] for r in fresh if r.get("step_error", 0.0) > FAR_FROM_T]
+    if far:
+        worst = max(fresh, key=lambda r: r.get("step_error", 0.0))
+        out.append(f"warning: --stop {rule} stops more than {FAR_FROM_T:g} step from T(n) on average at "
+                   f"{len(far)} of {len(fresh)} lengths (worst n = {worst['length']}: {worst['step_error']:.1f} "
+                   f"steps off); compare the oracle column")
+    return out
+
+
 def format_table(result: dict) -> str:
     head = f"{result['task']} / {result['model']} ({result['init']} init, step {result['step']}), stop = {result['stop']}"
-    lines = [head, f"{'length':>6} {'exact':>7} {'stderr':>7} {'step':>6} {'T(n)':>6} {'iters':>6}"]
-    for r in rows(result):
+    table = rows(result)
+    oracle = result["stop"] != "oracle" and any("oracle_exact_match" in r for r in table)
+    lines = [head, f"{'length':>6} {'exact':>7} {'stderr':>7}" + (f" {'oracle':>7}" if oracle else "")
+             + f" {'step':>6} {'T(n)':>6} {'iters':>6}"]
+    for r in table:
         mark = "*" if r["length"] <= result["train_range"][1] else " "
-        lines.append(f"{r['length']:>5}{mark} {r['exact_match']:7.3f} {r['se']:7.3f} "
+        at_t = (f" {r['oracle_exact_match']:7.3f}" if "oracle_exact_match" in r else f" {'':>7}") if oracle else ""
+        lines.append(f"{r['length']:>5}{mark} {r['exact_match']:7.3f} {r['se']:7.3f}{at_t} "
                      f"{r['chosen_step']:6.1f} {r['oracle_step']:6.1f} {r['iterations']:6.1f}")
-    lines.append("* = inside the training range; step = chosen step (mean), iters = loop iterations run (mean)")
+    lines.append("* = inside the training range; step = chosen step (mean), iters = loop iterations run (mean)"
+                 + ("; oracle = exact match at T(n) on the same inputs" if oracle else ""))
+    law = (result.get("calibration") or {}).get("depth_law")
+    if law and result["stop"] == "depth_law":
+        lines.append(f"depth law fitted on lengths {result['calibration']['lengths'][0]}.."
+                     f"{result['calibration']['lengths'][-1]}: step = {law['slope']:.3g} * n + {law['intercept']:.3g}")
     return "\n".join(lines)

@@ -93,6 +93,10 @@ class FanModel:
         self.stop = stop or DEFAULT_STOP
         if self.stop not in RULES:
             raise RaspError(f"unknown --stop {shorten(str(self.stop))!r} (one of {', '.join(RULES)})")
+        from trainer.stopping import CALIBRATED
+        if self.stop in CALIBRATED:
+            raise RaspError(f"--stop {self.stop}: it is fitted on the training lengths when `rasp eval` runs; "
+                            f"`rasp run` takes {', '.join(r for r in RULES if r not in CALIBRATED)}")
         if threshold is not None and self.stop != "threshold":
             raise RaspError("--threshold: only with --stop threshold")
         self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold

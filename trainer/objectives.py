@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer import stopping
+from trainer.halting import trajectory
 
 
 def iterations(spec, hp, batch) -> torch.Tensor:
@@ -53,9 +54,12 @@ def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard
 
 
 @torch.no_grad()
-def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: float = 0.01) -> dict:
+def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: float = 0.01,
+                   halting=None) -> dict:
     """Exact match per sample plus the chosen step, the iterations run and,
-    for adaptive models, per-step curves (Fan et al. Fig. 6)."""
+    for adaptive models, per-step curves (Fan et al. Fig. 6) and the exact
+    match at T(n) ("oracle_correct") beside the rule's.  `halting`: the
+    held-in fit the depth_law and head rules read (trainer/halting.py)."""
     model.eval()
     t0 = time.perf_counter()
     if spec.objective == "ntp":
@@ -71,16 +75,24 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
                "ran": torch.full_like(batch.steps, k)}
     else:
         t_max = int(batch.steps.max()) + t_extra
+        if rule in stopping.CALIBRATED and halting is None:
+            raise ValueError(f"rule {rule!r} needs the held-in fit (trainer/halting.calibrate)")
         if rule == "threshold":
             pred, chosen, ran = stopping.threshold_run(model, batch.tokens, batch.mask, threshold, t_max)
             correct = ((pred == batch.targets) | ~batch.mask).all(-1)
-            out = {"correct": correct, "pred": pred, "chosen": chosen, "ran": ran}
-        else:
-            stats = stopping.step_stats(model.all_steps(batch.tokens, t_max), batch.targets, batch.mask)
-            chosen = stopping.choose_steps(rule, stats, batch.steps)
-            correct, pred = stopping.pick(stats, chosen)
-            ran = batch.steps.clamp(max=t_max) if rule == "oracle" else torch.full_like(chosen, t_max)
+            at_t = model(batch.tokens, batch.steps).argmax(-1)
             out = {"correct": correct, "pred": pred, "chosen": chosen, "ran": ran,
+                   "oracle_correct": ((at_t == batch.targets) | ~batch.mask).all(-1)}
+        else:
+            if rule == "head":
+                logits, features = trajectory(model, batch.tokens, batch.mask, t_max)
+            else:
+                logits, features = model.all_steps(batch.tokens, t_max), None
+            stats = stopping.step_stats(logits, batch.targets, batch.mask, features)
+            chosen = stopping.choose_steps(rule, stats, batch.steps, batch.lengths, halting)
+            correct, pred = stopping.pick(stats, chosen)
+            out = {"correct": correct, "pred": pred, "chosen": chosen, "ran": stopping.iterations_run(rule, chosen, t_max),
+                   "oracle_correct": stopping.pick(stats, batch.steps.clamp(1, t_max))[0],
                    "curve_conf_ce": stats.conf_ce.mean(1), "curve_true_ce": stats.true_ce.mean(1),
                    "curve_acc": stats.correct.float().mean(1)}
     out["seconds"] = time.perf_counter() - t0

@@ -10,22 +10,54 @@
 * threshold (footnote 9): stop a sample at the first step whose confidence
   cross-entropy is below a threshold; finished samples leave the batch, so
   the compute is really saved.
+
+Rules that read more than the confidence (issue 24: on the small models we
+train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
+
+* depth_law (the default of `rasp eval`): the depth the model itself needs,
+  read off held-in lengths and extrapolated.  On each training length the
+  step with the best exact match is found (labels from the task program, as
+  in training; T(n) itself when it is among the best); a line step = a*n + b
+  is fitted through those points (Theil-Sen: the median of the pairwise
+  slopes, robust to a bad length) and each input of size n stops at
+  round(a*n + b).  It needs no T(n) at test time, only the input's size, and
+  runs just the chosen steps.  It is a depth schedule learned from the
+  training lengths, not a per-input decision of the model, and it assumes
+  the depth is linear in n (T(n) = n or n + 1 for the Fan tasks but
+  multiplication, T = n1 * n2).
+* stable: the first step after which the decoded answer stays the same for
+  `STABLE_K` more steps (a fixed point of the loop's output; the compiled
+  `loop N until stable` halts the same way on its state).
+* head: a halting probe, a logistic unit on the step's pooled state trained
+  by step supervision to say "done" once t >= T(n) (ACT's halting unit,
+  Graves 2016, sigmoid(w.h + b); PonderNet's per-step lambda_t, Banino et al.
+  2021, with the known T(n) as the target instead of its prior); stops at the
+  first step where it says done.  Fitted on the trained model's detached
+  states (trainer/halting.py), so the model's weights are untouched.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-RULES = ("oracle", "confidence", "confidence_sample", "threshold")
+RULES = ("depth_law", "oracle", "confidence", "confidence_sample", "threshold", "stable", "head")
+DEFAULT_RULE = "depth_law"
+CALIBRATED = ("depth_law", "head")      # fitted on held-in lengths first (trainer/halting.py)
+STABLE_K = 2                            # `stable`: steps the answer must stay unchanged
 # one line each, for --help
-RULE_HELP = {"oracle": "each input's own T(n) iterations (the task's known count)",
+RULE_HELP = {"depth_law": "the default: on the training lengths, the step where the model answers best, "
+                          "fitted as a line in the input's size n and extrapolated (never reads a test input's T(n))",
+             "oracle": "each input's own T(n) iterations (the task's known count)",
              "confidence": "one step for all inputs of a length: the lowest mean confidence cross-entropy "
                            "over T_max iterations (Fan et al.'s Eq. 2)",
              "confidence_sample": "the same criterion, each input its own step",
              "threshold": "stop each input at its first step whose confidence cross-entropy is below "
-                          "--threshold"}
+                          "--threshold",
+             "stable": f"the first step after which the decoded answer stays unchanged for {STABLE_K} more steps",
+             "head": "a logistic 'done' unit on the step's state, fitted on the training lengths (ACT-style)"}
 
 
 @dataclass
@@ -35,6 +67,8 @@ class StepStats:
     correct: torch.Tensor   # [T, B] exact match at each step
     pred: torch.Tensor      # [T, B, L] argmax ids
     scored: torch.Tensor    # [B] scored positions per sample (weights of the batch rule's token mean)
+    mask: Optional[torch.Tensor] = None      # [B, L] scored positions
+    features: Optional[torch.Tensor] = None  # [T, B, d] pooled state the halting head reads
 
 
 def _masked_mean(x, mask):
@@ -47,27 +81,69 @@ def confidence_ce(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return _masked_mean(-logp.max(-1).values, mask)
 
 
-def step_stats(all_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> StepStats:
+def step_stats(all_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
+               features: Optional[torch.Tensor] = None) -> StepStats:
     logp = F.log_softmax(all_logits.float(), dim=-1)                  # [T, B, L, V]
     pred = logp.argmax(-1)
     tgt = targets.unsqueeze(0).expand_as(pred)
     true = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
     correct = ((pred == tgt) | ~mask).all(-1)
     return StepStats(confidence_ce(logp, mask), _masked_mean(true, mask), correct, pred,
-                     mask.sum(-1).to(logp.dtype))
+                     mask.sum(-1).to(logp.dtype), mask, features)
 
 
-def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor) -> torch.Tensor:
-    """1-based chosen step per sample [B]."""
+def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor, sizes: Optional[torch.Tensor] = None,
+                 halting=None) -> torch.Tensor:
+    """1-based chosen step per sample [B].  `sizes` (the problem size n of
+    each input) and `halting` (trainer/halting.Halting, fitted on held-in
+    lengths) are what depth_law and head read."""
     T = stats.conf_ce.shape[0]
     if rule == "oracle":
         return oracle_steps.clamp(1, T)
+    if rule == "stable":
+        return stable_steps(stats.pred, stats.mask, STABLE_K)
+    if rule == "depth_law":
+        return halting.law.steps(sizes).clamp(1, T)
+    if rule == "head":
+        return first_done(halting.head.done(stats.features))
     if rule == "confidence":
         t = int(batch_confidence_ce(stats).argmin()) + 1
         return torch.full_like(oracle_steps, t)
     if rule == "confidence_sample":
         return stats.conf_ce.argmin(0) + 1
     raise ValueError(f"rule {rule!r} is not chosen from all steps")
+
+
+def stable_steps(pred: torch.Tensor, mask: Optional[torch.Tensor], k: int) -> torch.Tensor:
+    """[B]: the first step t (1-based) whose decoded answer (scored positions
+    of pred [T, B, L]) equals that of each of the k steps after it; a sample
+    that never settles gets the last step that has k successors (T - k)."""
+    T = pred.shape[0]
+    if T <= k:
+        return torch.full(pred.shape[1:2], T, dtype=torch.long, device=pred.device)
+    scored = torch.ones_like(pred[0], dtype=torch.bool) if mask is None else mask
+    same = ((pred[1:] == pred[:-1]) | ~scored).all(-1)          # [T-1, B]: step t+1 answers as step t
+    # settled[t] = same[t] & ... & same[t+k-1]: the answer of step t+1 (1-based) holds k more steps
+    settled = same.unfold(0, k, 1).all(-1)                       # [T-k, B]
+    return first_done(settled)
+
+
+def first_done(done: torch.Tensor) -> torch.Tensor:
+    """[B]: the first step (1-based) where done [T, B] is true; the last step if never."""
+    T = done.shape[0]
+    idx = torch.arange(1, T + 1, device=done.device)[:, None].expand_as(done)
+    return torch.where(done, idx, torch.full_like(idx, T)).min(0).values
+
+
+def iterations_run(rule: str, chosen: torch.Tensor, t_max: int) -> torch.Tensor:
+    """[B]: the loop iterations a sample needs under `rule`: the chosen step
+    for rules that decide as they go (oracle, depth_law, head), k more for
+    stable (it must see the answer hold), every step for Eq. 2."""
+    if rule in ("oracle", "depth_law", "head"):
+        return chosen
+    if rule == "stable":
+        return (chosen + STABLE_K).clamp(max=t_max)
+    return torch.full_like(chosen, t_max)
 
 
 def batch_confidence_ce(stats: StepStats) -> torch.Tensor:

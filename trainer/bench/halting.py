@@ -1,0 +1,132 @@
+"""Halting rules on the same trained models (issue 24): every rule of
+trainer/stopping.py (but threshold, an early-exit run) applied to the same
+trajectories, exact match in distribution and beyond training, against
+the oracle.
+
+    rasp train --task TASK --preset cpu --seed S --out RUNS/TASK_sS     # for each task, seed
+    OMP_NUM_THREADS=1 python trainer/bench/halting.py eval RUNS/TASK_sS [...]
+    python trainer/bench/halting.py table RUNS/*_s*
+
+`eval` writes RUN/halting_bench.json (per rule and length: exact match, the
+oracle's on the same inputs, mean chosen step, iterations run; the held-in
+fit; the seconds it took; the machine's load); `table` prints the Markdown
+table of trainer/bench/BENCH.md: per task and rule, the mean over seeds
+(with the spread, min-max) of exact match at n 1-10 / 11-20 / 21-30, the
+largest shortfall against the oracle in distribution over the seeds, the
+mean shortfall beyond training, the loop iterations run per input against
+T(n), and whether a seed chose one step at every length.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer import stopping
+from trainer.checkpoint import write_json_atomic
+from trainer.evaluate import load_run
+from trainer.halting import calibrate, trajectory
+from trainer.hparams import HParams
+from trainer.models import get_model_spec
+from trainer.train import build_data
+
+RULES = ("oracle", "depth_law", "confidence", "confidence_sample", "stable", "head")
+BANDS = {"1-10": (1, 10), "11-20": (11, 20), "21-30": (21, 30)}
+OUT = "halting_bench.json"
+
+
+def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
+    t0, c0 = time.perf_counter(), time.process_time()
+    run, model, step = load_run(run_dir)
+    spec, hp = get_model_spec(run["model"]), HParams.from_dict(run["hparams"])
+    data = build_data(run["task"], spec, hp)
+    halting = calibrate(model, data, range(data.task.min_n, hp.max_train_n + 1), seed)
+    t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
+    by_rule = {r: {} for r in RULES}
+    for n in lengths:
+        b = data.batch(np.random.default_rng([seed, n]), [n] * samples, train=False)
+        t_max = int(b.steps.max()) + data.task.t_max_extra
+        logits, feats = trajectory(model, b.tokens, b.mask, t_max)
+        stats = stopping.step_stats(logits, b.targets, b.mask, feats)
+        for rule in RULES:
+            chosen = stopping.choose_steps(rule, stats, b.steps, b.lengths, halting)
+            by_rule[rule][str(n)] = {
+                "exact_match": float(stopping.pick(stats, chosen)[0].float().mean()),
+                "chosen_step": float(chosen.float().mean()),
+                "iterations": float(stopping.iterations_run(rule, chosen, t_max).float().mean()),
+                "oracle_step": float(b.steps.float().mean())}
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    doc = {"run": str(run_dir), "task": run["task"], "seed": hp.seed, "step": step, "samples": samples,
+           "calibration": halting.record, "fit_seconds": t_fit, "fit_cpu_seconds": c_fit,
+           "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+           "train_seconds": summary.get("seconds"), "n_params": summary.get("n_params"),
+           "load": os.getloadavg()[0], "rules": by_rule}
+    write_json_atomic(run_dir / OUT, doc)
+    return doc
+
+
+def band_mean(rows: dict, key: str, band) -> float:
+    lo, hi = band
+    vals = [r[key] for n, r in rows.items() if lo <= int(n) <= hi]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def table(docs: list) -> str:
+    lines = ["| task | rule | seeds | n 1-10 | n 11-20 | n 21-30 | worst seed in dist. − oracle | "
+             "mean beyond − oracle | iterations / T(n) | one step at every length |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for task in sorted({d["task"] for d in docs}):
+        ds = sorted((d for d in docs if d["task"] == task), key=lambda d: d["seed"])
+        for rule in RULES:
+            per = {b: [band_mean(d["rules"][rule], "exact_match", r) for d in ds] for b, r in BANDS.items()}
+            orc = {b: [band_mean(d["rules"]["oracle"], "exact_match", r) for d in ds] for b, r in BANDS.items()}
+            cells = [f"{np.mean(v):.3f} ({min(v):.3f}–{max(v):.3f})" for v in per.values()]
+            worst = min(a - o for a, o in zip(per["1-10"], orc["1-10"]))
+            beyond = np.mean([np.mean([per[b][i] - orc[b][i] for b in ("11-20", "21-30")]) for i in range(len(ds))])
+            its = np.mean([band_mean(d["rules"][rule], "iterations", (1, 30)) for d in ds])
+            t = np.mean([band_mean(d["rules"][rule], "oracle_step", (1, 30)) for d in ds])
+            same = sum(len({round(r["chosen_step"], 6) for r in d["rules"][rule].values()}) == 1 for d in ds)
+            lines.append(f"| {task} | {rule} | {','.join(str(d['seed']) for d in ds)} | {' | '.join(cells)} | "
+                         f"{worst:+.3f} | {beyond:+.3f} | {its:.1f} / {t:.1f} | {same} of {len(ds)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("eval")
+    e.add_argument("runs", nargs="+", type=Path)
+    e.add_argument("--samples", type=int, default=128)
+    e.add_argument("--lengths", default="1:30")
+    e.add_argument("--seed", type=int, default=1234)
+    t = sub.add_parser("table")
+    t.add_argument("runs", nargs="+", type=Path)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.cmd == "eval":
+        lo, hi = (int(x) for x in a.lengths.split(":"))
+        for r in a.runs:
+            d = evaluate(r, range(lo, hi + 1), a.samples, a.seed)
+            print(f"{r}: {d['seconds']:.0f} s (fit {d['fit_seconds']:.1f} s), load {d['load']:.1f}", file=sys.stderr)
+    else:
+        docs = [json.loads((r / OUT).read_text()) for r in a.runs if (r / OUT).exists()]
+        print(table(docs))
+        loads = [d["load"] for d in docs]
+        print(f"\n{len(docs)} runs; 1-minute load during the evaluations {min(loads):.1f}–{max(loads):.1f}; "
+              f"training {min(d['train_seconds'] or 0 for d in docs):.0f}–"
+              f"{max(d['train_seconds'] or 0 for d in docs):.0f} s per run (summary.json: a resumed run's last "
+              f"session only); held-in fit "
+              f"{min(d['fit_seconds'] for d in docs):.1f}–{max(d['fit_seconds'] for d in docs):.1f} s wall"
+              + (f" ({min(d['fit_cpu_seconds'] for d in docs):.1f}–{max(d['fit_cpu_seconds'] for d in docs):.1f} "
+                 f"CPU-s, model loading included)" if all("fit_cpu_seconds" in d for d in docs) else "") + "; "
+              f"halting head {docs[0]['calibration']['head']['parameters']} parameters")
+
+
+if __name__ == "__main__":
+    main()
