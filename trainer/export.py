@@ -190,7 +190,7 @@ def _model_index(name: str, task: str, evals, kind: str) -> list:
     results = []
     for file, doc in evals:
         if kind == "fan":
-            from trainer.evaluate import FAN_SPLIT
+            from trainer.evalfile import FAN_SPLIT
             m = doc.get("splits", {}).get(FAN_SPLIT, {}).get("metrics", {}).get("exact_match", {})
             lengths = doc["splits"][FAN_SPLIT]["params"]["lengths"] if m else []
             if m.get("mean") is not None:

@@ -17,10 +17,8 @@ from typing import Optional
 
 from trainer.compare.grid import RunSpec
 from trainer.compare.runner import read_json, state
+from trainer.evalfile import FAN_SPLIT, ROW_STATS
 
-FAN_SPLIT = "test"
-# Fan stats: the step the stopping rule chose is the depth the model used
-FAN_STATS = {"iterations": "chosen_step", "iterations_run": "iterations", "oracle_step": "oracle_step"}
 
 
 @dataclass
@@ -73,7 +71,7 @@ def normalize(doc) -> dict:
         rows = [r for r in doc["rows"] if isinstance(r, dict) and isinstance(r.get("length"), int)]
         by_length = {str(r["length"]): {"exact_match": _num(r.get("exact_match"))} for r in rows}
         stats = {name: {"by_length": {str(r["length"]): _num(r[key]) for r in rows if key in r}}
-                 for name, key in FAN_STATS.items()}
+                 for name, key in ROW_STATS.items()}
         if doc.get("stop") == "oracle":       # T(n) by construction, not a depth the model chose
             del stats["iterations"]
         em = [r["exact_match"] for r in rows if _num(r.get("exact_match")) is not None]
