@@ -106,7 +106,7 @@ def test_a_progress_bar_only_on_a_terminal(tmp_path, capsys, monkeypatch, termin
     monkeypatch.setattr(sys, "stderr", err)
     out = tmp_path / "r"
     assert main(["train", "--task", "parity", "--out", str(out), "--steps", "4", *TINY]) == 0
-    assert main(["eval", str(out), "--lengths", "1:2", "--samples", "4", "--no-plots"]) == 0
+    assert main(["eval", str(out), "--lengths", "1:2", "--samples", "4", "--no-plots", "--stop", "oracle"]) == 0
     text = err.getvalue()
     bars = re.findall(r"parity/looped:|eval oracle:", text)
     assert (sorted(set(bars)) == ["eval oracle:", "parity/looped:"]) if terminal else bars == [], text
