@@ -31,7 +31,7 @@ from trainer.checkpoint import write_text_atomic  # noqa: E402
 PRESET = "cpu"
 KEEP_FROM = "## Reading"
 # the columns each suite's ordering is judged on (labels of the suite's table)
-JUDGE = {"flipflop": ["0.98", "0.98 (1024)"],     # the sparse p_i = 0.98 columns separate the models
+JUDGE = {"flipflop": ["p_i 0.98, T", "p_i 0.98, 2T"],     # the sparse p_i = 0.98 columns separate the models
          "listops": ["near-IID"],
          "logic": None}                            # None: every column
 

@@ -239,7 +239,7 @@ def test_presets_build(name):
     spec = get_encoder_spec(name)
     assert spec.family == "linear_recurrence"
     for preset in ("paper", "cpu"):
-        assert set(spec.presets[preset]) == {"words", "copying", "memory", "counting"}
+        assert set(spec.presets[preset]) == {"words", "memory", "counting"}
     for family, over in spec.presets["cpu"].items():
         fields = {k: v for k, v in over.items() if k in ("d_model", "n_layer")}
         extra = {k: v for k, v in over.items() if k not in fields and k != "lr"}
