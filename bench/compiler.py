@@ -310,6 +310,7 @@ def sizes_table(limit: float, only=None) -> str:
     head = ("| program | " + " | ".join(f"--max-len {n}" for n in SIZE_LENGTHS)
             + " | growth 64 -> 256 |\n|---|" + "---|" * (len(SIZE_LENGTHS) + 1))
     rows = [head]
+    meet, miss, faster = [], [], []
     for name, spec in size_entries():
         if only and not any(o in name for o in only):
             continue
@@ -318,8 +319,20 @@ def sizes_table(limit: float, only=None) -> str:
         rows.append(f"| {name} | " + " | ".join(show(c) for c in cells)
                     + f" | {'' if g is None else f'{g:.2f}'} |")
         print(rows[-1], file=sys.stderr, flush=True)
-    return "\n".join(rows)
+        at64 = cells[1]
+        if "params" in at64:
+            ok = at64["params"] <= TARGET_PARAMS and at64["compile_s"] <= TARGET_SECONDS
+            (meet if ok else miss).append(name)
+        if g is not None and g > 1.1:
+            faster.append(f"{name} ({g:.2f})")
+    summary = (f"\n\nAt --max-len {SIZE_LENGTHS[1]}: {len(meet)} of {len(meet) + len(miss)} compiled entries "
+               f"meet <= {TARGET_PARAMS:,} parameters and <= {TARGET_SECONDS} s; not met: "
+               + (", ".join(miss) or "none") + ".  Growth above 1.1 between "
+               f"{SIZE_LENGTHS[1]} and {SIZE_LENGTHS[2]}: " + (", ".join(faster) or "none") + ".")
+    return "\n".join(rows) + summary
 
+
+TARGET_PARAMS, TARGET_SECONDS = 2_000_000, 0.5      # issue 27's targets at --max-len 64
 
 SIZES_MARK = "## Sizes (issue 27; `python bench/compiler.py --sizes -o FILE`)"
 
