@@ -55,12 +55,12 @@ def _warn(msg: str):
 
 
 def check_json_target(path) -> Path:
-    """An evaluation's results file (rasp eval --json), checked before the
-    work: a file name in an existing directory, not a directory or a device
+    """An evaluation's results file (RUN/eval*.json or rasp eval --json), checked
+    before the work: a file name in an existing directory, not a directory or a device
     (replaced atomically, so a link there is replaced, never written through)."""
     path = Path(path)
     if path.is_dir():
-        raise RaspFileError(path, "is a directory; --json takes a file name")
+        raise RaspFileError(path, "is a directory, where the results file goes; remove it or give --json FILE")
     if path.exists() and not path.is_file():
         raise RaspFileError(path, "is not a regular file")
     if not path.parent.is_dir():

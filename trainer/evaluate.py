@@ -96,8 +96,8 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
     so far; a file from an earlier step is kept under a name with its step."""
     if rule not in RULES:
         raise RaspError(f"unknown --stop {rule!r} (one of {', '.join(RULES)})")
-    if out_json:
-        checkpoint.check_json_target(out_json)
+    name = f"eval_{rule}.json" if rule != "threshold" else f"eval_threshold_{threshold:g}.json"
+    path = checkpoint.check_json_target(out_json or Path(run_dir) / name)
     run, model, step = load_run(run_dir, device)
     spec = get_model_spec(run["model"])
     hp = HParams.from_dict(run["hparams"])
@@ -115,8 +115,6 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, bat
             "threshold": threshold if rule == "threshold" else None}
     if halting is not None:
         head["calibration"] = halting.record
-    name = f"eval_{rule}.json" if rule != "threshold" else f"eval_threshold_{threshold:g}.json"
-    path = Path(out_json) if out_json else Path(run_dir) / name
     earlier = _earlier_rows(path, head)
     new = {r["length"] for r in fresh}
     kept = [r for r in earlier if r["length"] not in new]

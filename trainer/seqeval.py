@@ -120,7 +120,7 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
     unknown = [s for s in names if s not in task.splits]
     if unknown:
         raise RaspError(f"task {task.name} has no split {unknown[0]!r} (splits: {', '.join(task.splits)})")
-    path = checkpoint.check_json_target(out_json) if out_json else run_dir / "eval.json"
+    path = checkpoint.check_json_target(out_json or run_dir / "eval.json")
     old = {}
     if path.is_file():
         try:
