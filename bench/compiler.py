@@ -28,7 +28,6 @@ import argparse
 import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import rasp  # noqa: E402
 from compiler import compile_program  # noqa: E402
 from rasp.errors import RaspError, RaspRequireError  # noqa: E402
+from rasp.atomic import write_text_atomic  # noqa: E402
 
 try:
     import references as R  # noqa: E402  (task samplers)
@@ -349,14 +349,6 @@ def keep_tail(path) -> str:
     return "\n" + old[min(at):] if at else ""
 
 
-def write_atomic(path, text):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("programs", nargs="*", help="default: programs/*.rasp")
@@ -380,7 +372,7 @@ def main(argv=None):
         text = sizes_table(args.time_limit, args.programs or None)
         print(text)
         if args.out:
-            write_atomic(args.out, keep_head(args.out) + sizes_section(text))
+            write_text_atomic(args.out, keep_head(args.out) + sizes_section(text))
         return
     if args.coverage:
         max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16
@@ -390,7 +382,7 @@ def main(argv=None):
         text = coverage(max_len, search_to, args.check, args.seed, command)
         print(text)
         if args.out:
-            write_atomic(args.out, text + "\n" + keep_tail(args.out))
+            write_text_atomic(args.out, text + "\n" + keep_tail(args.out))
         return
     paths = args.programs or sorted(str(p) for p in (ROOT / "programs").glob("*.rasp"))
     search_to = args.search_to or 4 * args.max_len

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from rasp.atomic import write_text_atomic  # noqa: E402
 from bench.check_compare_report import check as check_report  # noqa: E402
 from trainer.compare import report as R  # noqa: E402
 from trainer.compare.estimate import duration, load_range  # noqa: E402
@@ -176,9 +177,7 @@ def main(argv=None) -> int:
                                   else "matches a regeneration") + f"; {len(problems)} report mismatches")
         return 1 if stale or problems else 0
     text, problems = regenerate(root, Path(args.page))
-    tmp = Path(args.page).with_name(Path(args.page).name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, args.page)
+    write_text_atomic(args.page, text)
     for p in problems:
         print(p)
     print(f"wrote {args.page} from {len(result_folders(root))} result folders; {len(problems)} report mismatches")

@@ -2,8 +2,6 @@
 needs to run: token maps, loop count, halting), with save/load and a report."""
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -11,10 +9,11 @@ from typing import Optional
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 import rasp
 from model import LoopedConfig, LoopedTransformer
+from rasp.atomic import write_bytes_atomic, write_text_atomic
 from rasp.errors import RaspError, RaspFileError
 from rasp.interpreter import host_values
 
@@ -330,25 +329,13 @@ class CompiledModel:
         state = {k: v.contiguous() for k, v in self.model.state_dict().items()}
         try:
             d.mkdir(parents=True, exist_ok=True)
-            _atomic(d / "config.json", lambda p: Path(p).write_text(self.model.cfg.to_json()))
-            _atomic(d / "model.safetensors", lambda p: save_file(state, p))
-            _atomic(d / "program.rasp", lambda p: Path(p).write_text(self.source, encoding="utf-8"))
+            write_text_atomic(d / "config.json", self.model.cfg.to_json())
+            write_bytes_atomic(d / "model.safetensors", save(state))
+            write_text_atomic(d / "program.rasp", self.source)
             write_manifest(d, COMPILED_FILES, "rasp-compiled/1")     # checked by load_compiled
         except (OSError, SafetensorError) as e:    # a full disk, no permission: each file is whole or absent
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise RaspFileError(d, f"could not write the compiled model: {reason}") from None
-
-
-def _atomic(path: Path, write):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def load_compiled(directory) -> CompiledModel:

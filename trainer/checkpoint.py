@@ -124,6 +124,22 @@ def is_seq_run(run: dict) -> bool:
     return isinstance(run, dict) and run.get("kind") == "seq"
 
 
+def is_seq_run_dir(run_dir) -> bool:
+    """Quietly: does run_dir hold a comparison run?  run.json says so, or,
+    when it is damaged, the newest checkpoint's config (no warnings here: the
+    path chosen reports any damage itself)."""
+    run_dir = Path(run_dir)
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("kind") == "seq"
+    except (OSError, ValueError, AttributeError, RecursionError):
+        pass
+    try:
+        newest = max(p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
+        return json.loads((newest / "state.json").read_text())["config"].get("kind") == "seq"
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
+        return False
+
+
 def check_run(run, path):
     ok = (isinstance(run, dict) and all(isinstance(run.get(k), str) for k in ("task", "model", "init"))
           and isinstance(run.get("hparams"), dict))

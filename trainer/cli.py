@@ -140,32 +140,17 @@ def add_train_args(p: argparse.ArgumentParser):
     return p
 
 
-def _run_kind_is_seq(run_dir) -> bool:
-    """Quietly: does run_dir hold a comparison run?  run.json says so, or,
-    when it is damaged, the newest checkpoint's config (no warnings here: the
-    path chosen reports any damage itself)."""
-    import json
-    run_dir = Path(run_dir)
-    try:
-        return json.loads((run_dir / "run.json").read_text()).get("kind") == "seq"
-    except (OSError, ValueError, AttributeError, RecursionError):
-        pass
-    try:
-        newest = max(p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
-        return json.loads((newest / "state.json").read_text())["config"].get("kind") == "seq"
-    except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
-        return False
-
-
 def is_seq_train(args) -> bool:
     """Does this `rasp train` run a comparison task (trainer/seqtrain.py)?"""
+    from trainer import checkpoint
     from trainer.tasks.base import SeqTask
-    if args.resume and _run_kind_is_seq(args.out):
+    if args.resume and checkpoint.is_seq_run_dir(args.out):
         return True
     return bool(args.task) and isinstance(TASKS.get(args.task), SeqTask)
 
 
-def _device(name: str) -> str:
+def check_device(name: str) -> str:
+    """--device, checked: cpu, cuda[:N] (when there is one) or auto."""
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -186,14 +171,14 @@ def config_from_args(args):
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"]), fan_flags(args))
         return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
                          compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
-                         preset=run["preset"], device=_device(args.device), hp=hp, resume=True,
+                         preset=run["preset"], device=check_device(args.device), hp=hp, resume=True,
                          progress=not args.no_progress, max_wall=args.max_wall)
     hp = fresh_hparams(args)
     if "compress_method" in getattr(args, "given", ()) and args.compress is None:
         raise RaspError("--compress-method: not used without --compress D")
     return RunConfig(task=args.task, out=str(out), model=args.model, init=args.init,
                      compress=args.compress, compress_method=args.compress_method, preset=args.preset,
-                     device=_device(args.device), hp=hp, resume=args.resume,
+                     device=check_device(args.device), hp=hp, resume=args.resume,
                      progress=not args.no_progress, max_wall=args.max_wall)
 
 
@@ -286,26 +271,26 @@ def seq_run_config(args):
         refuse_changed_run(args, run)
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"], "seq"), seq_flags(args, parse_set(args.set)))
         return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
-                            _device(args.device), True, not args.no_progress, args.max_wall,
+                            check_device(args.device), True, not args.no_progress, args.max_wall,
                             run.get("init", "random"))
     task = seq_task(args.task)
     hp = seq_hparams(args)
     if args.data and not Path(args.data).is_file():
         raise RaspError(f"--data {args.data}: no such file")
     return SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
-                        str(Path(args.data).resolve()) if args.data else None, _device(args.device),
+                        str(Path(args.data).resolve()) if args.data else None, check_device(args.device),
                         args.resume, not args.no_progress, args.max_wall, args.init)
 
 
 def run_seq_eval(args) -> int:
-    from trainer.cli import _device, set_threads
+    from trainer.cli import check_device, set_threads
     from trainer.seqeval import evaluate_seq_run, format_table
     refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
                  "not used here (a comparison run is evaluated per split: --splits a,b, -n N)")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
     print(set_threads(args.threads), file=sys.stderr)
     res = evaluate_seq_run(args.run, splits, args.n, parse_set(args.set), args.batch_size, args.seed,
-                           _device(args.device), plots=not args.no_plots, progress=not args.no_progress,
+                           check_device(args.device), plots=not args.no_plots, progress=not args.no_progress,
                            out_json=args.json)
     print(format_table(res))
     for line in res.get("warnings", []):
@@ -399,7 +384,7 @@ def run_eval(args) -> int:
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
         raise RaspError(f"{run_dir} does not exist" if not Path(run_dir).exists() else
                         f"{run_dir} is not a training run (no run.json)")
-    if _run_kind_is_seq(run_dir):
+    if checkpoint.is_seq_run_dir(run_dir):
         return run_seq_eval(args)
     refuse_given(args, ("splits", "set", "n"),
                  "not used here (a Fan-task run is evaluated by length: --lengths, --samples, --stop)")
@@ -419,7 +404,7 @@ def run_eval(args) -> int:
         raise RaspError("--samples and --batch-size must be positive")
     print(set_threads(args.threads), file=sys.stderr)
     res = evaluate_run(run_dir, lengths, args.stop, args.samples, args.batch_size, args.threshold,
-                       args.seed, _device(args.device), out_json=args.json, plots=not args.no_plots,
+                       args.seed, check_device(args.device), out_json=args.json, plots=not args.no_plots,
                        progress=not args.no_progress)
     print(format_table(res))
     for line in res.get("warnings", []):

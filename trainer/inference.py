@@ -51,8 +51,8 @@ def model_files(kind: str) -> tuple:
 
 
 def _device(name: str) -> torch.device:
-    from trainer.cli import _device as checked
-    return torch.device(checked(name))
+    from trainer.cli import check_device
+    return torch.device(check_device(name))
 
 
 def _check_work(total: float, max_work):
@@ -252,11 +252,11 @@ def _fan_model(task_name: str, model_name: str, hp, module, labeler, stop, thres
 def load_run(path, stop=None, threshold=None, device="cpu"):
     """The newest checkpoint of training run `path`, ready to answer inputs
     (rasp.load's loader of training runs)."""
-    from trainer.cli import _run_kind_is_seq
+    from trainer import checkpoint
     from trainer.hparams import HParams
     path = Path(path)
     dev = _device(device)
-    if _run_kind_is_seq(path):
+    if checkpoint.is_seq_run_dir(path):
         from trainer.seqeval import load_run_model
         run, task, hp, module, state = load_run_model(path, {}, dev)
         return SeqModel(module, task, hp, stop, threshold, state["step"], dev)

@@ -16,7 +16,6 @@ load is printed beside each source."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import statistics
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from rasp import atomic
 from rasp.errors import RaspError
 from trainer.compare.grid import RunSpec
 from trainer.compare.runner import TrainerCommands, load_average, read_json, train_args
@@ -76,9 +76,7 @@ def _add(out: Path, key: str, m: dict) -> None:
     doc = doc if isinstance(doc, dict) else {}
     kept = [x for x in doc.get(key, []) if isinstance(x, dict) and x.get("run_id") != m.get("run_id")]
     doc[key] = (kept + [m])[-MAX_KEPT:]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
+    atomic.write_json_atomic(path, doc, indent=1)      # a link planted in the folder is replaced, not followed
 
 
 def known_speeds(out: Path, runs: list) -> dict:
