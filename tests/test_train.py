@@ -232,8 +232,9 @@ def _compiled_finetune(tmp_path, task, steps=30, **kw):
     s = train(RunConfig(task=task, out=str(out), init="compiled", hp=hp, progress=False))
     # the same compiled start, without probing its length-fragile tensors again (that
     # probe is most of this test's time); the run's probe is in s["init_info"]
-    start, _ = initial_model(RunConfig(task=task, out="-", init="compiled", hp=replace(hp, freeze_fragile=False)),
-                             spec, hp, build_data(task, spec, hp), "cpu")
+    unprobed = replace(hp, freeze_fragile=False)
+    start, _ = initial_model(RunConfig(task=task, out="-", init="compiled", hp=unprobed),
+                             spec, unprobed, build_data(task, spec, hp), "cpu")
     return out, hp, start, s["init_info"], s
 
 
@@ -269,7 +270,9 @@ def test_compress_path_trains(tmp_path):
     from trainer.presets import make_hparams
     from trainer.tasks import get_task
     out = tmp_path / "compressed"
-    hp = make_hparams("cpu", get_task("parity"), "compiled", steps=4, eval_every=0, log_every=2, ckpt_every=4)
+    # the fragile-tensor probe (tested above) is most of a compiled start's time: off here
+    hp = make_hparams("cpu", get_task("parity"), "compiled", steps=4, eval_every=0, log_every=2, ckpt_every=4,
+                      freeze_fragile=False)
     s = train(RunConfig(task="parity", out=str(out), init="compiled", compress=20, hp=hp, progress=False))
     assert s["init_info"]["compressed_to"] == 20 and s["init_info"]["compiled_width"] > 20
     assert checkpoint.load_model(checkpoint.latest(out)).cfg.d_model == 20
