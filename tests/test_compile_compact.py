@@ -106,3 +106,21 @@ def test_layer_caps_lower_the_weights_of_a_wide_prelude(monkeypatch):
     monkeypatch.setattr(C, "schedule_compact", lambda stages, fixed, d, dh: (0, {
         s: C.schedule(ops) for s, ops in stages.items()}))
     assert capped < params(compile_program(prog, max_len=16))
+
+
+def test_a_numeric_output_keeps_the_halting_clock():
+    """A wide output becomes a number (dense_small); its halting clock
+    (compiler/clock.py: where(done, out, out + offset)) used to be a number
+    too, which the unembedding read as itself: every position the clock had
+    not marked done (those before `>`, where T is not known yet) printed
+    out + offset (unique_set, --max-len 12: '52 14 # #' for '0 14 # #').
+    Every position is compared, not only the scored ones."""
+    prog = rasp.load(ROOT / "programs" / "unique_set.rasp")
+    cm = compile_program(prog, max_len=12)
+    assert "count" in cm.config.extra["compiler"]["clock"]
+    assert cm.config.extra["output_tokens"] == list(range(-2, 50))    # a number, not a one-hot code
+    rng = random.Random(11)
+    batch = [prog.parse_input("14 > # #")]
+    batch += [prog.parse_input(" ".join(map(str, R.SAMPLERS["unique_set"](rng, rng.randint(1, 6)))))
+              for _ in range(40)]
+    assert_same(prog, cm, batch)
