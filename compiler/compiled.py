@@ -98,7 +98,7 @@ def _build(pir, L: int, max_len: int, steps, gate: Optional[Clock]):
 
 
 def _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact):
-    cr = Crafter(pg, sets, sets2, L, compact=compact)
+    cr = Crafter(pg, sets, sets2, L, compact=compact, gate=gate)
     out_rep = cr.run()
     stages = {s: [op for op in cr.ops if op.stage == s] for s in ("pre", "body", "post")}
     d_head = max([op.width for op in cr.ops if op.kind == "attn"] + [1])

@@ -10,7 +10,8 @@ from rasp.errors import RaspError
 from . import attn as A
 from . import mlp as M
 from . import mean as MEAN
-from .basis import IDX, IDX2, NOTBOS, Cat, Num, Residual, lin_add, lin_scale
+from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale
+from .clock import DONE_LOGIT, OPEN_LOGIT
 from .graph import ProgramGraph
 from .ops import Op, Unit
 from .values import unique_key
@@ -34,12 +35,15 @@ LINEAR = {"add", "sub", "neg", "mul"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 
-def quadratic_unembed_exact(lo, hi) -> bool:
+def quadratic_unembed_exact(lo, hi, scale=1.0) -> bool:
     """The numeric unembedding (logit 2tx - t^2 for every token t in [lo, hi])
     keeps neighbouring logits 1 - 2*0.05 apart (output noise <= 0.05) while
-    its float32 rounding, about 3 eps M^2 (M = max |t|), stays below 0.4."""
+    its float32 rounding, about 3 eps M^2 (M = max |t|), stays below 0.4.
+    scale: the largest logit multiplier over the smallest (a clocked output's
+    DONE_LOGIT / OPEN_LOGIT): rounding grows with the first, the gap with the
+    second."""
     m = max(abs(lo), abs(hi))
-    return 3 * 2.0 ** -23 * m * m <= 0.4
+    return 3 * 2.0 ** -23 * m * m * scale <= 0.4
 
 
 def dense_small(vals) -> bool:
@@ -51,9 +55,11 @@ def dense_small(vals) -> bool:
 
 
 class Crafter:
-    def __init__(self, pg: ProgramGraph, sets: dict, sets2: dict, length: int, compact: bool = False):
+    def __init__(self, pg: ProgramGraph, sets: dict, sets2: dict, length: int, compact: bool = False,
+                 gate=None):
         self.pg, self.ir = pg, pg.ir
         self.compact = compact          # encode wide dense value sets as numbers (see is_cat)
+        self.gate = gate                # the halting clock (clock.Clock) the program was given, or None
         self.sets, self.sets2, self.L = sets, sets2, length
         self.res = Residual()
         self.ops: list[Op] = []
@@ -358,6 +364,7 @@ class Crafter:
 
     def run(self):
         self.refuse_zero_divisors()
+        clocked = self.pg.loop is not None and self.numeric_clock()
         self.stage = "pre"
         self.build(self.ir.input)          # the embedding always has the token one-hot
         for node in self.pg.order("pre"):
@@ -377,15 +384,17 @@ class Crafter:
                     self.reps[var.update] = self.to_cat(var.update, self.reps[var.update])
             self.stage = "post"
             for node in self.pg.order("post"):
-                if not isinstance(node, ir.LoopOut):
+                if not isinstance(node, ir.LoopOut) and not (clocked and node in (self.gate.shifted,
+                                                                                   self.ir.output)):
                     self.build(node)
         self.stage = "post" if self.pg.loop is not None else "pre"
-        out = self.rep(self.ir.output)
+        out = self.clocked_number() if clocked else self.rep(self.ir.output)
         if isinstance(out, int):
             out = Cat({out: dict(NOTBOS)})
-        if isinstance(out, Num) and not quadratic_unembed_exact(out.lo, out.hi):
+        if isinstance(out, Num) and (self.gate is not None or not quadratic_unembed_exact(out.lo, out.hi)):
             # logits 2tx - t^2 lose the 1-logit gap between neighbours in float32
-            # once |t| ~ 1000: read the output through a one-hot table instead
+            # once |t| ~ 1000, and read a clocked output's v + offset as itself:
+            # read the output through a one-hot table instead
             out = self.to_cat(self.ir.output, out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
@@ -398,6 +407,33 @@ class Crafter:
                     for u in op.units:
                         u.inp = self.res.carry_fix(u.inp)
         return out
+
+    def numeric_clock(self) -> bool:
+        """Whether the clocked output where(done, value, value + offset) would
+        be a number (a wide value set, is_cat): a number v + offset reads as
+        itself, so neither it nor value + offset is built in the postlude;
+        `clocked_number` gives the unembedding value and done * value instead
+        (one unit, no one-hot table).  Not when done is no 0/1 one-hot code."""
+        g = self.gate
+        if g is None or g.done is None or self.is_cat(self.ir.output):
+            return False
+        return not {g.done, g.value, g.shifted} & self.absorbed and self.is_cat(g.done) \
+            and set(self.vals(g.done)) <= {0, 1}
+
+    def clocked_number(self):
+        """The clocked output as a ClockedNum (see numeric_clock); beyond the
+        quadratic unembedding at the clock's margins, the clocked output itself
+        (`run` reads it through a one-hot code)."""
+        g = self.gate
+        value, done = self.rep(g.value), self.rep(g.done)
+        x = value if isinstance(value, Num) else self.as_num(g.value, value)
+        if not quadratic_unembed_exact(x.lo, x.hi, DONE_LOGIT / OPEN_LOGIT):
+            self.build(g.shifted)
+            self.build(self.ir.output)
+            return self.rep(self.ir.output)
+        rep, units = M.num_where(done, x, 0, min(x.lo, 0), max(x.hi, 0), self.alloc)
+        self.mlp(self.op_label("where", self.ir.output), units, self.unit_writes(units))
+        return ClockedNum(x, rep.lin, done.vals.get(1, {}))
 
     def make_state(self, var):
         if var.kind != ir.SOP:

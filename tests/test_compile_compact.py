@@ -108,19 +108,27 @@ def test_layer_caps_lower_the_weights_of_a_wide_prelude(monkeypatch):
     assert capped < params(compile_program(prog, max_len=16))
 
 
-def test_a_numeric_output_keeps_the_halting_clock():
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
     """A wide output becomes a number (dense_small); its halting clock
     (compiler/clock.py: where(done, out, out + offset)) used to be a number
     too, which the unembedding read as itself: every position the clock had
     not marked done (those before `>`, where T is not known yet) printed
     out + offset (unique_set, --max-len 12: '52 14 # #' for '0 14 # #').
-    Every position is compared, not only the scored ones."""
+    Every position is compared, not only the scored ones.  `wide`: as if the
+    output were beyond the quadratic unembedding at the clock's margins (the
+    clocked output is then read through a one-hot code)."""
+    import compiler.craft as K
+    if wide:
+        monkeypatch.setattr(K, "quadratic_unembed_exact", lambda lo, hi, scale=1.0: scale == 1.0)
     prog = rasp.load(ROOT / "programs" / "unique_set.rasp")
     cm = compile_program(prog, max_len=12)
     assert "count" in cm.config.extra["compiler"]["clock"]
-    assert cm.config.extra["output_tokens"] == list(range(-2, 50))    # a number, not a one-hot code
+    assert cm.config.extra["output_tokens"] == list(range(-2, 50))
     rng = random.Random(11)
     batch = [prog.parse_input("14 > # #")]
     batch += [prog.parse_input(" ".join(map(str, R.SAMPLERS["unique_set"](rng, rng.randint(1, 6)))))
               for _ in range(40)]
     assert_same(prog, cm, batch)
+    # the number and done * number: one unit; a one-hot code: a table
+    assert ("where output(clock) @32 (1 units)" in cm.report()) == (not wide)
