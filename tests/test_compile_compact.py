@@ -114,8 +114,9 @@ def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
     (compiler/clock.py: where(done, out, out + offset)) used to be a number
     too, which the unembedding read as itself: every position the clock had
     not marked done (those before `>`, where T is not known yet) printed
-    out + offset (unique_set, --max-len 12: '52 14 # #' for '0 14 # #').
-    Every position is compared, not only the scored ones.  `wide`: as if the
+    out + offset (unique_set, --max-len 12: '52 14 # #' for '0 14 # #'), and
+    every position once the loop ran other than T times (`--param n=7`: the
+    scored ones too).  Every position is compared.  `wide`: as if the
     output were beyond the quadratic unembedding at the clock's margins (the
     clocked output is then read through a one-hot code)."""
     import compiler.craft as K
@@ -130,5 +131,7 @@ def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
     batch += [prog.parse_input(" ".join(map(str, R.SAMPLERS["unique_set"](rng, rng.randint(1, 6)))))
               for _ in range(40)]
     assert_same(prog, cm, batch)
+    longer = {"n": 7}                     # past T: unique_set's answer stays (test_programs.STABLE)
+    assert cm.run_batch(batch, longer) == prog.run_batch(batch, params=longer).outputs
     # the number and done * number: one unit; a one-hot code: a table
     assert ("where output(clock) @32 (1 units)" in cm.report()) == (not wide)
