@@ -14,7 +14,7 @@ batch.
 
 --sizes: parameters and compile time of every program in programs/ and every ported
 program (tests/ported_programs.py) at --max-len 16, 64 and 256 (each compile in its
-own process, killed after --time-limit seconds), with the growth exponent
+own process, killed after --time-limit seconds; --jobs programs at a time), with the growth exponent
 log(params at 256 / params at 64) / log 4 (1 = linear in the length), as markdown.
 
 --coverage: every program in programs/, every library function of docs/language.md
@@ -77,9 +77,14 @@ def inputs(prog, path, rng, length, count):
 
 
 def exact(prog, cm, batch):
+    """Every position agrees (`rasp run DIR` prints them all); only the scored
+    ones for a program that uses a param as a value (the model knows it from
+    `>` on: compiler/params.py)."""
     ref = prog.run_batch(batch).outputs
     got = cm.run_batch(batch)
-    return all(r[prog.scored_start(x):] == g[prog.scored_start(x):] for x, r, g in zip(batch, ref, got))
+    scored_only = bool(cm.config.extra["compiler"]["value_params"])
+    start = (lambda x: prog.scored_start(x)) if scored_only else (lambda x: 0)
+    return all(r[start(x):] == g[start(x):] for x, r, g in zip(batch, ref, got))
 
 
 def bench(path, max_len, search_to, n_check, n_batch, seed):
@@ -213,7 +218,8 @@ def coverage(max_len, search_to, n_check, seed, command) -> str:
             f"Compiled at `--max-len {max_len}`; 'exact to' is the largest of the lengths {max_len}, "
             f"{2 * max_len}, ... <= {search_to} at which every checked input ({n_check} of that length, "
             "task-format where programs/ has a sampler, plus a random prefix of each) gives the "
-            "interpreter's scored outputs; 0 means wrong already at the compile length.",
+            "interpreter's outputs at every position (at the scored ones where a param is used as a "
+            "value: the model knows it from `>` on); 0 means wrong already at the compile length.",
             ""]
     head = "| program | result | layers | residual | parameters | exact to |\n|---|---|---|---|---|---|"
     sections = [("Programs (programs/)", [(Path(p).stem, rasp.load(str(p)), str(p))
@@ -298,7 +304,7 @@ def growth(a: dict, b: dict, ratio: float):
     return None
 
 
-def sizes_table(limit: float, only=None) -> str:
+def sizes_table(limit: float, only=None, jobs: int = 1) -> str:
     def show(c):
         if "params" in c:
             return f"{c['params']:,} ({c['compile_s']:.2f}s)"
@@ -310,25 +316,45 @@ def sizes_table(limit: float, only=None) -> str:
     head = ("| program | " + " | ".join(f"--max-len {n}" for n in SIZE_LENGTHS)
             + " | growth 64 -> 256 |\n|---|" + "---|" * (len(SIZE_LENGTHS) + 1))
     rows = [head]
-    for name, spec in size_entries():
-        if only and not any(o in name for o in only):
-            continue
-        cells = size_cells(spec, limit)
+    meet, miss, faster, big, slow = [], [], [], [], []
+    from concurrent.futures import ThreadPoolExecutor
+    entries = [(name, spec) for name, spec in size_entries() if not only or any(o in name for o in only)]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:      # each compile is its own process
+        results = list(pool.map(lambda e: size_cells(e[1], limit), entries))
+    for (name, spec), cells in zip(entries, results):
         g = growth(cells[1], cells[2], SIZE_LENGTHS[2] / SIZE_LENGTHS[1])
         rows.append(f"| {name} | " + " | ".join(show(c) for c in cells)
                     + f" | {'' if g is None else f'{g:.2f}'} |")
         print(rows[-1], file=sys.stderr, flush=True)
-    return "\n".join(rows)
+        at64 = cells[1]
+        if "params" in at64:
+            ok = at64["params"] <= TARGET_PARAMS and at64["compile_s"] <= TARGET_SECONDS
+            (meet if ok else miss).append(name)
+            if at64["params"] > TARGET_PARAMS:
+                big.append(f"{name} ({at64['params'] / 1e6:.1f}M)")
+            if at64["compile_s"] > TARGET_SECONDS:
+                slow.append(name)
+        if g is not None and g > 1.1:
+            faster.append(f"{name} ({g:.2f})")
+    summary = (f"\n\nAt --max-len {SIZE_LENGTHS[1]}: {len(meet)} of {len(meet) + len(miss)} compiled entries "
+               f"meet <= {TARGET_PARAMS:,} parameters and <= {TARGET_SECONDS} s; not met: "
+               + (", ".join(miss) or "none") + f".  Over {TARGET_PARAMS:,} parameters: {len(big)} ("
+               + (", ".join(big) or "none") + f"); over {TARGET_SECONDS} s at this load: {len(slow)}.  Growth above 1.1 between "
+               f"{SIZE_LENGTHS[1]} and {SIZE_LENGTHS[2]}: " + (", ".join(faster) or "none") + ".")
+    return "\n".join(rows) + summary
 
+
+TARGET_PARAMS, TARGET_SECONDS = 2_000_000, 0.5      # issue 27's targets at --max-len 64
 
 SIZES_MARK = "## Sizes (issue 27; `python bench/compiler.py --sizes -o FILE`)"
 
 
-def sizes_section(table: str) -> str:
+def sizes_section(table: str, jobs: int = 1, load_before: float = float("nan")) -> str:
     when = time.strftime("%Y-%m-%d %H:%M")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{SIZES_MARK}\n\nParameters (compile time) at each --max-len; growth = log(params 256 / params 64) "
-            f"/ log 4 (1: linear). Measured {when}, load average {load:.1f} on {os.cpu_count()} cores "
+            f"/ log 4 (1: linear). Measured {when}, {jobs} program(s) at a time, load average {load_before:.1f} "
+            f"at the start and {load:.1f} at the end on {os.cpu_count()} cores "
             "(compile times are wall-clock, so they include the load).\n\n" + table + "\n")
 
 
@@ -360,6 +386,7 @@ def main(argv=None):
     ap.add_argument("--coverage", action="store_true", help="print the markdown coverage table instead")
     ap.add_argument("--sizes", action="store_true", help="print the size table (issue 27) instead")
     ap.add_argument("--time-limit", type=float, default=60.0, help="with --sizes: seconds per compile")
+    ap.add_argument("--jobs", type=int, default=1, help="with --sizes: programs compiled at a time")
     ap.add_argument("--size-one", nargs=2, metavar=("SPEC", "LIMIT"), help=argparse.SUPPRESS)
     ap.add_argument("-o", "--out", help="with --coverage: also write the table to this file; with --sizes: "
                     "replace the file's sizes section")
@@ -369,10 +396,11 @@ def main(argv=None):
         print(json.dumps(size_one(args.size_one[0], SIZE_LENGTHS, float(args.size_one[1]))))
         return
     if args.sizes:
-        text = sizes_table(args.time_limit, args.programs or None)
+        load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        text = sizes_table(args.time_limit, args.programs or None, args.jobs)
         print(text)
         if args.out:
-            write_text_atomic(args.out, keep_head(args.out) + sizes_section(text))
+            write_text_atomic(args.out, keep_head(args.out) + sizes_section(text, args.jobs, load_before))
         return
     if args.coverage:
         max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16

@@ -14,7 +14,7 @@ import torch
 
 from model import LoopedConfig, LoopedTransformer
 
-from .basis import BOS, GATE, IDX, IDX2, ONE, Cat
+from .basis import BOS, GATE, IDX, IDX2, ONE, Cat, ClockedNum
 from .clock import DONE_LOGIT, OPEN_LOGIT
 
 
@@ -83,7 +83,8 @@ def build_stage(layers, d, dh, nh, dm, x_bos, bos_cols=(BOS,)):
 
 def unembed_rows(rep, d, gate=None):
     """Output token values and the unembedding (weights, bias).  With a halting
-    clock (`gate`), value v + gate.offset is token v with a smaller margin."""
+    clock (`gate`), a one-hot output's value v + gate.offset is token v with a
+    smaller margin; a numeric output comes as a ClockedNum."""
     if isinstance(rep, Cat):
         if gate is None:
             tokens = sorted(rep.vals)
@@ -93,11 +94,21 @@ def unembed_rows(rep, d, gate=None):
         W = np.stack([_dense(rep.vals[t], d) * DONE_LOGIT + _dense(rep.vals.get(t + gate.offset, {}), d) * OPEN_LOGIT
                       for t in tokens])
         return tokens, W, np.zeros(len(tokens))
-    lo, hi = int(np.floor(rep.lo)), int(np.ceil(rep.hi))
+    if gate is not None and not isinstance(rep, ClockedNum):
+        # a number v + offset would read as itself (craft.Crafter.output)
+        raise ValueError("a clocked numeric output must come as a ClockedNum")
+    num = rep.value if isinstance(rep, ClockedNum) else rep
+    lo, hi = int(np.floor(num.lo)), int(np.ceil(num.hi))
     tokens = list(range(lo, hi + 1))
-    x = _dense(rep.lin, d)
-    W = np.stack([2.0 * t * x for t in tokens])       # argmax_t 2tx - t^2 = round(x)
-    return tokens, W, -np.array([float(t * t) for t in tokens])
+    x = _dense(num.lin, d)
+    if not isinstance(rep, ClockedNum):
+        W = np.stack([2.0 * t * x for t in tokens])       # argmax_t 2tx - t^2 = round(x)
+        return tokens, W, -np.array([float(t * t) for t in tokens])
+    # OPEN (2tx - t^2) + (DONE - OPEN) (2ty - t^2 done), y = done * x: the same
+    # argmax, margin DONE_LOGIT where done and OPEN_LOGIT elsewhere
+    y, done, extra = _dense(rep.done_value, d), _dense(rep.done, d), DONE_LOGIT - OPEN_LOGIT
+    W = np.stack([2.0 * t * (OPEN_LOGIT * x + extra * y) - extra * t * t * done for t in tokens])
+    return tokens, W, -OPEN_LOGIT * np.array([float(t * t) for t in tokens])
 
 
 def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):

@@ -24,6 +24,9 @@ PREDS = {
 }
 
 
+STRICT = {"le": "lt", "ge": "gt"}
+
+
 def numeric_eq_exact(magnitudes) -> bool:
     """The score SEL - EQ_GAP (k - q)^2 is summed from terms of size EQ_GAP M^2
     (M = largest |k|, |q|); its float32 rounding (with the squares' own, about
@@ -59,6 +62,15 @@ def score_rows(kind, k, q, pred, sel):
         qs.append(lin_scale(NOTBOS, -sel))
         ks.append({ONE: 1.0})
         return qs, ks
+    if kind == "digit_same":
+        # k, q: [high, low] digits: high digits equal and pred on the low ones
+        # (sel per condition, minus sel: sel when both hold, <= 0 otherwise)
+        q1, k1 = score_rows("cat", k[0], q[0], "eq", sel)
+        q2, k2 = score_rows("cat", k[1], q[1], pred, sel)
+        return q1 + q2 + [lin_scale(NOTBOS, -sel)], k1 + k2 + [{ONE: 1.0}]
+    if kind == "digit_beyond":
+        # pred (made strict) on the high digits alone
+        return score_rows("cat", k[0], q[0], STRICT.get(pred, pred), sel)
     # numeric equality: sel - EQ_GAP * (k - q)^2
     b = EQ_GAP
     qs = [lin_scale(q.numeric(), 2 * b), lin_scale(NOTBOS, -b), lin_add((-b, q.square()), (sel, NOTBOS))]

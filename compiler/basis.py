@@ -131,6 +131,21 @@ class Num:
         return Num(f(self.lin), self.lo, self.hi, f(self.sq) if self.sq is not None else None, self.affine)
 
 
+@dataclass
+class ClockedNum:
+    """A numeric output under the halting clock (clock.py): `value` is the
+    answer, `done_value` a form for done * value and `done` the 0/1 form of
+    done.  The unembedding's logit for token t is OPEN (2tv - t^2) +
+    (DONE - OPEN) (2t done_value - t^2 done): argmax v, margin DONE where
+    done, OPEN elsewhere (assemble.unembed_rows)."""
+    value: Num
+    done_value: dict
+    done: dict
+
+    def map_forms(self, f) -> "ClockedNum":
+        return ClockedNum(self.value.map_forms(f), f(self.done_value), f(self.done))
+
+
 def rep_dims(rep) -> set:
     """Residual dims a representation reads."""
     if isinstance(rep, Cat):

@@ -11,7 +11,10 @@ compiled, all built from primitives the compiler already makes exact:
     out'  = where(clock == T, out, out + OFFSET)     (after the loop)
 
 The unembedding maps both `v` and `v + OFFSET` to token `v`, with a large
-logit for the first and a small one for the second.  The argmax after any
+logit for the first and a small one for the second (a one-hot output).  A
+numeric output (a wide value set, craft.Crafter.is_cat) cannot be read that
+way (a number v + OFFSET reads as itself): `out'` is not built, and the
+unembedding reads `out` and `done * out` instead (basis.ClockedNum).  The argmax after any
 step is what the program alone would give; the margin is DONE_LOGIT only
 when the model has run exactly T iterations, and OPEN_LOGIT otherwise.
 
@@ -24,6 +27,7 @@ counts are beyond the compiler: such programs compile without a clock.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from rasp import ir
 from rasp.errors import RaspError
@@ -44,6 +48,10 @@ class NoClock(Exception):
 class Clock:
     offset: int            # not-done output values are shifted by this
     count: str             # the loop count the clock compares with (for reports)
+    # the IR nodes of out' = where(done, value, shifted), shifted = value + offset
+    done: Optional[ir.Node] = dataclasses.field(default=None, repr=False, compare=False)
+    value: Optional[ir.Node] = dataclasses.field(default=None, repr=False, compare=False)
+    shifted: Optional[ir.Node] = dataclasses.field(default=None, repr=False, compare=False)
 
 
 class _Builder:
@@ -139,7 +147,7 @@ def with_clock(prog: ir.ProgramIR, length: int) -> tuple:
     output = b.node(ir.Map("where", (done, prog.output, open_out)), top)
     top.items += [ir.Bind("done(clock)", done, loop.loc), ir.Bind("output(clock)", output, loop.loc)]
     clocked = dataclasses.replace(prog, body=top, output=output, loops=[new_loop])
-    return clocked, Clock(offset, str(loop.count))
+    return clocked, Clock(offset, str(loop.count), done=done, value=prog.output, shifted=open_out)
 
 
 def try_clock(prog: ir.ProgramIR, length: int):

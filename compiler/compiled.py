@@ -21,7 +21,7 @@ from .assemble import assemble
 from .clock import Clock, try_clock
 from .craft import Crafter
 from .graph import ProgramGraph
-from .layers import plan_body, schedule
+from .layers import balance, caps, copy_ops, plan_body, schedule, schedule_compact, widths
 from .loops import one_loop
 from .params import causal_params, value_params
 from .validate import requires_record
@@ -81,20 +81,47 @@ def compile_program(prog, max_len: int, steps: Optional[int] = None,
 
 
 def _build(pir, L: int, max_len: int, steps, gate: Optional[Clock]):
-    """The compiler's stages on one program: (LoopedTransformer, layout)."""
+    """The compiler's stages on one program: (LoopedTransformer, layout).
+    Wide value sets of small ints are first encoded as numbers (a residual
+    dim each instead of one per value: the compact model); a program some op
+    of which needs them one-hot (e.g. a lookup table of two of them) is
+    built with one-hot codes instead, and refused only if that fails too."""
     pg = ProgramGraph(pir)
     keep = set(pg.g)
     sets = ValueSets(pir, L, pg.names, keep).sets
     sets2 = ValueSets(pir, 2 * L, pg.names, keep).sets
-    cr = Crafter(pg, sets, sets2, L)
+    try:
+        return _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact=True)
+    except RaspError:
+        pg = ProgramGraph(pir)
+        return _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact=False)
+
+
+def _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact):
+    cr = Crafter(pg, sets, sets2, L, compact=compact, gate=gate)
     out_rep = cr.run()
-    stages = {}
-    for stage in ("pre", "body", "post"):
-        ops = [op for op in cr.ops if op.stage == stage]
-        n = schedule(ops)
-        if stage == "body" and pg.loop is not None:
-            n = plan_body(cr, ops)
-        stages[stage] = (ops, n)
+    stages = {s: [op for op in cr.ops if op.stage == s] for s in ("pre", "body", "post")}
+    d_head = max([op.width for op in cr.ops if op.kind == "attn"] + [1])
+    outer = {s: stages[s] for s in ("pre", "post")}
+    # every layer has the widest layer's MLP units and heads, so a few more
+    # layers of narrow ones can cost fewer weights than fewer wide ones: try
+    # caps on the body's layers (its loop bookkeeping is planned on each
+    # try), and for each the prelude and postlude split that costs least
+    best = None
+    body_caps = caps({"body": stages["body"]}, steps=4) if pg.loop is not None else [(None, None)]
+    for cu, ch in body_caps:
+        body = copy_ops(stages["body"]) if len(body_caps) > 1 else stages["body"]
+        n_body = schedule(body, cu, ch)
+        if pg.loop is not None:
+            n_body = plan_body(cr, body)
+        cost, _ = schedule_compact(outer, (n_body, *widths(body, n_body)), len(cr.res), d_head)
+        if best is None or cost < best[0]:
+            best = (cost, body, n_body)
+    _, body, n_body = best
+    _, ns = schedule_compact(outer, (n_body, *widths(body, n_body)), len(cr.res), d_head)
+    for s in ("pre", "post"):
+        balance(outer[s], ns[s])
+    stages = {"pre": (outer["pre"], ns["pre"]), "body": (body, n_body), "post": (outer["post"], ns["post"])}
     loop = pg.loop
     extra = {"compiler": {"max_len": max_len, "design_length": L, "steps": steps,
                           "has_loop": loop is not None,

@@ -10,7 +10,8 @@ from rasp.errors import RaspError
 from . import attn as A
 from . import mlp as M
 from . import mean as MEAN
-from .basis import IDX, IDX2, NOTBOS, Cat, Num, Residual, lin_add, lin_scale
+from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale
+from .clock import DONE_LOGIT, OPEN_LOGIT
 from .graph import ProgramGraph
 from .ops import Op, Unit
 from .values import unique_key
@@ -29,21 +30,36 @@ PY_OPS = {
 }
 
 CAT_LIMIT = 160          # larger (or length-dependent) value sets are encoded as numbers
+NUMBER_ABOVE = 24        # compact models: a wider set of small, dense ints is a number too
 LINEAR = {"add", "sub", "neg", "mul"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 
-def quadratic_unembed_exact(lo, hi) -> bool:
+def quadratic_unembed_exact(lo, hi, scale=1.0) -> bool:
     """The numeric unembedding (logit 2tx - t^2 for every token t in [lo, hi])
     keeps neighbouring logits 1 - 2*0.05 apart (output noise <= 0.05) while
-    its float32 rounding, about 3 eps M^2 (M = max |t|), stays below 0.4."""
+    its float32 rounding, about 3 eps M^2 (M = max |t|), stays below 0.4.
+    scale: the largest logit multiplier over the smallest (a clocked output's
+    DONE_LOGIT / OPEN_LOGIT): rounding grows with the first, the gap with the
+    second."""
     m = max(abs(lo), abs(hi))
-    return 3 * 2.0 ** -23 * m * m <= 0.4
+    return 3 * 2.0 ** -23 * m * m * scale <= 0.4
+
+
+def dense_small(vals) -> bool:
+    """A value set a number holds as compactly as a one-hot code: ints within
+    the quadratic equality score's float32 range (numeric selects stay one
+    head; tables of one operand step only between the values it takes)."""
+    lo, hi = min(vals), max(vals)
+    return A.numeric_eq_exact([max(abs(lo), abs(hi))])
 
 
 class Crafter:
-    def __init__(self, pg: ProgramGraph, sets: dict, sets2: dict, length: int):
+    def __init__(self, pg: ProgramGraph, sets: dict, sets2: dict, length: int, compact: bool = False,
+                 gate=None):
         self.pg, self.ir = pg, pg.ir
+        self.compact = compact          # encode wide dense value sets as numbers (see is_cat)
+        self.gate = gate                # the halting clock (clock.Clock) the program was given, or None
         self.sets, self.sets2, self.L = sets, sets2, length
         self.res = Residual()
         self.ops: list[Op] = []
@@ -73,6 +89,12 @@ class Crafter:
         key = node.var.state if isinstance(node, (ir.LoopState, ir.LoopOut)) else node
         return self.sets[key]
 
+    def fixed_set(self, node) -> bool:
+        """Whether node's values do not depend on the length (a one-hot code
+        could hold them; is_cat says whether one does)."""
+        key = node.var.state if isinstance(node, (ir.LoopState, ir.LoopOut)) else node
+        return not isinstance(node, (ir.Indices, ir.SelWidth)) and self.sets[key] == self.sets2[key]
+
     def is_cat(self, node) -> bool:
         if isinstance(node, ir.Input):
             return True
@@ -80,7 +102,9 @@ class Crafter:
             return False
         key = node.var.state if isinstance(node, (ir.LoopState, ir.LoopOut)) else node
         s1, s2 = self.sets[key], self.sets2[key]
-        return s1 == s2 and len(s1) <= CAT_LIMIT
+        if s1 != s2 or len(s1) > CAT_LIMIT:
+            return False
+        return not (self.compact and len(s1) > NUMBER_ABOVE and dense_small(s1))
 
     def op_label(self, what, node) -> str:
         name = self.pg.name(node)
@@ -340,6 +364,7 @@ class Crafter:
 
     def run(self):
         self.refuse_zero_divisors()
+        clocked = self.pg.loop is not None and self.numeric_clock()
         self.stage = "pre"
         self.build(self.ir.input)          # the embedding always has the token one-hot
         for node in self.pg.order("pre"):
@@ -359,15 +384,17 @@ class Crafter:
                     self.reps[var.update] = self.to_cat(var.update, self.reps[var.update])
             self.stage = "post"
             for node in self.pg.order("post"):
-                if not isinstance(node, ir.LoopOut):
+                if not isinstance(node, ir.LoopOut) and not (clocked and node in (self.gate.shifted,
+                                                                                   self.ir.output)):
                     self.build(node)
         self.stage = "post" if self.pg.loop is not None else "pre"
-        out = self.rep(self.ir.output)
+        out = self.clocked_number() if clocked else self.rep(self.ir.output)
         if isinstance(out, int):
             out = Cat({out: dict(NOTBOS)})
-        if isinstance(out, Num) and not quadratic_unembed_exact(out.lo, out.hi):
+        if isinstance(out, Num) and (self.gate is not None or not quadratic_unembed_exact(out.lo, out.hi)):
             # logits 2tx - t^2 lose the 1-logit gap between neighbours in float32
-            # once |t| ~ 1000: read the output through a one-hot table instead
+            # once |t| ~ 1000, and read a clocked output's v + offset as itself:
+            # read the output through a one-hot table instead
             out = self.to_cat(self.ir.output, out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
@@ -380,6 +407,33 @@ class Crafter:
                     for u in op.units:
                         u.inp = self.res.carry_fix(u.inp)
         return out
+
+    def numeric_clock(self) -> bool:
+        """Whether the clocked output where(done, value, value + offset) would
+        be a number (a wide value set, is_cat): a number v + offset reads as
+        itself, so neither it nor value + offset is built in the postlude;
+        `clocked_number` gives the unembedding value and done * value instead
+        (one unit, no one-hot table).  Not when done is no 0/1 one-hot code."""
+        g = self.gate
+        if g is None or g.done is None or self.is_cat(self.ir.output):
+            return False
+        return not {g.done, g.value, g.shifted} & self.absorbed and self.is_cat(g.done) \
+            and set(self.vals(g.done)) <= {0, 1}
+
+    def clocked_number(self):
+        """The clocked output as a ClockedNum (see numeric_clock); beyond the
+        quadratic unembedding at the clock's margins, the clocked output itself
+        (`run` reads it through a one-hot code)."""
+        g = self.gate
+        value, done = self.rep(g.value), self.rep(g.done)
+        x = value if isinstance(value, Num) else self.as_num(g.value, value)
+        if not quadratic_unembed_exact(x.lo, x.hi, DONE_LOGIT / OPEN_LOGIT):
+            self.build(g.shifted)
+            self.build(self.ir.output)
+            return self.rep(self.ir.output)
+        rep, units = M.num_where(done, x, 0, min(x.lo, 0), max(x.hi, 0), self.alloc)
+        self.mlp(self.op_label("where", self.ir.output), units, self.unit_writes(units))
+        return ClockedNum(x, rep.lin, done.vals.get(1, {}))
 
     def make_state(self, var):
         if var.kind != ir.SOP:
@@ -484,13 +538,19 @@ class Crafter:
                 return rep if want_cat else self.as_num(node, rep)
             if op in ("add", "sub", "neg") and not want_cat:
                 return self.linear(node, args)
-            if op == "where" and isinstance(args[0], Cat):
+            if op == "where" and isinstance(args[0], Cat) and not want_cat:
+                # a number (see is_cat): one unit per branch, not one per value
+                x, y = [a if isinstance(a, int) else self.as_num(node, a) for a in args[1:]]
+                rep, units = M.num_where(args[0], x, y, out_vals[0], out_vals[-1], self.alloc)
+            elif op == "where" and isinstance(args[0], Cat):
                 rep, units = M.cat_where(args[0], args[1], args[2], out_vals, self.alloc)
             else:
-                if not want_cat:
+                if not want_cat and not self.fixed_set(node):
                     raise self.error(node, f"the values of {self.what(node)} depend on the input length; "
                                      f"'{op}' of them cannot be computed exactly")
                 rep, units = M.cat_map(f, args, out_vals, self.alloc, explicit=self.is_update(node))
+                if not want_cat:        # a number (see is_cat): the one-hot's value form
+                    rep = self.as_num(node, rep)
             self.mlp(self.op_label(op, node), units, self.unit_writes(units))
             return rep
         # some operand is numeric
@@ -516,7 +576,8 @@ class Crafter:
                 a = list(args)
                 a[i] = v
                 return f(*a)
-            return self.tabulate(node, x, g, want_cat)
+            # steps only between the values the operand can take (its value set at L)
+            return self.tabulate(node, x, g, want_cat, points=sorted(self.vals(node.inputs[i])))
         if op in COMPARE and len(nonconst) == 2:
             a, b = args
             d = Num(lin_add(a.numeric(), (-1.0, b.numeric())), a.lo - b.hi, a.hi - b.lo)
@@ -674,10 +735,15 @@ class Crafter:
             and not unique_key(sel) and len(self.vals(agg_node.value)) > 1
         if sel.pred == "eq" and several:
             # the quadratic score cannot also rank keys in float32 at length L:
-            # compare one-hot codes of both sides instead (a table each)
+            # compare one-hot codes of both sides instead (a table each), over
+            # the range where the sides can meet; digits once that is wide
+            k, q = self.narrowed(sel, k, q, square=False)
+            if self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE:
+                return self.digit_select(sel, k, q)
             return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
-        if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(max(abs(r.lo), abs(r.hi))
-                                                                              for r in (k, q))):
+        if sel.pred == "eq" and not self.FORCE_DIGITS and not A.numeric_eq_exact(self.magnitudes(k, q)):
+            k, q = self.narrowed(sel, k, q, square=True)
+        if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(self.magnitudes(k, q))):
             # the quadratic score's float32 rounding would reach the selection
             # margin: compare two small digits of each side instead
             return self.digit_select(sel, k, q)
@@ -698,10 +764,66 @@ class Crafter:
             for t in range(1, 33):
                 if all(test(a * j + b1, a * i + b2) == (j <= i - t) for i in range(0, 80) for j in range(0, i + 1)):
                     return ("lag", t), k, q
+        if several and sel.pred in ("lt", "le", "gt", "ge") and (self.FORCE_DIGITS
+                                                                or self.span(k, q) + 1 > self.DIGITS_ABOVE):
+            # max/min over an order select of wide numbers: two heads on digits
+            # (build_order_digits)
+            _, kd, qd = self.digit_select(sel, k, q)
+            return ("order digits",), kd, qd
         # order (and ne) predicates between numbers: a 0/1 table between one-hot codes
         return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
 
     ONEHOT_LIMIT = 4096      # widest numeric range turned into a one-hot code for a select
+    DIGITS_ABOVE = 64        # a many-match max/min select compares digits beyond this range
+
+    @staticmethod
+    def magnitudes(*reps):
+        return [max(abs(r.lo), abs(r.hi)) for r in reps]
+
+    @staticmethod
+    def span(k, q):
+        return int(np.ceil(max(k.hi, q.hi))) - int(np.floor(min(k.lo, q.lo)))
+
+    def narrowed(self, sel, k, q, square):
+        """(k, q) for an equality select, each numeric side clamped to
+        [m - 1, M + 1], [m, M] the range both sides can take (by two ReLUs,
+        `clamped`).  Exact: equal values lie in [m, M], where nothing is
+        clamped; a side clamped to m - 1 was below m, so it could not equal
+        the other side before (that side is >= m when it is the one that
+        starts at m, and then it is never m - 1) nor after; the same at M + 1.
+        Unchanged when the ranges do not meet (nothing is ever selected)."""
+        m = int(np.ceil(max(k.lo, q.lo)))
+        M = int(np.floor(min(k.hi, q.hi)))
+        if m > M:
+            return k, q
+        out = []
+        for node, r in ((sel.key, k), (sel.query, q)):
+            if isinstance(r, Num) and (r.lo < m - 1 or r.hi > M + 1):
+                r = self.clamped(node, r, m - 1, M + 1, square)
+            out.append(r)
+        return tuple(out)
+
+    def clamped(self, node, r, a, b, square):
+        """min(max(r, a), b) = a + relu(r - a) - relu(r - b): two units (and,
+        with `square`, the square table of a quadratic equality score when the
+        clamped range allows one), built in the stage that computes the node;
+        cached by node, stage and range."""
+        stage = self.pg.stage.get(node, self.stage)
+        key = ("clamp", node, stage, a, b, square)
+        if key not in self.onehots:
+            outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
+            try:
+                x = r.numeric()
+                dim = self.alloc(f"clamp {a}..{b}")
+                units = [Unit(x, -float(a), {dim: 1.0}), Unit(x, -float(b), {dim: -1.0})]
+                self.mlp(self.op_label("clamp", node), units, {dim})
+                out = Num(lin_add({dim: 1.0}, (float(a), NOTBOS)), a, b)
+                if square and A.numeric_eq_exact(self.magnitudes(out)):
+                    self.add_square(node, out)
+                self.onehots[key] = out
+            finally:
+                self.stage = outer
+        return self.onehots[key]
     FORCE_DIGITS = False     # tests: compare every numeric equality by digits (digit_select)
 
     def digit_select(self, sel, k, q):
@@ -739,7 +861,7 @@ class Crafter:
                 out.append(Cat(vals))
             return out
         stage = self.pg.stage.get(node, self.stage)
-        key = (node, stage, lo, base)
+        key = (node, stage, lo, base, r.lo, r.hi)     # (a narrowed rep of the node has its own)
         if key in self.onehots:
             return self.onehots[key]
         outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
@@ -766,9 +888,9 @@ class Crafter:
         table holds its last value."""
         if isinstance(r, Cat):
             return r
-        key = (node, self.stage)
+        lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
+        key = (node, self.stage, lo, hi)      # (a narrowed rep of the node has its own code)
         if key not in self.onehots:
-            lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
             if hi - lo > self.ONEHOT_LIMIT:
                 raise self.error(node, f"{self.what(node)} ranges over {hi - lo + 1} values at length "
                                  f"{self.L}; a select comparing it with another number needs a one-hot "
@@ -816,6 +938,8 @@ class Crafter:
     def build_aggregate(self, node):
         sel, red = node.selector, node.reduction
         kind, k, q = self.select_kind(sel, node)
+        if kind == ("order digits",):
+            return self.build_order_digits(node, k, q)
         if isinstance(kind, tuple):          # lag t: aggregate the prefix, then shift by t
             t = kind[1]
             prefix = self.build_aggregate_kind(node, "always", k, q)
@@ -823,29 +947,69 @@ class Crafter:
             return self.to_cat(node, rep) if self.is_cat(node) and isinstance(rep, Num) else rep
         return self.build_aggregate_kind(node, kind, k, q)
 
-    def build_aggregate_kind(self, node, kind, k, q):
+    def build_order_digits(self, node, k, q):
+        """max/min of the values at keys where pred(key, query), pred an order,
+        the numbers written as [high, low] digits of one base (order kept:
+        a < b iff high(a) < high(b), or the highs are equal and low(a) <
+        low(b)).  The keys split into two disjoint sets, each one head with
+        the usual 0/1 score and rank term: equal high digits and pred on the
+        low ones ("digit_same"), and the strict pred on the high digits
+        ("digit_beyond").  Each head also returns whether it found a key (a
+        row of ones, 0 at BOS) and, when it found none, the value neutral for
+        the reduction; then max/min of the two (one ReLU) and the default
+        where neither found one.  About 2 sqrt(range) dims per side instead
+        of a one-hot code of the whole range."""
         sel, red = node.selector, node.reduction
+        v, default, out_vals, label = self.aggregate_parts(node)
+        sign = 1.0 if red == "max" else -1.0
+        rank, span = self.rank_of(v, red)
+        neutral = float(v.lo if red == "max" else v.hi)
+        found, best = [], []
+        for part in ("digit_same", "digit_beyond"):
+            r, f = self.alloc(f"{label} {part}"), self.alloc(f"{label} {part} found", False)
+            self.attn(f"{label} ({part})", A.head(part, k, q, sel.pred, [v.numeric(), dict(NOTBOS)],
+                                                  [neutral, 0.0], rank, span), [{r: 1.0}, {f: 1.0}])
+            found.append({f: 1.0})
+            best.append({r: 1.0})
+        # max(a, b) = b + relu(a - b); min(a, b) = b - relu(b - a); any = [found1 + found2 >= 1]
+        m, any_ = self.alloc(f"{label} {red}"), self.alloc(f"{label} any", False)
+        units = [Unit(lin_scale(lin_add(best[0], (-1.0, best[1])), sign), 0.0, {m: 1.0})]
+        units += M.step_units(lin_add(*found), 1.0, {any_: 1.0})
+        self.mlp(self.op_label(f"{red} of two", node), units, {m, any_})
+        both = Num(lin_add(best[1], (sign, {m: 1.0})), min(v.lo, neutral), max(v.hi, neutral))
+        cond = Cat({1: {any_: 1.0}, 0: lin_add(NOTBOS, (-1.0, {any_: 1.0}))})
+        rep, units = M.num_where(cond, both, default, min(out_vals), max(out_vals), self.alloc)
+        self.mlp(self.op_label("where", node), units, self.unit_writes(units))
+        return self.to_cat(node, rep) if self.is_cat(node) else rep
+
+    def aggregate_parts(self, node):
+        """(value rep, default, output values, label) of an aggregate."""
         v = self.rep(node.value)
         if isinstance(v, int):
             v = Cat({v: dict(NOTBOS)})
-        default = self.default_of(node)
-        out_vals = sorted(self.vals(node))
+        return v, self.default_of(node), sorted(self.vals(node)), self.op_label(node.reduction, node)
+
+    @staticmethod
+    def rank_of(v, red):
+        """(form ranking the values of v for max/min, its span): a one-hot
+        value by its place in the order, a number by itself."""
+        if isinstance(v, Cat):
+            order = sorted(v.vals) if red == "max" else sorted(v.vals, reverse=True)
+            return lin_add(*[(float(r), v.vals[w]) for r, w in enumerate(order)]), float(len(order) - 1)
+        sign = 1.0 if red == "max" else -1.0
+        base = v.lo if red == "max" else v.hi
+        return lin_add((sign, v.numeric()), (-sign * base, {0: 1.0})), float(v.hi - v.lo)
+
+    def build_aggregate_kind(self, node, kind, k, q):
+        sel, red = node.selector, node.reduction
+        v, default, out_vals, label = self.aggregate_parts(node)
         want_cat = self.is_cat(node)
-        label = self.op_label(red, node)
         single = unique_key(sel) or len(getattr(v, "vals", {0: 0, 1: 1})) == 1
         if red == "mean" and not single:
             return self.general_mean(node, kind, k, q, v, default, out_vals, want_cat, label)
         rank, span = None, 0.0
         if red in ("max", "min") and not single:
-            sign = 1.0 if red == "max" else -1.0
-            if isinstance(v, Cat):
-                order = sorted(v.vals) if red == "max" else sorted(v.vals, reverse=True)
-                rank = lin_add(*[(float(r), v.vals[w]) for r, w in enumerate(order)])
-                span = float(len(order) - 1)
-            else:
-                base = v.lo if red == "max" else v.hi
-                rank = lin_add((sign, v.numeric()), (-sign * base, {0: 1.0}))
-                span = float(v.hi - v.lo)
+            rank, span = self.rank_of(v, red)
         if isinstance(v, Cat) and want_cat:
             outs, rows, bos = [], [], []
             dims = {}

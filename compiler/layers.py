@@ -12,23 +12,137 @@ Body invariants (h = state after an iteration, e = injected embedding):
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .basis import BOS, ONE, Cat, Num
 from .mlp import step_units
 from .ops import Op, Unit
 
 
-def schedule(ops: list) -> int:
+def schedule(ops: list, max_units=None, max_heads=None) -> int:
     """ASAP layers for one stage's ops (in creation order, a topological order).
     An attention head reads the residual after the previous layer; an MLP
-    reads it after this layer's attention."""
+    reads it after this layer's attention.  With caps, an op that would make
+    its layer hold more than max_units MLP units (or max_heads heads) goes to
+    the first later layer with room (an op alone in a layer always fits)."""
     n = 0
+    units, heads = {}, {}
     for op in ops:
         if op.kind == "attn":
-            op.layer = max([d.layer + 1 for d in op.deps], default=0)
+            layer = max([d.layer + 1 for d in op.deps], default=0)
+            while max_heads is not None and 0 < heads.get(layer, 0) and heads[layer] + 1 > max_heads:
+                layer += 1
+            heads[layer] = heads.get(layer, 0) + 1
         else:
-            op.layer = max([d.layer if d.kind == "attn" else d.layer + 1 for d in op.deps], default=0)
+            layer = max([d.layer if d.kind == "attn" else d.layer + 1 for d in op.deps], default=0)
+            while max_units is not None and 0 < units.get(layer, 0) and units[layer] + len(op.units) > max_units:
+                layer += 1
+            units[layer] = units.get(layer, 0) + len(op.units)
+        op.layer = layer
         n = max(n, op.layer + 1)
     return n
+
+
+def copy_ops(ops: list) -> list:
+    """Copies of a stage's ops that plan_body may change (its unit outputs
+    and writes are reassigned, never changed in place), deps among the copies."""
+    new = {op: dataclasses.replace(op, units=[dataclasses.replace(u) for u in op.units]) for op in ops}
+    for c in new.values():
+        c.deps = [new.get(d, d) for d in c.deps]
+    return list(new.values())
+
+
+def widths(ops: list, n_layers: int) -> tuple:
+    """(most MLP units, most heads) in one layer of a stage."""
+    units, heads = [0] * max(n_layers, 1), [0] * max(n_layers, 1)
+    for op in ops:
+        if op.kind == "attn":
+            heads[op.layer] += 1
+        else:
+            units[op.layer] += len(op.units)
+    return max(units), max(heads)
+
+
+def schedule_compact(stages: dict, fixed: tuple, d_model: int, d_head: int) -> dict:
+    """Layers for the stages in `stages` (name -> ops; e.g. prelude and
+    postlude) that minimise the model's weights: every layer has the widest
+    layer's MLP units and heads, so a few more layers of narrow ones can
+    cost less than fewer wide ones.  fixed: (layers, units, heads) of the
+    stages scheduled elsewhere (the loop body).  Tries caps between the
+    largest single op and the ASAP peak; returns name -> layer count."""
+    def run(cap_u, cap_h):
+        ns = {name: schedule(ops, cap_u, cap_h) for name, ops in stages.items()}
+        n_all, wu, wh = fixed[0] + sum(ns.values()), fixed[1], fixed[2]
+        for name, ops in stages.items():
+            u, h = widths(ops, ns[name])
+            wu, wh = max(wu, u), max(wh, h)
+        return n_all * (4 * d_model * wh * d_head + 2 * d_model * wu), ns
+
+    best = None
+    for cu, ch in caps(stages, fixed[1], fixed[2]):
+        cost, _ = run(cu, ch)
+        if best is None or cost < best[0]:
+            best = (cost, cu, ch)
+    return run(best[1], best[2])
+
+
+def caps(stages: dict, min_units=0, min_heads=0, steps=8) -> list:
+    """Candidate (max_units, max_heads) caps for `schedule`: unit caps from
+    the largest single op to the ASAP peak in `steps` steps, head caps from 1
+    to the ASAP peak; None (no cap) in each."""
+    ops_all = [op for ops in stages.values() for op in ops]
+    peak_u, peak_h = 0, 0
+    for ops in stages.values():
+        u, h = widths(ops, schedule(ops))
+        peak_u, peak_h = max(peak_u, u), max(peak_h, h)
+    lo_u = max([len(op.units) for op in ops_all if op.kind == "mlp"] + [1, min_units])
+    caps_u = sorted({int(lo_u + (peak_u - lo_u) * k / steps) for k in range(steps + 1)} - {peak_u}) + [None]
+    caps_h = sorted(set(range(max(1, min_heads), peak_h))) + [None]
+    return [(cu, ch) for cu in caps_u for ch in caps_h]
+
+
+def balance(ops: list, n_layers: int) -> None:
+    """Move ops of a stage to later layers, within the slack their readers
+    leave (and within the stage's layers), while that lowers the widest
+    layer's MLP units or the most heads in a layer: every layer of a
+    compiled model has the same widths, so the widest one sets the size of
+    all.  Only where an op runs changes, never what it computes."""
+    writers: dict = {}
+    for op in ops:
+        for d in op.writes:
+            writers.setdefault(d, []).append(op)
+    readers = {op: set() for op in ops}
+    for op in ops:
+        for d in op.reads():
+            for w in writers.get(d, ()):
+                if w is not op:
+                    readers[w].add(op)
+
+    def latest(op):
+        # an MLP reads this layer's attention; anything else reads the layer before
+        return min([r.layer if (op.kind, r.kind) == ("attn", "mlp") else r.layer - 1 for r in readers[op]]
+                   + [n_layers - 1])
+
+    def size(op):
+        return len(op.units) if op.kind == "mlp" else 1
+
+    for kind in ("mlp", "attn"):
+        while True:
+            load = [0] * n_layers
+            for op in ops:
+                if op.kind == kind:
+                    load[op.layer] += size(op)
+            peak = max(load, default=0)
+            moved = False
+            for op in sorted((o for o in ops if o.kind == kind and load[o.layer] == peak), key=size, reverse=True):
+                later = range(op.layer + 1, latest(op) + 1)
+                best = min(later, key=lambda l: load[l], default=None)
+                if best is not None and load[best] + size(op) < peak:
+                    op.layer = best
+                    moved = True
+                    break
+            if not moved:
+                break
 
 
 def plan_body(crafter, body_ops: list) -> int:

@@ -71,14 +71,17 @@ def random_inputs(prog, rng: random.Random, max_len: int, extra: int = 8) -> lis
 
 def first_mismatch(prog, cm, batch):
     """(input text, interpreter output, compiled output) of the first input
-    whose scored outputs differ, or None."""
+    whose outputs differ, or None.  Every position is compared (`rasp run DIR`
+    prints them all), but for a program that uses a param as a value: the
+    model knows it from `>` on, so only the scored positions (compiler/params.py)."""
     batch = interpreter_ok(prog, batch)
     if not batch:
         return None
     ref = prog.run_batch(batch).outputs
     got = cm.run_batch(batch)
+    scored_only = bool(cm.config.extra["compiler"]["value_params"])
     for x, r, g in zip(batch, ref, got):
-        p = prog.scored_start(x)
+        p = prog.scored_start(x) if scored_only else 0
         if r[p:] != g[p:]:
             return prog.format_output(x), prog.format_output(r), prog.format_output(g)
     return None

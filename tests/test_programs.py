@@ -282,6 +282,16 @@ def test_task_compiles_exactly(name):
     _compiled_matches(name, max_len=12, count=16, max_n=5)
 
 
+# every other program, fast, at every position (what `rasp run DIR` prints,
+# the unscored ones too); the group-word programs: tests/test_compiled_words.py
+SHORT = [n for n in ALL if n not in R.TASKS_WITH_T and not n.startswith("words_")]
+
+
+@pytest.mark.parametrize("name", SHORT)
+def test_program_compiles_exactly_short(name):
+    _compiled_matches(name, max_len=8, count=24, max_n=3)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_program_compiles_exactly_longer(name):

@@ -1,0 +1,137 @@
+"""Compact compiled models (issue 27): the constructions that replaced one-hot
+codes of wide value sets, each checked exact against the interpreter
+(exhaustive on short inputs, random up to the design length 4 x max-len) and
+checked to be in use, so that a test fails if the compiler silently falls
+back to the wide construction:
+
+* wide value sets of small ints encoded as numbers (craft.dense_small);
+* numeric equality selects narrowed to the range where both sides meet
+  (craft.Crafter.narrowed), and many-match max/min over them by digits;
+* max/min over an order select of wide numbers by two digit heads
+  (craft.Crafter.build_order_digits);
+* the one-hot build a program falls back to when an op needs one-hot codes
+  (a lookup table of two wide values);
+* layer caps (layers.schedule_compact): fewer weights, same outputs.
+"""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import rasp  # noqa: E402
+import references as R  # noqa: E402
+from compiler import compile_program  # noqa: E402
+from compiler.craft import Crafter  # noqa: E402
+from test_compile_digits import assert_same, short_and_random  # noqa: E402
+
+
+def params(cm) -> int:
+    return sum(p.numel() for p in cm.model.parameters())
+
+
+ORDER = """input seq: {0..99}
+k = where(indices(seq) % 3 == 0, seq, 50)
+output kqv(k, seq, k, PRED, -1, RED)
+"""
+
+
+@pytest.mark.parametrize("pred, red", [("gt", "min"), ("ge", "min"), ("lt", "max"), ("le", "max"),
+                                       ("gt", "max"), ("lt", "min")])
+def test_max_min_over_an_order_select_by_digit_heads(pred, red):
+    prog = rasp.loads(ORDER.replace("PRED", pred).replace("RED", red), "<order>")
+    cm = compile_program(prog, max_len=4)
+    report = cm.report()
+    assert "(digit_same)" in report and "(digit_beyond)" in report
+    vocab = [0, 1, 9, 10, 11, 49, 50, 51, 89, 98, 99]
+    assert_same(prog, cm, short_and_random(vocab, 16, 1, 3, 3) + short_and_random(list(range(100)), 16, 2, 1, 3))
+
+
+@pytest.mark.parametrize("red", ["min", "max"])
+def test_order_digit_heads_with_one_hot_values(monkeypatch, red):
+    monkeypatch.setattr(Crafter, "FORCE_DIGITS", True)
+    src = f"input seq: {{0..5}}\nc = cumsum(seq == 1)\noutput kqv(c, c - 1, seq, gt, 7, {red})\n"
+    prog = rasp.loads(src, "<small>")
+    cm = compile_program(prog, max_len=4)
+    assert "(digit_same)" in cm.report()
+    assert_same(prog, cm, short_and_random(list(range(6)), 16, 3, exhaustive_to=4))
+
+
+NARROW = """input seq: {0..9, -103..-100}
+q = firsts(seq, seq + 1, -999) + 1
+output index_select(seq, q, 7) + 10 * firsts(seq, seq, -999) % 100
+"""
+
+
+def test_equality_select_narrowed_to_where_both_sides_meet():
+    prog = rasp.loads(NARROW, "<narrow>")
+    cm = compile_program(prog, max_len=8)            # -999 is beyond the quadratic score's range
+    assert "clamp" in cm.report()
+    vocab = [0, 1, 2, 5, 8, 9, -103, -100]
+    assert_same(prog, cm, short_and_random(vocab, 32, 4, 3, 3))
+
+
+def test_wide_token_programs_are_compact_and_exact():
+    prog = rasp.load(ROOT / "programs" / "count.rasp")
+    assert params(compile_program(prog, max_len=64)) <= 2_000_000
+    cm = compile_program(prog, max_len=8)
+    rng = random.Random(5)
+    batch = []
+    while len(batch) < 30:
+        x = prog.parse_input(" ".join(map(str, R.SAMPLERS["count"](rng, rng.randint(1, 12)))))
+        if len(x) <= 32:
+            batch.append(x)
+    assert_same(prog, cm, batch)
+
+
+def test_an_op_that_needs_one_hot_codes_falls_back_to_them():
+    rows = [[(3 * a + 7 * b) % 30 for b in range(30)] for a in range(30)]
+    src = (f"const T = {rows}\ninput seq: {{0..29}}\n"
+           "output seq_map(seq, shift_right(seq, 1), T)\n")
+    prog = rasp.loads(src, "<table>")
+    cm = compile_program(prog, max_len=4)
+    assert_same(prog, cm, short_and_random(list(range(30)), 16, 6, exhaustive_to=2))
+
+
+def test_layer_caps_lower_the_weights_of_a_wide_prelude(monkeypatch):
+    prog = rasp.load(ROOT / "programs" / "sort.rasp")
+    capped = params(compile_program(prog, max_len=16))
+    import compiler.compiled as C
+    monkeypatch.setattr(C, "caps", lambda *a, **k: [(None, None)])
+    monkeypatch.setattr(C, "schedule_compact", lambda stages, fixed, d, dh: (0, {
+        s: C.schedule(ops) for s, ops in stages.items()}))
+    assert capped < params(compile_program(prog, max_len=16))
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
+    """A wide output becomes a number (dense_small); its halting clock
+    (compiler/clock.py: where(done, out, out + offset)) used to be a number
+    too, which the unembedding read as itself: every position the clock had
+    not marked done (those before `>`, where T is not known yet) printed
+    out + offset (unique_set, --max-len 12: '52 14 # #' for '0 14 # #'), and
+    every position once the loop ran other than T times (`--param n=7`: the
+    scored ones too).  Every position is compared.  `wide`: as if the
+    output were beyond the quadratic unembedding at the clock's margins (the
+    clocked output is then read through a one-hot code)."""
+    import compiler.craft as K
+    if wide:
+        monkeypatch.setattr(K, "quadratic_unembed_exact", lambda lo, hi, scale=1.0: scale == 1.0)
+    prog = rasp.load(ROOT / "programs" / "unique_set.rasp")
+    cm = compile_program(prog, max_len=12)
+    assert "count" in cm.config.extra["compiler"]["clock"]
+    assert cm.config.extra["output_tokens"] == list(range(-2, 50))
+    rng = random.Random(11)
+    batch = [prog.parse_input("14 > # #")]
+    batch += [prog.parse_input(" ".join(map(str, R.SAMPLERS["unique_set"](rng, rng.randint(1, 6)))))
+              for _ in range(40)]
+    assert_same(prog, cm, batch)
+    longer = {"n": 7}                     # past T: unique_set's answer stays (test_programs.STABLE)
+    assert cm.run_batch(batch, longer) == prog.run_batch(batch, params=longer).outputs
+    # the number and done * number: one unit; a one-hot code: a table
+    assert ("where output(clock) @32 (1 units)" in cm.report()) == (not wide)
