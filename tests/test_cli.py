@@ -271,6 +271,7 @@ def _cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
+@pytest.mark.heavy
 def test_compiled_finetune_stops_once_exact_and_flat_and_threads_are_reported(tmp_path):
     """`rasp train --init compiled` ends long before its step budget once the
     model is exact and the loss no longer improves (or the guard has stalled

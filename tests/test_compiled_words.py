@@ -18,6 +18,8 @@ from trainer.hparams import defaults
 from trainer.seqpresets import apply
 from trainer.seqtrain import seq_task
 
+pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
+
 MAX_LEN = 2                 # design length 4 x 2 = 8
 
 

@@ -348,6 +348,7 @@ def test_program_every_length_up_to_n(path):
     assert_same(prog, cm, batch)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", COMPILED, ids=lambda p: p.stem)
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**31), long=st.booleans())
@@ -388,6 +389,7 @@ def confidence_steps(cm, batch, prog, t_max):
     return (confidence_ce(logp, mask).argmin(0) + 1).tolist()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("task", CLOCKED)
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**31), long=st.booleans())

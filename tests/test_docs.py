@@ -126,6 +126,7 @@ def check_tutorial(workdir: Path):
     return ran
 
 
+@pytest.mark.heavy
 def test_tutorial_commands(tmp_path):
     """Every command, the 50-step training run included (a few seconds)."""
     assert check_tutorial(tmp_path) >= 12

@@ -122,6 +122,7 @@ def test_runtime_loop_variable_undefined(tmp_path, capsys):
     expect_error(tmp_path, capsys, src, 5, 1, "ran 0 times", inputs="> #")
 
 
+@pytest.mark.heavy
 def test_runtime_step_limit(tmp_path, capsys):
     src = HEADER + "loop 100000:\n    seq = shift_right(seq, 1)\noutput seq\n"
     err = expect_error(tmp_path, capsys, src, 4, 1, "max-steps")

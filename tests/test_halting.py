@@ -18,6 +18,8 @@ from trainer import objectives, stopping
 from trainer.evaluate import halting_warnings
 from trainer.halting import DepthLaw, HaltingHead, best_step, calibrate
 
+pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}   # the CLI runs in a child process
 

@@ -643,6 +643,7 @@ def test_every_map_op_has_a_range_rule():
     assert set(_PY_OPS) == set(MAP_ARITY)
 
 
+@pytest.mark.heavy
 @settings(max_examples=3000, deadline=None)
 @given(op=st.sampled_from(sorted(MAP_ARITY)), data=st.data())
 def test_map_range_is_sound(op, data):

@@ -19,6 +19,7 @@ its submodules would otherwise be in a circle with each of them.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -100,6 +101,7 @@ def _internal(name: str) -> str | None:
     return None
 
 
+@functools.cache       # built when a test asks, not at import (every xdist worker collects this file)
 def _graph() -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from(MODULES)
@@ -115,7 +117,6 @@ def _graph() -> nx.DiGraph:
     return graph
 
 
-GRAPH = _graph()
 
 
 def _cycles(graph: nx.DiGraph) -> list[str]:
@@ -131,8 +132,8 @@ def _cycles(graph: nx.DiGraph) -> list[str]:
 def _outside_trainer_cycles() -> nx.DiGraph:
     """The graph less the edges between two trainer modules: every circle in it runs
     through rasp, model or compiler (trainer's own circles are the next test's)."""
-    graph = GRAPH.copy()
-    graph.remove_edges_from([(a, b) for a, b in GRAPH.edges if _top(a) == _top(b) == "trainer"])
+    graph = _graph().copy()
+    graph.remove_edges_from([(a, b) for a, b in _graph().edges if _top(a) == _top(b) == "trainer"])
     return graph
 
 
@@ -147,14 +148,14 @@ def test_no_import_circle_in_rasp_model_or_compiler():
 
 
 def test_no_import_circle_in_trainer():
-    trainer = GRAPH.subgraph(m for m in MODULES if _top(m) == "trainer")
+    trainer = _graph().subgraph(m for m in MODULES if _top(m) == "trainer")
     cycles = _cycles(trainer)
     assert not cycles, "import circles:\n  " + "\n  ".join(cycles)
 
 
 def test_imports_flow_from_rasp_to_model_to_compiler_to_trainer():
-    upward = [f"{a} imports {b} (line {', '.join(map(str, GRAPH.edges[a, b]['lines']))})"
-              for a, b in sorted(GRAPH.edges) if LEVEL[_top(a)] < LEVEL[_top(b)]]
+    upward = [f"{a} imports {b} (line {', '.join(map(str, _graph().edges[a, b]['lines']))})"
+              for a, b in sorted(_graph().edges) if LEVEL[_top(a)] < LEVEL[_top(b)]]
     assert not upward, f"imports against the order {' < '.join(ORDER)}:\n  " + "\n  ".join(upward)
 
 

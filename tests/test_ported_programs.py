@@ -104,6 +104,7 @@ def test_interpreter_equals_reference(port, data):
 
 # ---- (2) compiled = interpreter up to 4 x max-len, or a located refusal ---------------
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("port", COMPILED, ids=lambda p: p.name)
 def test_compiled_equals_interpreter_to_design_length(port):
     cm = compiled(port)

@@ -31,6 +31,8 @@ from trainer.compare import report as R  # noqa: E402
 from trainer.compare import runner  # noqa: E402
 from trainer.compare.suite import load_suite  # noqa: E402
 
+pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
+
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-10 ** 20, 10 ** 20) | st.floats() | st.text(max_size=6),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
@@ -188,7 +190,7 @@ def _result_damage_case(capsys, data):
         assert victim.read_text() == "precious" and {p.name for p in base.iterdir()} == outside
 
 
-@pytest.mark.parametrize("examples", examples_for(15, 400))
+@pytest.mark.parametrize("examples", examples_for(6, 400))
 def test_random_damage_to_a_result_folder(capsys, examples):
     property_test(examples, lambda data: _result_damage_case(capsys, data))
 
@@ -332,7 +334,7 @@ def _seq_run_damage_case(seq_run, capsys, data):
         assert sorted(p.name for p in base.iterdir()) == ["r", "victim.txt"]
 
 
-@pytest.mark.parametrize("examples", examples_for(8, 150))
+@pytest.mark.parametrize("examples", examples_for(4, 150))
 def test_random_damage_to_a_comparison_run(seq_run, capsys, examples):
     property_test(examples, lambda data: _seq_run_damage_case(seq_run, capsys, data))
 

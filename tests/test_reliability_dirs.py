@@ -31,6 +31,8 @@ from rasp.cli import main  # noqa: E402
 from trainer import checkpoint  # noqa: E402
 from trainer.evaluate import rows  # noqa: E402
 
+pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
 PARITY = ROOT / "programs" / "parity.rasp"
 INPUT = "1 0 1 1 > # #"

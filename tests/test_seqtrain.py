@@ -224,6 +224,7 @@ def test_trainer_calls_set_progress_adds_aux_loss_and_reports_stats(tmp_path):
         MODELS.pop("probe_enc", None)
 
 
+@pytest.mark.heavy
 def test_ddp_two_cpu_processes_match_single_process_for_a_comparison_model(tmp_path):
     """`torchrun --nproc_per_node 2` (gloo) trains a comparison model on the
     same global batch as one process: the logged loss curve agrees (each

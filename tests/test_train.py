@@ -30,6 +30,8 @@ from trainer.models import fan_models, get_model_spec  # noqa: E402
 from trainer.hparams import HParams  # noqa: E402
 from trainer.train import RunConfig, build_data, train  # noqa: E402
 
+pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 

@@ -20,6 +20,8 @@ if str(ROOT) not in sys.path:
 import rasp  # noqa: E402
 from rasp.cli import main  # noqa: E402
 
+pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
+
 PARITY = str(ROOT / "programs" / "parity.rasp")
 PARITY_INPUTS = ["1 0 1 1 > # #", "1 > # #", "0 0 1 1 0 1 > # #", "1 1 1 1 1 1 1 1 1 1 1 1 > # #"]
 FLIPFLOP_INPUTS = ["w 1 i 0 r 1", "w 0 r 0 i 1 w 1 r 1", "r 0"]
