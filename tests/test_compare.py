@@ -594,6 +594,16 @@ def test_templates_fill_plain_names_only():
         fill_templates({"a": "{nope}"})
 
 
+def test_seeds_per_preset(tmp_path):
+    per = load_suite(str(write(tmp_path / "per.toml", SUITE.replace("seeds = 2", "seeds = { cpu = 1, paper = 3 }"))))
+    assert [r.seed for r in G.expand(per, "cpu", models=["tf"], tasks=["flip"])] == [0]
+    assert [r.seed for r in G.expand(per, "paper", models=["tf"], tasks=["flip"])] == [0, 1, 2]
+    assert [r.seed for r in G.expand(per, "cpu", seeds=2, models=["tf"], tasks=["flip"])] == [0, 1]
+    for bad in ("{ cpu = 1 }", "{ cpu = 1, paper = 0 }", "{ cpu = 1, paper = 2, gpu = 2 }", '"3"', "true"):
+        with pytest.raises(RaspError, match=r"seeds must be .* one such integer per preset \(cpu, paper\)"):
+            load_suite(str(write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", f"seeds = {bad}"))))
+
+
 def test_cli_errors_exit_2(tmp_path, capsys):
     bad = write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", "seeds = 0"))
     assert rasp_cli.main(["compare", str(bad), "--dry-run"]) == 2

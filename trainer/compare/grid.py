@@ -80,8 +80,8 @@ def _model_entries(suite: Suite, names: Optional[list]) -> Optional[list]:
     return out
 
 
-def seeds_for(suite: Suite, seeds: Optional[int]) -> list:
-    k = suite.seeds if seeds is None else seeds
+def seeds_for(suite: Suite, preset: str, seeds: Optional[int]) -> list:
+    k = suite.seed_count(preset) if seeds is None else seeds
     if k < 1:
         raise RaspError(f"--seeds must be at least 1, got {k}")
     return list(range(k))
@@ -102,7 +102,7 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
     by_task, by_model = {t.name: t for t in suite.tasks}, {m.name: m for m in suite.models}
     task_names = [n for n in task_names if by_task[n].presets is None or preset in by_task[n].presets]
     model_names = _pick(_model_entries(suite, models), [m.name for m in suite.models], "model", suite)
-    seed_list = seeds_for(suite, seeds)
+    seed_list = seeds_for(suite, preset, seeds)
     cells = sum(1 for tname in task_names for mname in model_names if _pairs(by_task[tname], by_model[mname]))
     if cells * len(seed_list) > MAX_RUNS:
         raise RaspError(f"suite {suite.name}: {cells} task x model cells x {len(seed_list)} seeds = "

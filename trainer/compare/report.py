@@ -34,8 +34,9 @@ def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, t
     if old:            # later invocations add to the selection (--models a, then --models b: both reported)
         union = lambda a, b: None if a is None or b is None else sorted(set(a) | set(b))   # noqa: E731
         models, tasks = union(old.get("models"), models), union(old.get("tasks"), tasks)
-        k_old = old.get("seeds") or suite.seeds
-        seeds = None if seeds is None and k_old == suite.seeds else max(seeds or suite.seeds, k_old)
+        k_suite = suite.seed_count(preset)
+        k_old = old.get("seeds") or k_suite
+        seeds = None if seeds is None and k_old == k_suite else max(seeds or k_suite, k_old)
     doc["suites"][key] = {"suite": suite.name, "file": str(Path(suite.path).resolve()), "preset": preset,
                           "seeds": seeds, "models": models, "tasks": tasks}
     _write_atomic(path, json.dumps(doc, indent=1))
@@ -239,7 +240,7 @@ def suite_report(out: Path, sel: dict) -> dict:
     by_cell: dict = {}
     for res in results:
         by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
-    seeds = len(G.seeds_for(suite, sel.get("seeds")))
+    seeds = len(G.seeds_for(suite, preset, sel.get("seeds")))
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}
     for res in results:

@@ -120,7 +120,7 @@ class Suite:
     name: str
     title: str
     path: str
-    seeds: int
+    seeds: dict                 # preset -> default number of seeds
     presets: tuple
     sources: dict
     tasks: list
@@ -130,6 +130,10 @@ class Suite:
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     note: str = ""
+
+    def seed_count(self, preset: str) -> int:
+        """Default number of seeds (0..k-1) of a run of this suite at `preset`."""
+        return self.seeds[preset]
 
     def task(self, name: str) -> TaskEntry:
         return next(t for t in self.tasks if t.name == name)
@@ -368,12 +372,16 @@ class _Parser:
         hl = self.loc.line_of("[suite]")
         self._known(head, {"name", "title", "seeds", "presets", "note"}, "[suite]", hl)
         name = self._name(head, "[suite]", hl)
-        seeds = head.get("seeds", 1)
-        if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS:
-            self._fail(f"[suite]: seeds must be an integer from 1 to {MAX_SEEDS}", "seeds", after=hl)
         presets = head.get("presets", list(PRESETS))
         if not isinstance(presets, list) or not presets or any(p not in PRESETS for p in presets):
             self._fail(f"[suite]: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=hl)
+        # one count, or one per preset (a cpu budget affords fewer seeds than the paper's)
+        seeds = head.get("seeds", 1)
+        counts = seeds if isinstance(seeds, dict) else {p: seeds for p in presets}
+        if set(counts) != set(presets) or any(not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEEDS
+                                              for k in counts.values()):
+            self._fail(f"[suite]: seeds must be an integer from 1 to {MAX_SEEDS}, or a table with one such "
+                       f"integer per preset ({', '.join(presets)})", "seeds", after=hl)
         sources = self.sources()
         evals = self.evals()
         eval_names = {e.name for e in evals}
@@ -386,7 +394,7 @@ class _Parser:
                     if m not in model_names:
                         self._fail(f"[[tasks]] {t.name}: unknown model entry {m!r} in 'models' "
                                    f"(known: {', '.join(sorted(model_names))})", m, after=line)
-        suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=seeds,
+        suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=counts,
                       presets=tuple(presets), sources=sources, tasks=tasks, models=models, evals=evals, tables=[],
                       train=self._options(self.doc, "train", "suite", 1), eval=self._options(self.doc, "eval", "suite", 1),
                       note=head.get("note", ""))
