@@ -201,7 +201,8 @@ def implicit_presets(cpu: dict, paper: dict) -> dict:
 # is still on the plateau where only position 0 is right (token accuracy 0.17 at L 8, the
 # same with rope_theta 1e4, one head, lr 3e-3, no weight norm, f_tol 0.001, or 8 unrolled
 # exact-gradient iterations throughout); it leaves the plateau between steps 750 and 1 000 and reaches
-# token 0.62 / sequence 0.07 at L 8 by step 3 000 (750 s of training), still rising.  3 000
+# token 0.62 / sequence 0.07 at L 8 by step 3 000 (750 s of training), still rising; seed 1
+# only token 0.34 / sequence 0.00 (1 295 s at load 6-8).  3 000
 # steps is what fits the ~15 min a cpu run may take; it does not reach P3's 0.9.
 IMPLICIT_LLAMA_WORDS_CPU = dict(steps=3000, eval_every=500)
 
