@@ -322,3 +322,18 @@ def test_p2_models_cpu_words_train_at_one_length():
     for name in P2_MODELS:
         hp = make_seq_hparams("cpu", seq_task("counting"), get_encoder_spec(name), {}, {})
         assert hp.train_split == "train_cpu" and hp.schedule == "cosine" and hp.batch_size == 32
+
+
+def test_implicit_llama_cpu_words_preset_trains_longer():
+    """trainer/models/implicit.py IMPLICIT_LLAMA_WORDS_CPU: at the family's 800 steps implicit
+    Llama is still on its Z60 plateau (bench/implicit.md), so its cpu word-problem runs take
+    3 000 steps; implicit Mamba2 and the other families keep the family's steps."""
+    from trainer.seqpresets import FAMILY, make_seq_hparams
+    from trainer.seqtrain import seq_task
+    words = seq_task("words_z60")
+    assert make_seq_hparams("cpu", words, get_encoder_spec("implicit_llama"), {}, {}).steps == 3000
+    assert make_seq_hparams("cpu", words, get_encoder_spec("implicit_mamba2"), {}, {}).steps == \
+        FAMILY["cpu"]["words"]["steps"]
+    counting = seq_task("counting")
+    assert make_seq_hparams("cpu", counting, get_encoder_spec("implicit_llama"), {}, {}).steps == \
+        FAMILY["cpu"]["counting"]["steps"]
