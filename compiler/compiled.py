@@ -109,9 +109,14 @@ def _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact):
     # try), and for each the prelude and postlude split that costs least
     best = None
     body_caps = caps({"body": stages["body"]}, steps=4) if pg.loop is not None else [(None, None)]
+    tried = set()
     for cu, ch in body_caps:
         body = copy_ops(stages["body"]) if len(body_caps) > 1 else stages["body"]
         n_body = schedule(body, cu, ch)
+        placed = tuple(op.layer for op in body)
+        if placed in tried:     # caps that place every op alike plan and cost alike
+            continue
+        tried.add(placed)
         if pg.loop is not None:
             n_body = plan_body(cr, body)
         cost, _ = schedule_compact(outer, (n_body, *widths(body, n_body)), len(cr.res), d_head)

@@ -46,7 +46,7 @@ def schedule(ops: list, max_units=None, max_heads=None) -> int:
 def copy_ops(ops: list) -> list:
     """Copies of a stage's ops that plan_body may change (its unit outputs
     and writes are reassigned, never changed in place), deps among the copies."""
-    new = {op: dataclasses.replace(op, units=[dataclasses.replace(u) for u in op.units]) for op in ops}
+    new = {op: dataclasses.replace(op, units=[Unit(u.inp, u.bias, u.out, u.gated) for u in op.units]) for op in ops}
     for c in new.values():
         c.deps = [new.get(d, d) for d in c.deps]
     return list(new.values())
