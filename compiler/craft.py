@@ -615,7 +615,10 @@ class Crafter:
         if action is None or any(not 0 <= v < len(action.images) for a in args for v in a.vals):
             return False
         steps = len(M.group_steps(args[0].vals, args[1].vals, action))
-        if 2 * 2 * max(steps, len(out_vals)) >= self.map_cost(node):
+        # the one-hot table: a step per output of each row (or column) but one;
+        # a group's rows and columns hold distinct values (a Latin square)
+        small, large = sorted(len(a.vals) for a in args)
+        if 2 * 2 * max(steps, len(out_vals)) >= 2 * small * (large - 1):
             return False
         rep, first, second = M.group_map(args[0], args[1], action, out_vals, self.alloc,
                                          explicit=self.is_update(node))
