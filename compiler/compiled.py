@@ -104,16 +104,24 @@ def _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact):
     d_head = max([op.width for op in cr.ops if op.kind == "attn"] + [1])
     outer = {s: stages[s] for s in ("pre", "post")}
     # every layer has the widest layer's MLP units and heads, so a few more
-    # layers of narrow ones can cost fewer weights than fewer wide ones: try
-    # caps on the body's layers (its loop bookkeeping is planned on each
-    # try), and for each the prelude and postlude split that costs least
+    # layers of narrow ones can cost fewer weights than fewer wide ones:
+    # try caps on the body's layers (its loop bookkeeping is planned on each
+    # try: all variables committed in one layer, then each in its own), and for
+    # each the prelude and postlude split that costs least
     best = None
     body_caps = caps({"body": stages["body"]}, steps=4) if pg.loop is not None else [(None, None)]
-    for cu, ch in body_caps:
-        body = copy_ops(stages["body"]) if len(body_caps) > 1 else stages["body"]
+    tries = [(cu, ch, spread) for spread in ((False, True) if pg.loop is not None else (False,))
+             for cu, ch in body_caps]
+    tried = set()
+    for cu, ch, spread in tries:
+        body = copy_ops(stages["body"]) if len(tries) > 1 else stages["body"]
         n_body = schedule(body, cu, ch)
+        placed = (spread, tuple(op.layer for op in body))
+        if placed in tried:     # caps that place every op alike plan and cost alike
+            continue
+        tried.add(placed)
         if pg.loop is not None:
-            n_body = plan_body(cr, body)
+            n_body = plan_body(cr, body, spread)
         cost, _ = schedule_compact(outer, (n_body, *widths(body, n_body)), len(cr.res), d_head)
         if best is None or cost < best[0]:
             best = (cost, body, n_body)

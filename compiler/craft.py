@@ -9,6 +9,7 @@ from rasp.errors import RaspError
 
 from . import attn as A
 from . import mlp as M
+from . import groups as G
 from . import mean as MEAN
 from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale
 from .clock import DONE_LOGIT, OPEN_LOGIT
@@ -548,6 +549,8 @@ class Crafter:
                 if not want_cat and not self.fixed_set(node):
                     raise self.error(node, f"the values of {self.what(node)} depend on the input length; "
                                      f"'{op}' of them cannot be computed exactly")
+                if want_cat and self.group_lookup(node, args, out_vals):
+                    return self.reps_group
                 rep, units = M.cat_map(f, args, out_vals, self.alloc, explicit=self.is_update(node))
                 if not want_cat:        # a number (see is_cat): the one-hot's value form
                     rep = self.as_num(node, rep)
@@ -599,6 +602,30 @@ class Crafter:
         raise self.error(node, f"'{op}' on numeric (length-dependent) values of {self.what(node)} has no "
                          "exact compilation; only +, -, comparisons, min/max, where and one-operand "
                          "tables are supported")
+
+    def group_lookup(self, node, args, out_vals) -> bool:
+        """A lookup in a group's multiplication table (compiler/groups.py) as
+        the product of the elements' permutations, two MLP layers
+        (mlp.group_map), where that takes fewer units than the one-hot table
+        in two layers as in one; leaves the rep in self.reps_group."""
+        if not (isinstance(node, ir.Lookup) and len(args) == 2 and all(isinstance(a, Cat) for a in args)
+                and len(node.table.shape) == 2):
+            return False
+        action = G.group_action(node.table.rows)
+        if action is None or any(not 0 <= v < len(action.images) for a in args for v in a.vals):
+            return False
+        steps = len(M.group_steps(args[0].vals, args[1].vals, action))
+        # the one-hot table: a step per output of each row (or column) but one;
+        # a group's rows and columns hold distinct values (a Latin square)
+        small, large = sorted(len(a.vals) for a in args)
+        if 2 * 2 * max(steps, len(out_vals)) >= 2 * small * (large - 1):
+            return False
+        rep, first, second = M.group_map(args[0], args[1], action, out_vals, self.alloc,
+                                         explicit=self.is_update(node))
+        self.mlp(self.op_label("lookup", node) + " [group: point images]", first, self.unit_writes(first))
+        self.mlp(self.op_label("lookup", node) + " [group: product]", second, self.unit_writes(second))
+        self.reps_group = rep
+        return True
 
     def cat_times_num(self, node, args, f):
         """f(cat c, number x) that is affine in x for every value of c (e.g.

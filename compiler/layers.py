@@ -46,7 +46,7 @@ def schedule(ops: list, max_units=None, max_heads=None) -> int:
 def copy_ops(ops: list) -> list:
     """Copies of a stage's ops that plan_body may change (its unit outputs
     and writes are reassigned, never changed in place), deps among the copies."""
-    new = {op: dataclasses.replace(op, units=[dataclasses.replace(u) for u in op.units]) for op in ops}
+    new = {op: dataclasses.replace(op, units=[Unit(u.inp, u.bias, u.out, u.gated) for u in op.units]) for op in ops}
     for c in new.values():
         c.deps = [new.get(d, d) for d in c.deps]
     return list(new.values())
@@ -145,42 +145,49 @@ def balance(ops: list, n_layers: int) -> None:
                 break
 
 
-def plan_body(crafter, body_ops: list) -> int:
-    """Add commit, cancel and carry units to the body; returns its layer count."""
+def plan_body(crafter, body_ops: list, spread: bool = False) -> int:
+    """Add commit, cancel and carry units to the body; returns its layer count.
+    spread: each loop variable commits in its own earliest layer, not all in one."""
     stage, crafter.stage = crafter.stage, "body"
     try:
-        return _plan_body(crafter, body_ops)
+        return _plan_body(crafter, body_ops, spread)
     finally:
         crafter.stage = stage
 
 
-def _plan_body(crafter, body_ops: list) -> int:
+def _plan_body(crafter, body_ops: list, spread: bool) -> int:
     # Runs in the body's view: a prelude value the update reads is its 'pre'
     # dim (in e), never the postlude's dim + carry form (the carry copy of the
     # last iteration is still in h when the commit reads it: doubled values).
     res = crafter.res
     _drop_dead(crafter, body_ops)
     states = [(var, *crafter.state[var]) for var in crafter.pg.loop_vars()]
-    s_dims = {d for _, s, _ in states for lin in _forms(s) for d in lin}
     last_read = {}            # dim -> last body layer reading it
     for op in body_ops:
         for d in op.reads():
             last_read[d] = max(last_read.get(d, -1), op.layer)
     writer = {d: op for op in body_ops for d in op.writes}
 
-    # the commit layer: after every read of the old state and every update
-    c = max([last_read.get(d, 0) for d in s_dims] + [0])
-    direct = {}
+    # each variable's commit layer: after every read of its old state and its update;
+    # with `spread` each commits as early as that allows (the bookkeeping of a wide
+    # one-hot variable then need not share the widest layer with another's),
+    # otherwise all in one layer
+    commit = {}
     for var, s, init in states:
+        cv = max([last_read.get(d, 0) for lin in _forms(s) for d in lin] + [0])
         new = crafter.reps.get(var.update) if crafter.pg.stage.get(var.update) == "body" else None
         for d in _dims(new) if new is not None else ():
             w = writer.get(d)
             if w is not None:
-                c = max(c, w.layer)
+                cv = max(cv, w.layer)
+        commit[var] = cv
+    if not spread:
+        commit = dict.fromkeys(commit, max(commit.values(), default=0))
+    direct = {}
     for var, s, init in states:
         new = crafter.reps.get(var.update)
         op = _pure_writer(new, writer) if crafter.pg.stage.get(var.update) == "body" else None
-        if op is not None and op.layer == c and isinstance(s, Cat) and set(new.vals) <= set(s.vals) \
+        if op is not None and op.layer == commit[var] and isinstance(s, Cat) and set(new.vals) <= set(s.vals) \
                 and not any(last_read.get(d, -1) >= 0 for d in op.writes):
             direct[var] = op
     for var, s, init in states:
@@ -190,14 +197,18 @@ def _plan_body(crafter, body_ops: list) -> int:
         if crafter.pg.stage.get(var.update) == "body":
             for d in _dims(new):
                 w = writer.get(d)
-                if w is not None and w.kind == "mlp" and w.layer >= c:
-                    c = w.layer + 1
-    direct = {v: op for v, op in direct.items() if op.layer == c}
+                if w is not None and w.kind == "mlp" and w.layer >= commit[var]:
+                    commit[var] = w.layer + 1
+    if not spread:
+        commit = dict.fromkeys(commit, max(commit.values(), default=0))
+    direct = {v: op for v, op in direct.items() if op.layer == commit[v]}
+    c = max(commit.values(), default=0)
     n_layers = c + 1
     extra = {layer: Op("mlp", "loop bookkeeping", "body", layer=layer) for layer in range(n_layers)}
 
     # commit: S += new - current  (gated: BOS keeps S = 0)
     for var, s, init in states:
+        cv = commit[var]
         cur = crafter.state_view(s, init)
         new = crafter.rep(var.update) if not isinstance(var.update, int) else var.update
         if isinstance(s, Cat):
@@ -206,21 +217,21 @@ def _plan_body(crafter, body_ops: list) -> int:
                                     "holds few values (internal)")
             for v, lin in s.vals.items():
                 (sd,) = lin
-                extra[c].units.append(Unit(cur.vals[v], 0.0, {sd: -1.0}))
+                extra[cv].units.append(Unit(cur.vals[v], 0.0, {sd: -1.0}))
                 if var not in direct:     # a sharp copy: removes any float noise of the update
-                    extra[c].units += step_units(new.vals.get(v, {}), 1.0, {sd: 1.0})
+                    extra[cv].units += step_units(new.vals.get(v, {}), 1.0, {sd: 1.0})
                 for d in cur.vals[v]:
-                    last_read[d] = max(last_read.get(d, -1), c)
+                    last_read[d] = max(last_read.get(d, -1), cv)
                 for d in new.vals.get(v, {}):
-                    last_read[d] = max(last_read.get(d, -1), c)
+                    last_read[d] = max(last_read.get(d, -1), cv)
         else:
             (sd,) = s.lin
             lo = float(s.lo)
             nl = new.numeric() if not isinstance(new, int) else {ONE: float(new), BOS: -float(new)}
-            extra[c].units.append(Unit(cur.numeric(), -lo, {sd: -1.0}))
-            extra[c].units.append(Unit(nl, -lo, {sd: 1.0}))
+            extra[cv].units.append(Unit(cur.numeric(), -lo, {sd: -1.0}))
+            extra[cv].units.append(Unit(nl, -lo, {sd: 1.0}))
             for d in list(cur.numeric()) + list(nl):
-                last_read[d] = max(last_read.get(d, -1), c)
+                last_read[d] = max(last_read.get(d, -1), cv)
     for var, op in direct.items():
         s = crafter.state[var][0]
         new = crafter.reps[var.update]

@@ -121,6 +121,51 @@ def cat_map_cost(f, sets) -> int:
     return 2 * sum(len(o - {omit}) for o in per)
 
 
+def group_steps(a_vals, b_vals, action) -> list:
+    """The (i, j, k) of group_map's first layer: b sends i to j and a sends
+    j to k for some values a, b can take (within one orbit of the action)."""
+    im = action.images
+    b_moves = {(p, im[v][p]) for v in b_vals for p in range(action.points)}
+    a_moves = {(p, im[v][p]) for v in a_vals for p in range(action.points)}
+    orbit_of = {p: orbit for orbit in action.orbits for p in orbit}
+    return [(i, j, k) for i in action.base for j in orbit_of[i] if (i, j) in b_moves
+            for k in orbit_of[i] if (j, k) in a_moves]
+
+
+def group_map(a: Cat, b: Cat, action, out_values, alloc, explicit=False):
+    """a . b for one-hot group elements, by a faithful action of the group
+    (compiler/groups.py; images[g][p]: where g sends point p), in two layers:
+    the product's images of the base points, [ab(i) = k] = sum over j of
+    [b(i) = j] and [a(j) = k], one sharp step per (i, j, k); then its
+    one-hot code, one step per element (the sum of its images of the B base
+    points reaches B only for it: the base tells elements apart).  Both
+    steps are flat around 0 and 1, like cat_map's.  Returns (Cat, units of
+    layer 1, units of layer 2)."""
+    im = action.images
+
+    def moves(c: Cat) -> dict:      # (p, q) -> sum of the indicators of the values sending p to q
+        forms = {}
+        for v, lin in c.vals.items():
+            for p in range(action.points):
+                forms[(p, im[v][p])] = lin_add(forms.get((p, im[v][p]), {}), lin)
+        return forms
+    am, bm = moves(a), moves(b)
+    images, first = {}, []
+    for i, j, k in group_steps(a.vals, b.vals, action):
+        if (i, k) not in images:
+            images[(i, k)] = alloc(f"@{i}->{k}", False)
+        first += step_units(lin_add(bm[(i, j)], am[(j, k)]), 2.0, {images[(i, k)]: 1.0})
+    out = OutCat(alloc, out_values, explicit, omit=out_values[0])
+    second = []
+    for w in out_values:
+        keys = [(p, im[w][p]) for p in action.base]
+        if w == out.omit or not all(key in images for key in keys):
+            continue
+        second += step_units(lin_add(*[{images[key]: 1.0} for key in keys]), float(len(keys)),
+                             {out.dim(w): 1.0})
+    return out.rep(), first, second
+
+
 def cat_where(c: Cat, x, y, out_values, alloc):
     """where(c, x, y) with one-hot branches (or constant ones): one unit per
     value of each one-hot branch, none for a constant branch."""

@@ -107,6 +107,9 @@ class ValueSets:
         self.ir, self.length, self.names = prog, length, names
         self.keep = keep          # only these nodes (the ones the output needs)
         self.sets: dict = {}
+        # inside a loop's fixpoint: node -> its set at the previous iteration,
+        # for the nodes recomputed in this one (see grown_map)
+        self.before: dict = {}
         self.run_block(prog.body)
 
     def error(self, node, message):
@@ -143,33 +146,86 @@ class ValueSets:
         const = bound is not None and bound <= MAX_ITER
         cap = bound if const else MAX_ITER
         body = [n for n in loop.body.nodes() if self.keep is None or n in self.keep]
+        # the body nodes each variable's set reaches, in body order: an iteration
+        # recomputes only those of the variables whose sets grew (a step counter
+        # grows every iteration; the rest of the body need not be redone)
+        reach = {}
+        for var in vars_:
+            nodes, seen = [], {var.state}
+            for n in body:
+                if any(i in seen for i in n.inputs):
+                    nodes.append(n)
+                    seen.add(n)
+            reach[var.state] = nodes
+        order = {n: k for k, n in enumerate(body)}
+        self.reach, self.order = reach, order
+        counters = {var.state: step for var in vars_ if (step := counter_step(var)) is not None
+                    and not any(v.update in reach[var.state] for v in vars_ if v is not var)}
         grown = None             # None: the first pass computes every body node
-        for _ in range(max(cap, 0)):
-            # recompute only what depends on a variable whose set grew (a step
-            # counter grows every iteration; the rest of the body need not be redone)
-            for n in body:
-                if grown is None or any(i in grown for i in n.inputs):
-                    self.sets.pop(n, None)
-                    if grown is not None:
-                        grown.add(n)
-            for n in body:
-                self.get(n)
-            grown = set()
-            for var in vars_:
-                new = self.sets[var.state] | self.get(var.update)
-                if len(new) > MAX_SET:
-                    raise self.error(var.update, f"the values of loop variable '{var.name}' grow without "
-                                     "bound; the compiler needs a finite value set")
-                if new != self.sets[var.state]:
-                    self.sets[var.state] = new
-                    grown.add(var.state)
-            if not grown:
-                return
+        try:
+            for done in range(max(cap, 0)):
+                if grown is None:
+                    redo = body
+                    for n in body:
+                        self.sets.pop(n, None)
+                else:
+                    redo = sorted({n for state in grown for n in reach[state]}, key=order.get) \
+                        if len(grown) > 1 else reach[next(iter(grown))]
+                    for n in redo:
+                        self.before[n] = self.sets.pop(n, None)
+                for n in redo:
+                    self.get(n)
+                grown, self.before = set(), {}
+                for var in vars_:
+                    old = self.sets[var.state]
+                    new = old | self.get(var.update)
+                    if len(new) > MAX_SET:
+                        raise self.error(var.update, f"the values of loop variable '{var.name}' grow without "
+                                         "bound; the compiler needs a finite value set")
+                    if new != old:
+                        self.sets[var.state] = new
+                        self.before[var.state] = old
+                        grown.add(var.state)
+                if not grown:
+                    return
+                if const and all(state in counters for state in grown) and done + 2 < cap \
+                        and self.count_on(grown, counters, cap - done - 1):
+                    return
+        finally:
+            self.before = {}
         if const:
             return
         var = next((v for v in vars_ if self.sets[v.state] != self.sets[v.state] | self.get(v.update)), vars_[0])
         raise self.error(var.update, f"the value set of loop variable '{var.name}' does not converge "
                          f"(it keeps growing from iteration to iteration); the compiler needs a finite set")
+
+    def count_on(self, grown: set, counters: dict, left: int) -> bool:
+        """The last `left` iterations of a loop in which only step counters
+        (`counter_step`) still grow, at once: a counter's set S becomes
+        S + step * {0..left} (S + step * {0..left-1} where the body reads
+        it), which iterating would reach one value per iteration; the other
+        variables no longer change (no counter reaches their updates).  False
+        (nothing done: the caller iterates) where a set would become huge."""
+        final = {}
+        for state in grown:
+            step = counters[state]
+            final[state] = frozenset(x + step * k for x in self.sets[state] for k in range(left + 1))
+            if len(final[state]) > MAX_SET or max(map(abs, final[state])) > MAX_COUNTER:
+                return False
+        for state in grown:          # (self.before keeps the set the body last read)
+            step = counters[state]
+            self.sets[state] = frozenset(x + step * k for x in self.sets[state] for k in range(left))
+        redo = sorted({n for state in grown for n in self.reach[state]}, key=self.order.get)
+        for n in redo:
+            self.before[n] = self.sets.pop(n, None)
+        for n in redo:
+            self.get(n)
+        self.before = {}
+        for state in grown:
+            var = state.var
+            assert self.sets[state] | self.get(var.update) == final[state]
+            self.sets[state] = final[state]
+        return True
 
     def compute(self, node) -> frozenset:
         L = self.length
@@ -204,18 +260,57 @@ class ValueSets:
             if may_overflow(node.op, sets):
                 raise self.error(node, f"the values of {self.name(node)} can leave the 64-bit range, where the "
                                  "interpreter reports an integer overflow; a compiled model has no such error")
-            try:
-                out = eval_node(node, sets)
-            except OverflowError as e:
-                raise self.error(node, f"the value set of {self.name(node)} is too large to enumerate "
-                                 f"({e.args[0]} operand combinations)") from None
+            out = self.grown_map(node, sets)
+            if out is None:
+                try:
+                    out = frozenset(eval_node(node, sets).tolist())
+                except OverflowError as e:
+                    raise self.error(node, f"the value set of {self.name(node)} is too large to enumerate "
+                                     f"({e.args[0]} operand combinations)") from None
             if len(out) > MAX_SET:
                 raise self.error(node, f"the value set of {self.name(node)} is huge ({len(out)} values)")
-            return frozenset(int(x) for x in out)
+            return out
         raise self.error(node, f"unsupported operation {node.label()}")
+
+    def grown_map(self, node: ir.Map, sets: list):
+        """The map's set from its set at the previous loop iteration, evaluating
+        only the operand combinations that use a value new to some operand
+        (the previous set covers the rest): equal to eval_node over `sets`,
+        in time linear rather than quadratic in the iterations of a counter.
+        None where that equality is not certain (no previous set, an operand
+        that lost values, a product beyond MAX_EVAL: eval_node then returns a
+        range or refuses)."""
+        prev = self.before.get(node)
+        if prev is None or math.prod(len(s) for s in sets) > MAX_EVAL:
+            return None
+        olds = [self.before.get(i, s) for i, s in zip(node.inputs, sets)]
+        if not all(o is not None and o <= s for o, s in zip(olds, sets)):
+            return None
+        parts = [prev]
+        for k, (old, new) in enumerate(zip(olds, sets)):
+            if len(old) != len(new):
+                parts.append(eval_node(node, sets[:k] + [new - old] + sets[k + 1:]).tolist())
+        return frozenset().union(*parts)
 
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+MAX_COUNTER = 1 << 40     # count_on: a counter's values stay far inside int64
+
+
+def counter_step(var: ir.LoopVar):
+    """c when the variable's update is its state + const c (c != 0): a step
+    counter, whose set after k more iterations is S + c * {0..k}."""
+    u = var.update
+    if not (isinstance(u, ir.Map) and u.op == "add" and len(u.inputs) == 2):
+        return None
+    a, b = u.inputs
+    if isinstance(a, ir.Const):
+        a, b = b, a
+    if a is var.state and isinstance(b, ir.Const) and b.value != 0:
+        return b.value
+    return None
 
 
 def may_overflow(op: str, sets: list) -> bool:

@@ -51,8 +51,11 @@ def test_compiled_run_answers_the_task_labels_up_to_the_design_length(group, z60
     scored = batch.targets >= 0
     assert bool(scored.sum() == sum(len(e.target) for e in examples))
     assert torch.equal(pred[scored], batch.targets[scored])
-    # T(n) = n - 1 iterations of the one-layer body, as the program's loop says
-    assert enc.stats["depth"].tolist() == [float(max(len(e.input) - 1, 0)) for e in examples]
+    # T(n) = n - 1 iterations of the body, as the program's loop says (two layers each: the
+    # group product, compiler/groups.py)
+    c = model.encoder.core.cfg
+    assert (c.n_prelude, c.n_body, c.n_postlude) == (0, 2, 0)
+    assert enc.stats["depth"].tolist() == [float(2 * max(len(e.input) - 1, 0)) for e in examples]
 
 
 def test_longer_inputs_are_refused(z60):

@@ -4,6 +4,7 @@ inference, and compiled group-word programs exact at every length up to
 4 x their compile length."""
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import sys
@@ -174,3 +175,51 @@ def test_group_word_programs_exact_to_4x_slow(path):
     prog = rasp.load(path)
     cm = compile_program(prog, max_len=16)
     _exact_up_to(prog, cm, 64, 2, random.Random(6), list(prog.ir.vocab))
+
+
+# ---- group tables as permutations (compiler/groups.py) ------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _words(name):
+    """programs/NAME.rasp, parsed once for the tests below (the S5 table takes a second)."""
+    return rasp.load(ROOT / "programs" / f"{name}.rasp")
+
+
+@pytest.mark.parametrize("name, table, degree", [("words_s5", "PRODUCT", 5), ("words_a5", "PRODUCT", 5),
+                                                 ("words_z60", "PRODUCT", 12), ("words_a4z5", "PRODUCT", 9),
+                                                 ("words_mixed", "A5", 5)])
+def test_group_table_acts_faithfully_on_few_points(name, table, degree):
+    """The action the compiler finds is a homomorphism (a product's images are
+    its factors' images composed) and its base points tell every element apart."""
+    from compiler.groups import group_action
+    T = _words(name).ir.tables[table].rows
+    act = group_action(T)
+    n, im = len(T), act.images
+    assert act.points == degree
+    assert all(im[T[a][b]][p] == im[a][im[b][p]] for a in range(n) for b in range(n) for p in range(degree))
+    assert len({tuple(im[g][p] for p in act.base) for g in range(n)}) == n
+
+
+def test_tables_that_are_not_groups_get_no_action():
+    from compiler.groups import group_action
+    z8 = [[(a + b) % 8 for b in range(8)] for a in range(8)]
+    assert group_action(tuple(map(tuple, z8))).points == 8            # Z8: the cosets of {0}
+    loop = [list(r) for r in z8]
+    loop[1][2], loop[1][6], loop[5][2], loop[5][6] = 7, 3, 3, 7     # a flipped 2x2 subsquare
+    assert all(sorted(r) == list(range(8)) for r in loop + [list(c) for c in zip(*loop)])   # still Latin
+    assert all(loop[0][a] == a == loop[a][0] for a in range(8))                            # identity 0
+    assert any(loop[loop[a][b]][c] != loop[a][loop[b][c]] for a in range(8) for b in range(8) for c in range(8))
+    for table in (loop, [[(a - b) % 8 for b in range(8)] for a in range(8)],
+                  [[max(a, b) for b in range(8)] for a in range(8)]):
+        assert group_action(tuple(map(tuple, table))) is None
+
+
+def test_s5_word_program_compiles_small_and_exact():
+    """The S5 table (14,400 entries) as permutations of 5 points: within twice its
+    entries times its output width, exact at every position up to 4x."""
+    from compiler import compile_program
+    prog = _words("words_s5")
+    cm = compile_program(prog, max_len=4)
+    assert sum(p.numel() for p in cm.model.parameters()) <= 2 * 120 * 120 * 120
+    assert any("[group: product]" in line for layer in cm.layout["body"] for line in layer)
+    _exact_up_to(prog, cm, 16, 4, random.Random(8), list(range(120)))
