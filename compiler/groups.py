@@ -40,15 +40,11 @@ class Action:
         return sum(len(o) for o in self.orbits)
 
 
+@functools.lru_cache(maxsize=16)
 def group_action(rows: tuple) -> Optional[Action]:
     """The faithful action of small degree of the group whose table is
     `rows` (rows[a][b] = a . b), or None when the table is not a group's
     on 0..n-1 (or is too small or too large to be worth it)."""
-    return _group_action(rows)
-
-
-@functools.lru_cache(maxsize=16)
-def _group_action(rows: tuple) -> Optional[Action]:
     n = len(rows)
     if not MIN_ORDER <= n <= MAX_ORDER or not isinstance(rows[0], tuple) or any(len(r) != n for r in rows):
         return None

@@ -5,5 +5,4 @@ of leaving one worker alone on a long test at the end."""
 
 
 def pytest_collection_modifyitems(config, items):
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (item.get_closest_marker("heavy") is None, order[id(item)]))
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)     # stable: file order otherwise

@@ -36,7 +36,8 @@ from trainer.hparams import HParams
 from trainer.models import get_model_spec
 from trainer.train import build_data
 
-RULES = ("oracle", "depth_law", "confidence", "confidence_sample", "stable", "head")
+# oracle first (the reference); threshold is an early-exit run, not a choice on one trajectory
+RULES = ("oracle", *(r for r in stopping.RULES if r not in ("oracle", "threshold")))
 BANDS = {"1-10": (1, 10), "11-20": (11, 20), "21-30": (21, 30)}
 OUT = "halting_bench.json"
 
