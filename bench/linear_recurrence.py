@@ -7,10 +7,13 @@ beside P3's published ✓/✗ (docs/benchmarks.md §3, §6, §7).
 
 Every run is `rasp train --preset cpu` followed by `rasp eval` (the code a
 user runs), two at a time, one torch thread each, under `nice`; a finished
-run (summary.json + eval.json) is not run again.  Writes
-bench/linear_recurrence.md (or --md): one row per run with the headline
-metric on every evaluated split, P3's verdict for the same setting, and the
-machine load.
+run (summary.json + eval.json) is not run again.  Training runs the preset's
+steps, so a rerun gives the same figures whatever the machine's load
+(`--max-wall` stops on the clock instead, for a quick look; its rows then
+depend on the load and are marked).  Writes bench/linear_recurrence.md (or
+--md): one row per setting with the headline metric on every evaluated split
+as mean ± standard error over the seeds that finished, P3's verdict for the
+same setting, and the machine load.
 """
 from __future__ import annotations
 
@@ -22,9 +25,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from rasp.atomic import write_text_atomic  # noqa: E402
 
 # (group, task, model, extra rasp-train flags, P3's verdict for that setting)
 # P3 Table 4 (counting, 1 layer, hidden 8 / 64): offset solved at L = 200 by
@@ -60,19 +67,25 @@ EVAL = {"words": (["valid", "test_16", "test_24", "test_32", "test_40"], "seq_ac
         "copying": (["valid_cpu", "test_cpu_T40", "test_cpu_T80"], "acc")}
 
 
-def run_name(task: str, model: str, flags: list) -> str:
+def run_name(task: str, model: str, flags: list, seed: int) -> str:
     tail = "_".join(f.lstrip("-").replace("-", "") for f in flags if f not in COPY_CPU)
-    return f"{task}_{model}" + (f"_{tail}" if tail else "")
+    return f"{task}_{model}" + (f"_{tail}" if tail else "") + f"_s{seed}"
+
+
+def runs_of(selected: list, seeds: int) -> list:
+    """(setting, seed) for every seed of every selected setting."""
+    return [(r, seed) for r in selected for seed in range(seeds)]
 
 
 def rasp(*args) -> list:
     return [sys.executable, "-c", "import sys; from rasp.cli import main; sys.exit(main(sys.argv[1:]))", *args]
 
 
-def command(out: Path, group: str, task: str, model: str, flags: list, args) -> list:
+def command(out: Path, group: str, task: str, model: str, flags: list, seed: int, args) -> list:
     splits = EVAL[group][0]
-    train = rasp("train", "--task", task, "--model", model, "--preset", "cpu", "--seed", str(args.seed),
-                 "--out", str(out), "--no-progress", "--max-wall", str(args.max_wall), *flags)
+    wall = ["--max-wall", str(args.max_wall)] if args.max_wall else []
+    train = rasp("train", "--task", task, "--model", model, "--preset", "cpu", "--seed", str(seed),
+                 "--out", str(out), "--no-progress", *wall, *flags)
     evaluate = rasp("eval", str(out), "--no-progress", "-n", str(args.eval_n),
                     *(["--splits", ",".join(splits)] if splits else []))
     return ["nice", "-n", "10"] + train, ["nice", "-n", "10"] + evaluate
@@ -87,13 +100,14 @@ def finished(out: Path) -> bool:
 
 def run_all(selected: list, args) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    queue = [r for r in selected if not finished(args.out / run_name(r[1], r[2], r[3]))]
+    queue = [(r, seed) for r, seed in runs_of(selected, args.seeds)
+             if not finished(args.out / run_name(r[1], r[2], r[3], seed))]
     running = []
     while queue or running:
         while queue and len(running) < args.parallel:
-            group, task, model, flags, _ = queue.pop(0)
-            out = args.out / run_name(task, model, flags)
-            train, evaluate = command(out, group, task, model, flags, args)
+            (group, task, model, flags, _), seed = queue.pop(0)
+            out = args.out / run_name(task, model, flags, seed)
+            train, evaluate = command(out, group, task, model, flags, seed, args)
             log = open(args.out / f"{out.name}.log", "w")
             script = " && ".join(" ".join(f"'{a}'" for a in c) for c in (train, evaluate))
             print(f"start {out.name}", flush=True)
@@ -110,56 +124,60 @@ def run_all(selected: list, args) -> None:
                 running.remove(item)
 
 
-def headline(split: dict, wanted=None) -> tuple:
-    """(metric name, mean): `wanted` when the split has it, else its first metric."""
-    name = wanted if wanted in split["metrics"] else next(iter(split["metrics"]))
-    return name, split["metrics"][name]["mean"]
+def headline(split: dict, wanted=None) -> str:
+    """The metric shown for a split: `wanted` when the split has it, else its first."""
+    return wanted if wanted in split["metrics"] else next(iter(split["metrics"]))
 
 
-def cell(split: dict, wanted, first: str) -> str:
-    """The wanted metric, and the task's headline metric in brackets when it
-    differs (word problems: sequence accuracy (token accuracy))."""
-    name, value = headline(split, wanted)
-    other = split["metrics"].get(first, {}).get("mean")
-    return f"{value:.3f}" + (f" ({other:.2f})" if first != name and other is not None else "")
+def mean_se(values: list) -> str:
+    """"m ± se (n)" over seeds; the value alone, marked, for one seed."""
+    if len(values) == 1:
+        return f"{values[0]:.3f} (1 seed)"
+    v = np.asarray(values, float)
+    return f"{v.mean():.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}"
+
+
+def read_run(out: Path):
+    """(eval.json, summary.json) of a finished run, else None."""
+    try:
+        return json.loads((out / "eval.json").read_text()), json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def report(selected: list, args) -> str:
+    wall = (f"training stopped by `--max-wall {args.max_wall:g}` or the preset's steps: the step column "
+            "depends on the load" if args.max_wall else "the preset's steps")
     lines = ["# Linear-recurrence baselines on CPU (P3: S4D, Mamba, NRU)", "",
-             "Generated by `python bench/linear_recurrence.py`; every run is `rasp train --preset cpu` "
-             f"(seed {args.seed}; training stopped by `--max-wall`, column s, or the preset's steps) then `rasp eval -n {args.eval_n}`. "
-             "Cells: the metric named in each heading per evaluated split (mean over examples; "
-             "in brackets the task's first metric when it differs, e.g. token accuracy). "
-             "P3 = the paper's verdict for the same setting (docs/benchmarks.md §3, §6, §7); ours is one seed, "
-             "a CPU-sized model and minutes of training, so a ✗ here can mean under-training.", ""]
+             f"Generated by `python bench/linear_recurrence.py --seeds {args.seeds}`; every run is "
+             f"`rasp train --preset cpu` ({wall}) then `rasp eval -n {args.eval_n}`, seeds 0..{args.seeds - 1}. "
+             "Cells: the metric named in each heading per evaluated split, mean ± standard error over the "
+             "seeds that finished (n = their number; one seed is marked), each seed's value a mean over the "
+             "split's examples. P3 = the paper's verdict for the same setting (docs/benchmarks.md §3, §6, §7); "
+             "ours is a CPU-sized model and minutes of training, so a ✗ here can mean under-training.", ""]
     for group in dict.fromkeys(r[0] for r in selected):
         rows = [r for r in selected if r[0] == group]
-        results = []
-        for _, task, model, flags, p3 in rows:
-            out = args.out / run_name(task, model, flags)
-            try:
-                ev = json.loads((out / "eval.json").read_text())
-                summary = json.loads((out / "summary.json").read_text())
-            except (OSError, ValueError):
-                results.append((task, model, flags, p3, None, None))
-                continue
-            results.append((task, model, flags, p3, ev, summary))
         wanted = EVAL[group][1]
-        splits = EVAL[group][0] or list(dict.fromkeys(s for r in results if r[4] for s in r[4]["splits"]))
-        metric = next((headline(r[4]["splits"][s], wanted)[0] for r in results if r[4] for s in r[4]["splits"]),
-                      wanted or "?")
-        lines += [f"## {group} ({metric})", "",
-                  "| run | params | steps | s | " + " | ".join(splits) + " | P3 |",
-                  "|---|---|---|---|" + "---|" * len(splits) + "---|"]
-        for task, model, flags, p3, ev, summary in results:
+        lines += [f"## {group} ({wanted})", "",
+                  "| run | n | params | steps | s per run | " + " | ".join(EVAL[group][0]) + " | P3 |",
+                  "|---|---|---|---|---|" + "---|" * len(EVAL[group][0]) + "---|"]
+        for _, task, model, flags, p3 in rows:
             name = f"{model} {' '.join(f for f in flags if f not in COPY_CPU)}".strip()
-            if ev is None:
-                lines.append(f"| {name} | – | – | – | " + " | ".join("pending" for _ in splits) + f" | {p3} |")
+            done = [x for x in (read_run(args.out / run_name(task, model, flags, seed))
+                                for seed in range(args.seeds)) if x is not None]
+            if not done:
+                lines.append(f"| {name} | 0 | – | – | – | " + " | ".join("pending" for _ in EVAL[group][0])
+                             + f" | {p3} |")
                 continue
-            cells = [cell(ev["splits"][s], wanted, ev.get("headline")) if s in ev["splits"] else "–"
-                     for s in splits]
-            lines.append(f"| {name} | {summary.get('n_params', '?')} | {summary.get('step', '?')} | "
-                         f"{summary.get('seconds', 0):.0f} | " + " | ".join(cells) + f" | {p3} |")
+            cells = []
+            for split in EVAL[group][0]:
+                values = [ev["splits"][split]["metrics"][headline(ev["splits"][split], wanted)]["mean"]
+                          for ev, _ in done if split in ev["splits"]]
+                cells.append(mean_se(values) if values else "–")
+            steps = sorted({str(sm.get("step", "?")) for _, sm in done})
+            secs = np.mean([sm.get("seconds", 0) for _, sm in done])
+            lines.append(f"| {name} | {len(done)} | {done[0][1].get('n_params', '?')} | {'/'.join(steps)} | "
+                         f"{secs:.0f} | " + " | ".join(cells) + f" | {p3} |")
         lines.append("")
     lines += [f"Load while measuring: {args.load}.", ""]
     return "\n".join(lines)
@@ -171,10 +189,11 @@ def main(argv=None) -> int:
     p.add_argument("--md", type=Path, default=ROOT / "bench" / "linear_recurrence.md")
     p.add_argument("--only", default=None, help="comma-separated groups: counting, words, copying")
     p.add_argument("--models", default=None, help="comma-separated models (default: s4d, mamba, nru)")
-    p.add_argument("--max-wall", type=float, default=300.0, help="training seconds per run")
+    p.add_argument("--max-wall", type=float, default=None,
+                   help="stop training after this many seconds (default: the preset's steps, reproducible)")
     p.add_argument("--eval-n", type=int, default=500)
     p.add_argument("--parallel", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..K-1 per setting")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     groups = set(args.only.split(",")) if args.only else None
@@ -189,7 +208,7 @@ def main(argv=None) -> int:
         loads = list(os.getloadavg()[:1])
     args.load = (f"1-minute load average {sum(loads) / len(loads):.1f} mean, {max(loads):.1f} max "
                  f"on {os.cpu_count()} cores (other sessions share the machine)")
-    args.md.write_text(report(RUNS, args))          # every run, pending where not run yet
+    write_text_atomic(args.md, report(RUNS, args))          # every run, pending where not run yet
     print(f"wrote {args.md}")
     return 0
 
