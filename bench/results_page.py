@@ -33,6 +33,7 @@ from rasp.atomic import write_text_atomic  # noqa: E402
 from bench.check_compare_report import check as check_report  # noqa: E402
 from trainer.compare import report as R  # noqa: E402
 from trainer.compare.estimate import duration, load_range  # noqa: E402
+from trainer.compare.suite import available_suites  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
 PAGE = ROOT / "docs" / "results.md"
@@ -113,6 +114,11 @@ def page(folders: list, docs: list, page_dir: Path) -> str:
             runs = ", ".join(f"{v} {k}" for k, v in s["runs"].items())
             lines.append(f"| {s['suite']} | {s['preset']} | {s['seeds']} | {runs} | {len(rows)} | {len(sure)} | "
                          f"{_wall(folder, s)} |")
+    ran = {s["suite"] for doc in docs for s in doc["suites"]}
+    absent = [name for name in available_suites() if name not in ran]
+    if absent:
+        lines += ["", "Not rerun with seeds at this code, so not reported here (their last single-seed reports are "
+                  "in the history of this page): " + ", ".join(f"`{n}`" for n in absent) + "."]
     lines += ["", "Margins beyond noise (each suite's summary gives every range, the test and its p):", ""]
     if beyond:
         lines += ["| suite | table | range | best | second | margin | p |", "|---|---|---|---|---|---|---|"]
