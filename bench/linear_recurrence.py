@@ -99,7 +99,9 @@ def finished(out: Path) -> bool:
 
 
 def run_all(selected: list, args) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    # ROOT first, keeping the caller's path (packages installed with --target live there)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
     queue = [(r, seed) for r, seed in runs_of(selected, args.seeds)
              if not finished(args.out / run_name(r[1], r[2], r[3], seed))]
     running = []
