@@ -380,6 +380,13 @@ def test_selections_accumulate_in_the_manifest(suite, tmp_path):
     assert (sel["models"], sel["tasks"], sel["seeds"]) == (None, ["boom", "flip"], 3)
 
 
+def test_a_suite_name_beside_a_folder_of_that_name(tmp_path, monkeypatch):
+    # `rasp compare counting --out counting` run from the folder above: the name stays the suite
+    (tmp_path / "counting").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load_suite("counting").name == "counting"
+
+
 def test_report_reads_fan_eval_files(tmp_path):
     suite = load_suite("fan")
     out = tmp_path / "out"

@@ -159,6 +159,8 @@ def resolve(value: Any, preset: str):
 
 def suite_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
+    if p.suffix != ".toml" and name_or_path in available_suites():
+        return SUITES_DIR / f"{name_or_path}.toml"     # a name, even beside an output folder of that name
     if p.suffix == ".toml" or p.exists():
         return p
     return SUITES_DIR / f"{name_or_path}.toml"
