@@ -241,6 +241,9 @@ def suite_report(out: Path, sel: dict) -> dict:
     for res in results:
         by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
     seeds = len(G.seeds_for(suite, preset, sel.get("seeds")))
+    # models the suite gives their own seed count (fewer for the rows that carry no claim)
+    fewer = {m.label: len(G.seeds_for(suite, preset, sel.get("seeds"), m.name)) for m in suite.models}
+    fewer = {k: v for k, v in fewer.items() if v != seeds}
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}
     for res in results:
@@ -248,6 +251,7 @@ def suite_report(out: Path, sel: dict) -> dict:
     ranked = {m.name for m in suite.models if m.ranked}
     summary_rows = [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
+            "seeds_by_model": fewer,
             "note": suite.note, "runs": {"total": len(results), **status},
             "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows,
                         "unranked": [m.label for m in suite.models if not m.ranked],
@@ -299,7 +303,8 @@ def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
              + (f"  {LEGEND}" if legend else ""), ""]
     for s in doc["suites"]:
         r = s["runs"]
-        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s))", "",
+        own = "".join(f"; {k} {label}" for k, label in seed_groups(s.get("seeds_by_model") or {}))
+        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s){own})", "",
                   "Runs: " + ", ".join(f"{v} {k}" for k, v in r.items()) + ".", ""]
         lines += summary_markdown(s, h + "##")
         if s.get("note"):
@@ -321,6 +326,13 @@ def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
         for p in s.get("plots", []):
             lines += [f"![{p['title']}]({p['path']})", ""]
     return "\n".join(lines) + "\n"
+
+
+def seed_groups(by_model: dict) -> list:
+    """[(count text, "for A, B")] from {model label: seeds}, one item per count."""
+    counts = sorted(set(by_model.values()))
+    return [(f"{k} seed{'s' if k > 1 else ''}", "for " + ", ".join(m for m, v in by_model.items() if v == k))
+            for k in counts]
 
 
 SUMMARY_TITLE = "Summary: the best model per task and range"

@@ -70,6 +70,7 @@ class ModelEntry:
     eval: dict = field(default_factory=dict)
     tasks: Optional[list] = None        # restrict the grid to these task entries
     ranked: bool = True                 # False: not a learning result (a compiled program), kept out of the summary
+    seeds: Optional[dict] = None        # preset -> default number of seeds of this model (None: the suite's)
 
 
 @dataclass
@@ -131,9 +132,11 @@ class Suite:
     eval: dict = field(default_factory=dict)
     note: str = ""
 
-    def seed_count(self, preset: str) -> int:
-        """Default number of seeds (0..k-1) of a run of this suite at `preset`."""
-        return self.seeds[preset]
+    def seed_count(self, preset: str, model: Optional[str] = None) -> int:
+        """Default number of seeds (0..k-1) of a run of this suite at `preset`
+        (of model entry `model`: its own count where it gives one)."""
+        own = self.model(model).seeds if model is not None else None
+        return own[preset] if own else self.seeds[preset]
 
     def task(self, name: str) -> TaskEntry:
         return next(t for t in self.tasks if t.name == name)
@@ -375,13 +378,8 @@ class _Parser:
         presets = head.get("presets", list(PRESETS))
         if not isinstance(presets, list) or not presets or any(p not in PRESETS for p in presets):
             self._fail(f"[suite]: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=hl)
-        # one count, or one per preset (a cpu budget affords fewer seeds than the paper's)
-        seeds = head.get("seeds", 1)
-        counts = seeds if isinstance(seeds, dict) else {p: seeds for p in presets}
-        if set(counts) != set(presets) or any(not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEEDS
-                                              for k in counts.values()):
-            self._fail(f"[suite]: seeds must be an integer from 1 to {MAX_SEEDS}, or a table with one such "
-                       f"integer per preset ({', '.join(presets)})", "seeds", after=hl)
+        counts = self._seed_counts(head.get("seeds", 1), presets, "[suite]", hl)
+        self.presets = presets
         sources = self.sources()
         evals = self.evals()
         eval_names = {e.name for e in evals}
@@ -400,6 +398,15 @@ class _Parser:
                       note=head.get("note", ""))
         suite.tables = self.tables(suite)
         return suite
+
+    def _seed_counts(self, seeds, presets: list, where: str, line: int) -> dict:
+        """One count, or one per preset (a cpu budget affords fewer seeds than the paper's)."""
+        counts = seeds if isinstance(seeds, dict) else {p: seeds for p in presets}
+        if set(counts) != set(presets) or any(not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEEDS
+                                              for k in counts.values()):
+            self._fail(f"{where}: seeds must be an integer from 1 to {MAX_SEEDS}, or a table with one such "
+                       f"integer per preset ({', '.join(presets)})", "seeds", after=line)
+        return counts
 
     def sources(self) -> dict:
         raw = self.doc.get("sources", {})
@@ -454,17 +461,20 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[models]] entry")
         for m, line in entries:
-            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval", "ranked"}, "[[models]]", line)
+            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval", "ranked", "seeds"},
+                        "[[models]]", line)
             name = self._name(m, "[[models]]", line)
             where = f"[[models]] {name}"
             if not isinstance(m.get("ranked", True), bool):
                 self._fail(f"{where}: 'ranked' must be true or false", "ranked", after=line)
+            # a model's own seed count: the rows that carry a paper's claim get more seeds than the rest
+            seeds = self._seed_counts(m["seeds"], self.presets, where, line) if "seeds" in m else None
             out.append((ModelEntry(name, self._str(m, "model", where, line, default=name),
                                    self._str(m, "label", where, line, default=name),
                                    self._name_list(m, "evals", eval_names, "eval", where, line),
                                    self._options(m, "train", where, line), self._options(m, "eval", where, line),
                                    self._name_list(m, "tasks", task_names, "task", where, line),
-                                   m.get("ranked", True)), line))
+                                   m.get("ranked", True), seeds), line))
         self._unique([(m.name, l) for m, l in out], "model")
         return [m for m, _ in out]
 
