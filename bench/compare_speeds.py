@@ -3,7 +3,7 @@ model) of the named suites at one preset and write them into
 trainer/compare/reference_speeds.json, which the dry run falls back to
 where its output folder has measured nothing.
 
-    nice -n 5 python bench/compare_speeds.py fan listops logic [--preset cpu] [--steps 20]
+    nice -n 5 python -m bench.compare_speeds fan listops logic [--preset cpu] [--steps 20]
 
 Per cell (trainer/compare/estimate.py, reference_measurement): STEPS
 training steps of the cell's own settings, seed 0, with its length
@@ -37,6 +37,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+if __package__ in (None, ""):         # run as a file: bench/ first on the path would shadow `compiler`
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
@@ -49,7 +51,7 @@ from trainer.compare.suite import PRESETS, available_suites, load_suite   # noqa
 
 ABOUT = ("Reference speeds of `rasp compare` cells (task x model x preset): seconds per training step, per "
          "validation and per run's evaluations, and a fresh process's start-up; the dry run uses them where "
-         "its output folder has no measured run.  Regenerate: nice -n 5 python bench/compare_speeds.py SUITE...")
+         "its output folder has no measured run.  Regenerate: nice -n 5 python -m bench.compare_speeds SUITE...")
 
 
 def machine() -> str:

@@ -604,6 +604,25 @@ def test_seeds_per_preset(tmp_path):
             load_suite(str(write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", f"seeds = {bad}"))))
 
 
+def test_a_model_entry_may_give_its_own_seeds(tmp_path):
+    """The rows that carry a paper's claim get more seeds than the rest; --seeds K gives every model K."""
+    text = SUITE.replace('label = "Transformer"', 'label = "Transformer"\nseeds = { cpu = 1, paper = 4 }')
+    s = load_suite(str(write(tmp_path / "own.toml", text)))
+    by = lambda runs: sorted((r.model_entry, r.seed) for r in runs)        # noqa: E731
+    assert by(G.expand(s, "cpu", tasks=["flip"])) == [("gru", 0), ("gru", 1), ("tf", 0)]
+    assert by(G.expand(s, "paper", tasks=["flip"], models=["tf"])) == [("tf", k) for k in range(4)]
+    assert by(G.expand(s, "cpu", seeds=3, tasks=["flip"])) == [("gru", k) for k in range(3)] + [("tf", k) for k in range(3)]
+    out = tmp_path / "out"
+    out.mkdir()
+    R.record_selection(out, s, "cpu", None, None, ["flip"])
+    doc = R.write_report(out, plots=False)
+    assert doc["suites"][0]["seeds_by_model"] == {"Transformer": 1}
+    assert "(suite `mini`, preset `cpu`, 2 seed(s); 1 seed for Transformer)" in (out / "report.md").read_text()
+    bad = write(tmp_path / "bad.toml", SUITE.replace('label = "Transformer"', 'label = "Transformer"\nseeds = 0'))
+    with pytest.raises(RaspError, match=r"\[\[models\]\] tf: seeds must be an integer from 1"):
+        load_suite(str(bad))
+
+
 def test_cli_errors_exit_2(tmp_path, capsys):
     bad = write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", "seeds = 0"))
     assert rasp_cli.main(["compare", str(bad), "--dry-run"]) == 2

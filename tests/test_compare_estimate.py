@@ -141,7 +141,7 @@ def test_a_cell_measured_nowhere_falls_back_to_the_reference_speed_and_says_so(s
     assert E.estimate_run(spec, "new", E.known_speeds(tmp_path / "out", [spec]), ref).source == "measured"
     # measured under other settings (the suite or preset edited since): flagged
     stale = E.estimate_run(spec, "new", {}, {E.cell_key(spec): reference_cell(spec, settings="0" * 12)})
-    assert "measured with other settings (rerun bench/compare_speeds.py)" in stale.note
+    assert "measured with other settings (rerun python -m bench.compare_speeds)" in stale.note
 
 
 def test_the_dry_run_labels_reference_estimates(suite, tmp_path, monkeypatch, capsys):

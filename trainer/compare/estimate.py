@@ -10,7 +10,7 @@ command line in DIR/_probes/ (`--probe STEPS`), which measures training only.
 
 A cell measured nowhere in DIR falls back to the reference speeds shipped
 with the trainer (reference_speeds.json, written by `python
-bench/compare_speeds.py SUITE...`: a few steps of every cell on one named
+-m bench.compare_speeds SUITE...`: a few steps of every cell on one named
 machine, each evaluation timed at two sizes), labelled "reference" with
 that machine and its load.
 
@@ -149,7 +149,7 @@ def reference_estimate(spec: RunSpec, state: str, m: dict) -> "Estimate":
     validations = steps // every if every else 0
     label = f"reference speed, {m.get('machine', 'unknown machine')}, measured at load {m.get('load', '?')}"
     if m.get("settings") != settings_key(spec):
-        label += "; measured with other settings (rerun bench/compare_speeds.py)"
+        label += "; measured with other settings (rerun python -m bench.compare_speeds)"
     if state == "evaluate":
         return Estimate(m["eval_s"], "reference", f"evaluation only; {label}")
     seconds = m["startup_s"] + m["per_step_s"] * steps + m["valid_s"] * validations + m["eval_s"]
