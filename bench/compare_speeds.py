@@ -124,6 +124,8 @@ def main(argv=None) -> int:
                 except RaspError as e:
                     print(f"{key}: {e}", file=sys.stderr, flush=True)
                     continue
+                fresh = read_json(out)            # another bench may have written cells meanwhile
+                doc = fresh if isinstance(fresh, dict) and isinstance(fresh.get("cells"), dict) else doc
                 doc["cells"][key] = m
                 print(f"{key}: {1 / m['per_step_s']:.3g} steps/s, validation {m['valid_s']:.2f} s, "
                       f"evaluation {m['eval_s']:.1f} s (load {m['load']:g})", flush=True)

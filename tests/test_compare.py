@@ -623,6 +623,23 @@ def test_a_model_entry_may_give_its_own_seeds(tmp_path):
         load_suite(str(bad))
 
 
+def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_path):
+    text = SUITE.replace('seeds = 2', 'seeds = 2\nno_summary = { cpu = "Every model at chance." }')
+    s = load_suite(str(write(tmp_path / "chance.toml", text)))
+    out = tmp_path / "out"
+    finished_run(out / "flip__gru__cpu__s0", {"dense": 0.9, "sparse": 0.5})
+    finished_run(out / "flip__tf__cpu__s0", {"dense": 0.6, "sparse": 0.5})
+    R.record_selection(out, s, "cpu", 1, None, ["flip"])
+    summ = R.write_report(out, plots=False)["suites"][0]["summary"]
+    assert summ["rows"] == [] and summ["withheld"] == "Every model at chance."
+    md = (out / "report.md").read_text()
+    assert "Not ranked at preset `cpu`: Every model at chance." in md and "| GRU | 90.0 (1 seed)" in md
+    assert R.suite_report(out, {**R.read_manifest(out)["suites"]["mini/cpu"], "preset": "paper"})["summary"]["withheld"] is None
+    for bad in ('no_summary = 3', 'no_summary = { gpu = "x" }', 'no_summary = ""'):
+        with pytest.raises(RaspError, match="no_summary must be a sentence"):
+            load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('seeds = 2', 'seeds = 2\n' + bad))))
+
+
 def test_cli_errors_exit_2(tmp_path, capsys):
     bad = write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", "seeds = 0"))
     assert rasp_cli.main(["compare", str(bad), "--dry-run"]) == 2

@@ -249,11 +249,13 @@ def suite_report(out: Path, sel: dict) -> dict:
     for res in results:
         status[res.status] = status.get(res.status, 0) + 1
     ranked = {m.name for m in suite.models if m.ranked}
-    summary_rows = [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
+    # a preset whose runs cannot rank the models (every model at chance) says why instead of ranking noise
+    withheld = resolve(suite.no_summary, preset)
+    summary_rows = [] if withheld else [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
             "seeds_by_model": fewer,
             "note": suite.note, "runs": {"total": len(results), **status},
-            "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows,
+            "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows, "withheld": withheld,
                         "unranked": [m.label for m in suite.models if not m.ranked],
                         "unranked_models": [m.name for m in suite.models if not m.ranked]},
             "run_status": [_run_row(r) for r in results], "tables": tables, "_results": results, "_suite": suite}
@@ -358,6 +360,8 @@ def summary_row_cells(row: dict) -> list:
 
 def summary_markdown(s: dict, h: str) -> list:
     summ = s.get("summary") or {}
+    if summ.get("withheld"):
+        return [f"{h} {SUMMARY_TITLE}", "", f"Not ranked at preset `{s['preset']}`: {summ['withheld']}", ""]
     if not summ.get("rows"):
         return []
     lines = [f"{h} {SUMMARY_TITLE}", "",

@@ -131,6 +131,9 @@ class Suite:
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     note: str = ""
+    # preset -> why this preset's runs cannot rank the models (every model at chance): the report
+    # shows the sentence in place of the summary, and the tables still show every figure
+    no_summary: Any = None
 
     def seed_count(self, preset: str, model: Optional[str] = None) -> int:
         """Default number of seeds (0..k-1) of a run of this suite at `preset`
@@ -373,7 +376,7 @@ class _Parser:
         if not isinstance(head, dict):
             self._fail("the file needs a [suite] table with name, title and seeds")
         hl = self.loc.line_of("[suite]")
-        self._known(head, {"name", "title", "seeds", "presets", "note"}, "[suite]", hl)
+        self._known(head, {"name", "title", "seeds", "presets", "note", "no_summary"}, "[suite]", hl)
         name = self._name(head, "[suite]", hl)
         presets = head.get("presets", list(PRESETS))
         if not isinstance(presets, list) or not presets or any(p not in PRESETS for p in presets):
@@ -395,9 +398,17 @@ class _Parser:
         suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=counts,
                       presets=tuple(presets), sources=sources, tasks=tasks, models=models, evals=evals, tables=[],
                       train=self._options(self.doc, "train", "suite", 1), eval=self._options(self.doc, "eval", "suite", 1),
-                      note=head.get("note", ""))
+                      note=head.get("note", ""), no_summary=self._no_summary(head.get("no_summary"), presets, hl))
         suite.tables = self.tables(suite)
         return suite
+
+    def _no_summary(self, value, presets: list, line: int):
+        """A sentence, or a table of one sentence per preset it applies to."""
+        sentences = value if isinstance(value, dict) else {p: value for p in presets} if value is not None else {}
+        if set(sentences) - set(presets) or not all(isinstance(x, str) and x.strip() for x in sentences.values()):
+            self._fail("[suite]: no_summary must be a sentence, or a table of sentences keyed by preset "
+                       f"({', '.join(presets)})", "no_summary", after=line)
+        return value
 
     def _seed_counts(self, seeds, presets: list, where: str, line: int) -> dict:
         """One count, or one per preset (a cpu budget affords fewer seeds than the paper's)."""
