@@ -440,7 +440,7 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
                     for col in t.columns:
                         a = cell_attrs(t, col, row, preset)
                         task = TASKS.get(s.task(a["task"]).task)
-                        if not isinstance(task, SeqTask):
+                        if not isinstance(task, SeqTask) or R.not_at_preset(col, preset):
                             continue
                         assert a.get("split") in task.splits, (name, preset, t.id, row.label, col.label, a.get("split"))
                         assert a["metric"] in task.metrics, (name, t.id, a["metric"], task.metrics)
@@ -638,6 +638,19 @@ def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_p
     for bad in ('no_summary = 3', 'no_summary = { gpu = "x" }', 'no_summary = ""'):
         with pytest.raises(RaspError, match="no_summary must be a sentence"):
             load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('seeds = 2', 'seeds = 2\n' + bad))))
+
+
+def test_a_column_only_the_paper_preset_evaluates_is_left_out_at_cpu(tmp_path):
+    text = SUITE.replace('{ label = "sparse", split = "sparse",', '{ label = "sparse", split = { paper = "sparse" },')
+    s = load_suite(str(write(tmp_path / "paper_col.toml", text)))
+    out = tmp_path / "out"
+    finished_run(out / "flip__gru__cpu__s0", {"dense": 0.9, "sparse": 0.5})
+    R.record_selection(out, s, "cpu", 1, ["gru"], ["flip"])
+    doc = R.write_report(out, plots=False)
+    cell = R.find_report_cell(doc, "mini", "t1", "GRU", "sparse")
+    assert cell["ours"] == {"status": "not run", "text": "not at preset cpu"}
+    table = doc["suites"][0]["tables"][0]
+    assert [c["shown"] for c in table["columns"]] == [True, False]
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):

@@ -184,6 +184,12 @@ def axis_heading(label: str, ours: Optional[str], paper: str) -> str:
     return f"{label} (ours: {ours}; paper: {paper})" if paper not in ("—", "") else f"{label} (ours: {ours})"
 
 
+def not_at_preset(col, preset: str) -> bool:
+    """A column whose split is given per preset, without this one."""
+    split = col.attrs.get("split")
+    return isinstance(split, dict) and resolve(split, preset) is None
+
+
 def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: int) -> dict:
     rows = []
     for row in table.rows:
@@ -191,7 +197,10 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
         cells = []
         for i, col in enumerate(table.columns):
             cell = {"column": col.label, "published": published_cell(table, row, i, suite)}
-            if runs_row:
+            if runs_row and not_at_preset(col, preset):      # e.g. a split only the paper preset evaluates
+                cell["attrs"] = cell_attrs(table, col, row, preset)
+                cell["ours"] = {"status": "not run", "text": f"not at preset {preset}"}
+            elif runs_row:
                 attrs = cell_attrs(table, col, row, preset)
                 key = (attrs["task"], attrs["model"])
                 cell["attrs"] = attrs
