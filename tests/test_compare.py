@@ -621,6 +621,11 @@ def test_a_model_entry_may_give_its_own_seeds(tmp_path):
     bad = write(tmp_path / "bad.toml", SUITE.replace('label = "Transformer"', 'label = "Transformer"\nseeds = 0'))
     with pytest.raises(RaspError, match=r"\[\[models\]\] tf: seeds must be an integer from 1"):
         load_suite(str(bad))
+    # a task entry's own count: a cell gets the fewer of its task's and its model's
+    s = load_suite(str(write(tmp_path / "task.toml", text.replace('name = "boom"', 'name = "boom"\nseeds = 1')
+                             .replace('label = "GRU"', 'label = "GRU"\nseeds = 3'))))
+    assert by(G.expand(s, "cpu")) == [("gru", 0), ("gru", 0), ("gru", 1), ("gru", 2), ("tf", 0)]
+    assert [r.run_id for r in G.expand(s, "cpu", tasks=["boom"])] == ["boom__gru__cpu__s0"]
 
 
 def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_path):

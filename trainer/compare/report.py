@@ -250,8 +250,9 @@ def suite_report(out: Path, sel: dict) -> dict:
     for res in results:
         by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
     seeds = len(G.seeds_for(suite, preset, sel.get("seeds")))
-    # models the suite gives their own seed count (fewer for the rows that carry no claim)
-    fewer = {m.label: len(G.seeds_for(suite, preset, sel.get("seeds"), m.name)) for m in suite.models}
+    # model and task entries with their own seed count (fewer for the cells that carry no claim)
+    fewer = {**{m.label: len(G.seeds_for(suite, preset, sel.get("seeds"), model=m.name)) for m in suite.models},
+             **{f"task {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), task=t.name)) for t in suite.tasks}}
     fewer = {k: v for k, v in fewer.items() if v != seeds}
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}

@@ -58,6 +58,7 @@ class TaskEntry:
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     presets: Optional[list] = None      # run only under these presets (None: all the suite's)
+    seeds: Optional[dict] = None        # preset -> at most this many seeds on this task (None: no limit of its own)
 
 
 @dataclass
@@ -135,11 +136,15 @@ class Suite:
     # shows the sentence in place of the summary, and the tables still show every figure
     no_summary: Any = None
 
-    def seed_count(self, preset: str, model: Optional[str] = None) -> int:
-        """Default number of seeds (0..k-1) of a run of this suite at `preset`
-        (of model entry `model`: its own count where it gives one)."""
-        own = self.model(model).seeds if model is not None else None
-        return own[preset] if own else self.seeds[preset]
+    def seed_count(self, preset: str, model: Optional[str] = None, task: Optional[str] = None) -> int:
+        """Default number of seeds (0..k-1) of a run of this suite at `preset`:
+        the suite's, or where the model entry and/or the task entry give their
+        own, the fewer of theirs (the cells that carry a paper's claim get more
+        seeds than the rest)."""
+        own = [e.seeds[preset] for e in (self.model(model) if model is not None else None,
+                                         self.task(task) if task is not None else None)
+               if e is not None and e.seeds]
+        return min(own) if own else self.seeds[preset]
 
     def task(self, name: str) -> TaskEntry:
         return next(t for t in self.tasks if t.name == name)
@@ -451,15 +456,16 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[tasks]] entry")
         for t, line in entries:
-            self._known(t, {"name", "task", "models", "train", "eval", "presets"}, "[[tasks]]", line)
+            self._known(t, {"name", "task", "models", "train", "eval", "presets", "seeds"}, "[[tasks]]", line)
             name = self._name(t, "[[tasks]]", line)
             where = f"[[tasks]] {name}"
+            seeds = self._seed_counts(t["seeds"], self.presets, where, line) if "seeds" in t else None
             presets = t.get("presets")
             if presets is not None and (not isinstance(presets, list) or any(p not in PRESETS for p in presets)):
                 self._fail(f"{where}: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=line)
             out.append((TaskEntry(name, self._str(t, "task", where, line, default=name), t.get("models"),
                                   self._options(t, "train", where, line), self._options(t, "eval", where, line),
-                                  presets), line))
+                                  presets, seeds), line))
             if t.get("models") is not None and (not isinstance(t["models"], list)
                                                 or not all(isinstance(x, str) for x in t["models"])):
                 self._fail(f"{where}: 'models' must be a list of model entry names", "models", after=line)
