@@ -112,7 +112,8 @@ def page(folders: list, docs: list, page_dir: Path) -> str:
             sure = [r for r in rows if r["beyond_noise"]]
             beyond += [(s["suite"], r) for r in sure]
             runs = ", ".join(f"{v} {k}" for k, v in s["runs"].items())
-            lines.append(f"| {s['suite']} | {s['preset']} | {s['seeds']} | {runs} | {len(rows)} | {len(sure)} | "
+            ranked = "none: needs the paper preset (its summary says why)" if s["summary"].get("withheld") else len(rows)
+            lines.append(f"| {s['suite']} | {s['preset']} | {s['seeds']} | {runs} | {ranked} | {len(sure)} | "
                          f"{_wall(folder, s)} |")
     ran = {s["suite"] for doc in docs for s in doc["suites"]}
     absent = [name for name in available_suites() if name not in ran]

@@ -447,7 +447,7 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
                     for col in t.columns:
                         a = cell_attrs(t, col, row, preset)
                         task = TASKS.get(s.task(a["task"]).task)
-                        if not isinstance(task, SeqTask):
+                        if not isinstance(task, SeqTask) or R.not_at_preset(col, preset):
                             continue
                         assert a.get("split") in task.splits, (name, preset, t.id, row.label, col.label, a.get("split"))
                         assert a["metric"] in task.metrics, (name, t.id, a["metric"], task.metrics)
@@ -609,6 +609,60 @@ def test_seeds_per_preset(tmp_path):
     for bad in ("{ cpu = 1 }", "{ cpu = 1, paper = 0 }", "{ cpu = 1, paper = 2, gpu = 2 }", '"3"', "true"):
         with pytest.raises(RaspError, match=r"seeds must be .* one such integer per preset \(cpu, paper\)"):
             load_suite(str(write(tmp_path / "bad.toml", SUITE.replace("seeds = 2", f"seeds = {bad}"))))
+
+
+def test_a_model_entry_may_give_its_own_seeds(tmp_path):
+    """The rows that carry a paper's claim get more seeds than the rest; --seeds K gives every model K."""
+    text = SUITE.replace('label = "Transformer"', 'label = "Transformer"\nseeds = { cpu = 1, paper = 4 }')
+    s = load_suite(str(write(tmp_path / "own.toml", text)))
+    by = lambda runs: sorted((r.model_entry, r.seed) for r in runs)        # noqa: E731
+    assert by(G.expand(s, "cpu", tasks=["flip"])) == [("gru", 0), ("gru", 1), ("tf", 0)]
+    assert by(G.expand(s, "paper", tasks=["flip"], models=["tf"])) == [("tf", k) for k in range(4)]
+    assert by(G.expand(s, "cpu", seeds=3, tasks=["flip"])) == [("gru", k) for k in range(3)] + [("tf", k) for k in range(3)]
+    out = tmp_path / "out"
+    out.mkdir()
+    R.record_selection(out, s, "cpu", None, None, ["flip"])
+    doc = R.write_report(out, plots=False)
+    assert doc["suites"][0]["seeds_by_model"] == {"Transformer": 1}
+    assert "(suite `mini`, preset `cpu`, 2 seed(s); 1 seed for Transformer)" in (out / "report.md").read_text()
+    bad = write(tmp_path / "bad.toml", SUITE.replace('label = "Transformer"', 'label = "Transformer"\nseeds = 0'))
+    with pytest.raises(RaspError, match=r"\[\[models\]\] tf: seeds must be an integer from 1"):
+        load_suite(str(bad))
+    # a task entry's own count: a cell gets the fewer of its task's and its model's
+    s = load_suite(str(write(tmp_path / "task.toml", text.replace('name = "boom"', 'name = "boom"\nseeds = 1')
+                             .replace('label = "GRU"', 'label = "GRU"\nseeds = 3'))))
+    assert by(G.expand(s, "cpu")) == [("gru", 0), ("gru", 0), ("gru", 1), ("gru", 2), ("tf", 0)]
+    assert [r.run_id for r in G.expand(s, "cpu", tasks=["boom"])] == ["boom__gru__cpu__s0"]
+
+
+def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_path):
+    text = SUITE.replace('seeds = 2', 'seeds = 2\nno_summary = { cpu = "Every model at chance." }')
+    s = load_suite(str(write(tmp_path / "chance.toml", text)))
+    out = tmp_path / "out"
+    finished_run(out / "flip__gru__cpu__s0", {"dense": 0.9, "sparse": 0.5})
+    finished_run(out / "flip__tf__cpu__s0", {"dense": 0.6, "sparse": 0.5})
+    R.record_selection(out, s, "cpu", 1, None, ["flip"])
+    summ = R.write_report(out, plots=False)["suites"][0]["summary"]
+    assert summ["rows"] == [] and summ["withheld"] == "Every model at chance."
+    md = (out / "report.md").read_text()
+    assert "Not ranked at preset `cpu`: Every model at chance." in md and "| GRU | 90.0 (1 seed)" in md
+    assert R.suite_report(out, {**R.read_manifest(out)["suites"]["mini/cpu"], "preset": "paper"})["summary"]["withheld"] is None
+    for bad in ('no_summary = 3', 'no_summary = { gpu = "x" }', 'no_summary = ""'):
+        with pytest.raises(RaspError, match="no_summary must be a sentence"):
+            load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('seeds = 2', 'seeds = 2\n' + bad))))
+
+
+def test_a_column_only_the_paper_preset_evaluates_is_left_out_at_cpu(tmp_path):
+    text = SUITE.replace('{ label = "sparse", split = "sparse",', '{ label = "sparse", split = { paper = "sparse" },')
+    s = load_suite(str(write(tmp_path / "paper_col.toml", text)))
+    out = tmp_path / "out"
+    finished_run(out / "flip__gru__cpu__s0", {"dense": 0.9, "sparse": 0.5})
+    R.record_selection(out, s, "cpu", 1, ["gru"], ["flip"])
+    doc = R.write_report(out, plots=False)
+    cell = R.find_report_cell(doc, "mini", "t1", "GRU", "sparse")
+    assert cell["ours"] == {"status": "not run", "text": "not at preset cpu"}
+    table = doc["suites"][0]["tables"][0]
+    assert [c["shown"] for c in table["columns"]] == [True, False]
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):

@@ -116,3 +116,75 @@ def test_a_probe_times_a_few_steps_of_the_runs_own_command(suite, tmp_path, caps
 def test_probe_without_dry_run_is_refused(suite, tmp_path, capsys):
     assert rasp_cli.main(["compare", suite.path, "--probe", "5", "--out", str(tmp_path / "o")]) == 2
     assert "--probe goes with --dry-run" in capsys.readouterr().err
+
+
+def reference_cell(spec, **kw) -> dict:
+    m = {"steps": 20, "per_step_s": 0.1, "valid_s": 2.0, "startup_s": 4.0, "eval_s": 30.0, "load": 1.5,
+         "machine": "2-core Test CPU, CPU seconds of one thread", "settings": E.settings_key(spec),
+         "source": "reference"}
+    return {**m, **kw}
+
+
+def test_a_cell_measured_nowhere_falls_back_to_the_reference_speed_and_says_so(suite, tmp_path):
+    spec = G.expand(suite, "cpu", seeds=1, tasks=["flip"], models=["tf"])[0]     # 7 steps
+    hp = E.planned(spec)
+    ref = {E.cell_key(spec): reference_cell(spec)}
+    est = E.estimate_run(spec, "new", {}, ref)
+    validations = 7 // hp["eval_every"]
+    assert est.source == "reference"
+    assert est.seconds == pytest.approx(4.0 + 7 * 0.1 + 2.0 * validations + 30.0)
+    assert "reference speed, 2-core Test CPU, CPU seconds of one thread, measured at load 1.5" in est.note
+    assert "other settings" not in est.note
+    assert E.estimate_run(spec, "evaluate", {}, ref).seconds == 30.0
+    # a measurement in the output folder wins over the reference
+    measured_run(tmp_path / "out", spec)
+    assert E.estimate_run(spec, "new", E.known_speeds(tmp_path / "out", [spec]), ref).source == "measured"
+    # measured under other settings (the suite or preset edited since): flagged
+    stale = E.estimate_run(spec, "new", {}, {E.cell_key(spec): reference_cell(spec, settings="0" * 12)})
+    assert "measured with other settings (rerun python -m bench.compare_speeds)" in stale.note
+
+
+def test_the_dry_run_labels_reference_estimates(suite, tmp_path, monkeypatch, capsys):
+    spec = G.expand(suite, "cpu", seeds=1, tasks=["flip"], models=["tf"])[0]
+    monkeypatch.setattr(E, "REFERENCE", write(tmp_path / "ref.json",
+                                              json.dumps({"cells": {E.cell_key(spec): reference_cell(spec)}})))
+    assert rasp_cli.main(["compare", suite.path, "--dry-run", "--tasks", "flip", "--seeds", "1",
+                          "--out", str(tmp_path / "fresh")]) == 0
+    text = capsys.readouterr().out
+    assert "flip__tf__cpu__s0: new; estimated 3" in text and "[reference: 7 steps at 10 steps/s" in text
+    assert "flip__gru__cpu__s0: new; estimated ? [none" in text
+    assert "(1 from the shipped reference speeds, 1 without an estimate (not in the total))" in text
+
+
+def test_a_reference_measurement_times_steps_validation_and_extrapolates_evaluation(suite, tmp_path):
+    """A fake `python -m trainer` and fake clocks: the CPU share of the train
+    call splits its seconds; each evaluation is timed at size 1 and size/8."""
+    spec = G.expand(suite, "cpu", seeds=1, tasks=["flip"], models=["gru"])[0]      # eval n = 16
+    calls, now = [], {"wall": 0.0, "cpu": 0.0}
+
+    def call(argv):
+        calls.append(argv)
+        if argv[0] == "train":
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(parents=True)
+            assert argv[argv.index("--steps") + 1] == "10" and argv[argv.index("--eval-every") + 1] == "10"
+            write(out / "summary.json", json.dumps({"seconds": 12.0, "step": 10}))
+            write(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in (
+                {"step": 0, "eval_acc": 0.1}, {"step": 5, "steps_per_s": 1.0}, {"step": 10, "steps_per_s": 1.0})))
+            now["wall"] += 20.0
+            now["cpu"] += 10.0                  # half a core while it trained
+        else:
+            n = int(argv[argv.index("-n") + 1])
+            now["cpu"] += 1.0 + 0.5 * n         # 1 s fixed, 0.5 s an example
+        return 0
+
+    m = E.reference_measurement(spec, tmp_path, 10, call, 3.0, "test machine", fraction=8,
+                                wall_clock=lambda: now["wall"], cpu_clock=lambda: now["cpu"])
+    assert [a[0] for a in calls] == ["train", "eval", "eval"]
+    assert [a[a.index("-n") + 1] for a in calls[1:]] == ["1", "2"]
+    assert m["steps"] == 10 and m["per_step_s"] == pytest.approx(0.5)           # 10 s of windows at half a core
+    assert m["valid_s"] == pytest.approx(1.0)                                     # (12 - 10) s loop after the last log
+    assert m["startup_s"] == pytest.approx(3.0 + 4.0)                             # (20 - 12) s outside the loop
+    assert m["eval_s"] == pytest.approx(3.0 + 1.5 + 0.5 * 15)                     # start-up + n=1 + 15 more examples
+    assert m["settings"] == E.settings_key(spec) and m["source"] == "reference"
+    assert not (tmp_path / spec.run_id).exists()

@@ -135,7 +135,7 @@ def dry_run(runs: list, out: Path, commands, jobs: int, probe_steps) -> int:
     for r, why in lacking:
         print(f"note: {r.run_id} needs {why}, which this trainer does not have")
     states = {r.run_id: runner.state(r, out / r.run_id) for r in runs}
-    speeds = E.known_speeds(out, runs)
+    speeds, reference = E.known_speeds(out, runs), E.reference_speeds()
     if probe_steps is not None:
         skip = {r.run_id for r, _ in lacking}
         for r in runs:
@@ -147,14 +147,14 @@ def dry_run(runs: list, out: Path, commands, jobs: int, probe_steps) -> int:
         st = states[r.run_id]
         why = (f" ({'; '.join(runner.stale_settings(r, out / r.run_id))}; set aside as .staleK and trained anew)"
                if st == "stale" else "")
-        est = E.estimate_run(r, st, speeds)
+        est = E.estimate_run(r, st, speeds, reference)
         by_source.setdefault(est.source, []).append(est.seconds)
         total += est.seconds or 0.0
         print(f"{r.run_id}: {st}{why}; estimated {E.duration(est.seconds)} [{est.source}: {est.note}]")
         for _, c in runner.planned_commands(r, out / r.run_id, commands):
             print("    " + " ".join(c))
     names = {"done": "finished", "measured": "from measured runs", "probe": "from probes",
-             "none": "without an estimate (not in the total)"}
+             "reference": "from the shipped reference speeds", "none": "without an estimate (not in the total)"}
     parts = [f"{len(by_source[k])} {names[k]}" for k in names if by_source.get(k)]
     print(f"{len(runs)} runs in {out}: estimated {E.duration(total)} of runs"
           + (f", about {E.duration(total / jobs)} wall with --jobs {jobs} if the runs share the cores evenly"

@@ -8,6 +8,12 @@ file existed are read from their own compare_run.json and summary.json.  A
 cell with no measurement can be probed: a few training steps of its own
 command line in DIR/_probes/ (`--probe STEPS`), which measures training only.
 
+A cell measured nowhere in DIR falls back to the reference speeds shipped
+with the trainer (reference_speeds.json, written by `python
+-m bench.compare_speeds SUITE...`: a few steps of every cell on one named
+machine, each evaluation timed at two sizes), labelled "reference" with
+that machine and its load.
+
 An estimate scales the measured seconds per training step to the steps the
 planned run trains, adds the measured start-up and evaluation time, and says
 where its speed came from.
@@ -16,6 +22,8 @@ load is printed beside each source."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import shutil
 import statistics
@@ -28,9 +36,10 @@ from typing import Optional
 from rasp import atomic
 from rasp.errors import RaspError
 from trainer.compare.grid import RunSpec
-from trainer.compare.runner import TrainerCommands, load_average, read_json, train_args
+from trainer.compare.runner import TrainerCommands, load_average, read_json, render_options, train_args
 
 SPEEDS = "speeds.json"
+REFERENCE = Path(__file__).with_name("reference_speeds.json")
 PROBES = "_probes"
 MAX_KEPT = 20                 # measurements kept per cell (the newest)
 MAX_PROBE_STEPS = 1000
@@ -97,14 +106,55 @@ def known_speeds(out: Path, runs: list) -> dict:
     return speeds
 
 
-def planned_steps(spec: RunSpec) -> Optional[int]:
-    """The steps the run's train command gives (its preset, the suite's options)."""
+def planned(spec: RunSpec) -> Optional[dict]:
+    """The hyper-parameters the run's train command gives (its preset, the suite's options)."""
     from trainer.cli import planned_hparams        # here: it loads torch
     try:
-        steps = planned_hparams(train_args(spec, Path("/nonexistent"))).get("steps")
+        return planned_hparams(train_args(spec, Path("/nonexistent")))
     except RaspError:
         return None
+
+
+def planned_steps(spec: RunSpec) -> Optional[int]:
+    steps = (planned(spec) or {}).get("steps")
     return steps if isinstance(steps, int) else None
+
+
+# hyper-parameters that change a run's length but not its speed per step
+LENGTH_ONLY = ("steps", "seed", "eval_every", "log_every", "ckpt_every", "interval", "decay_start")
+
+
+def settings_key(spec: RunSpec) -> str:
+    """A short fingerprint of what sets a cell's speed: its hyper-parameters
+    (less those in LENGTH_ONLY) and its evaluations' options.  A reference
+    speed measured under another fingerprint is flagged as such."""
+    hp = {k: v for k, v in (planned(spec) or {}).items() if k not in LENGTH_ONLY}
+    doc = {"hp": hp, "evals": [[e.name, e.options] for e in spec.evals]}
+    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def reference_speeds(path: Optional[Path] = None) -> dict:
+    """{cell key: reference measurement} from the shipped table ({} when absent or damaged)."""
+    doc = read_json(REFERENCE if path is None else path)
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    return {k: m for k, m in cells.items() if isinstance(m, dict)} if isinstance(cells, dict) else {}
+
+
+def reference_estimate(spec: RunSpec, state: str, m: dict) -> "Estimate":
+    """The shipped reference measurement `m` of the run's cell, scaled to its
+    planned steps and validations."""
+    hp = planned(spec) or {}
+    steps = hp.get("steps") if isinstance(hp.get("steps"), int) else m["steps"]
+    every = hp.get("eval_every") if isinstance(hp.get("eval_every"), int) and hp["eval_every"] > 0 else None
+    validations = steps // every if every else 0
+    label = f"reference speed, {m.get('machine', 'unknown machine')}, measured at load {m.get('load', '?')}"
+    if m.get("settings") != settings_key(spec):
+        label += "; measured with other settings (rerun python -m bench.compare_speeds)"
+    if state == "evaluate":
+        return Estimate(m["eval_s"], "reference", f"evaluation only; {label}")
+    seconds = m["startup_s"] + m["per_step_s"] * steps + m["valid_s"] * validations + m["eval_s"]
+    note = f"{steps} steps at {1 / m['per_step_s']:.3g} steps/s, {validations} validations; {label}"
+    return Estimate(seconds, "reference", note + ("; resumes: at most this" if state == "resume" else ""))
 
 
 @dataclass
@@ -114,11 +164,15 @@ class Estimate:
     note: str
 
 
-def estimate_run(spec: RunSpec, state: str, speeds: dict) -> Estimate:
-    """The wall time `state`'s remaining work on the run should take."""
+def estimate_run(spec: RunSpec, state: str, speeds: dict, reference: Optional[dict] = None) -> Estimate:
+    """The wall time `state`'s remaining work on the run should take: from
+    the speeds measured in the output folder, else from `reference`
+    (reference_speeds()), else none."""
     if state == "done":
         return Estimate(0.0, "done", "finished")
     ms = speeds.get(cell_key(spec), [])
+    if not ms and reference and cell_key(spec) in reference:
+        return reference_estimate(spec, state, reference[cell_key(spec)])
     if not ms:
         return Estimate(None, "none", "no measured speed (run one seed first, or --probe STEPS)")
     per_step = statistics.median(m["train_s"] / m["steps"] for m in ms)
@@ -167,6 +221,86 @@ def probe(spec: RunSpec, out: Path, steps: int, commands=TrainerCommands()) -> d
          "load": max(x for x in (load, load_average(), -1.0) if x is not None), "source": "probe"}
     _add(Path(out), cell_key(spec), m)
     return m
+
+
+def window_seconds(metrics_path: Path) -> tuple:
+    """(steps, seconds) of the training loop's logged windows (metrics.jsonl:
+    steps_per_s between log rows), without what ran after the last one."""
+    steps = seconds = 0.0
+    try:
+        lines = Path(metrics_path).read_text().splitlines()
+    except OSError:
+        return 0, 0.0
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        rate, at = row.get("steps_per_s"), row.get("step")
+        if isinstance(rate, (int, float)) and rate > 0 and isinstance(at, int) and at > steps:
+            seconds += (at - steps) / rate
+            steps = at
+    return int(steps), seconds
+
+
+def size_option(options: dict) -> Optional[str]:
+    """The evaluation option its cost grows with: samples per length (Fan's
+    tasks) or examples per split (-n), when the suite sets one."""
+    return next((k for k in ("samples", "n") if isinstance(options.get(k), int) and options[k] > 1), None)
+
+
+def reference_measurement(spec: RunSpec, workdir: Path, steps: int, call, startup_s: float,
+                          machine: str, fraction: int = 8, wall_clock=time.perf_counter,
+                          cpu_clock=time.process_time) -> dict:
+    """A reference speed for the run's cell: `steps` training steps of its own
+    settings (a length curriculum compressed into them, so they see its
+    lengths in the same proportions; one validation, at the end), then each
+    evaluation of the suite timed at 1 and at 1/`fraction` of its size and
+    extrapolated linearly to the full size.  `call(argv)` runs `python -m
+    trainer ARGV` in this process; `startup_s` is what a fresh process pays
+    before it (the bench times it once).  Every figure is CPU seconds of
+    this process (one torch thread): the wall time of a run with a core to
+    itself, whatever the load while measuring (the wall clock only splits
+    the training process's CPU time between its steps and its validation)."""
+    hp = planned(spec) or {}
+    full = hp.get("steps") if isinstance(hp.get("steps"), int) and hp["steps"] > 0 else steps
+    short = {**spec.train, "steps": steps, "eval_every": steps, "log_every": max(1, steps // 10), "ckpt_every": steps}
+    if isinstance(hp.get("interval"), int) and hp.get("max_train_n"):
+        short["interval"] = max(1, round(hp["interval"] * steps / full))
+    run_dir = Path(workdir) / spec.run_id
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    load = load_average()
+    t, c = wall_clock(), cpu_clock()
+    if call(["train"] + train_args(dataclasses.replace(spec, train=short), run_dir)) != 0:
+        raise RaspError(f"reference measurement of {spec.run_id}: training failed")
+    wall, cpu = wall_clock() - t, cpu_clock() - c
+    share = min(1.0, cpu / wall) if wall > 0 else 1.0          # of one core, while it trained
+    summary = read_json(run_dir / "summary.json") or {}
+    loop = float(summary.get("seconds") or wall)
+    trained, in_windows = window_seconds(run_dir / "metrics.jsonl")
+    if trained < 1:
+        raise RaspError(f"reference measurement of {spec.run_id}: no logged training steps")
+    eval_s = 0.0
+    for e in spec.evals:
+        key = size_option(e.options)
+        sizes = [1, max(2, e.options[key] // fraction)] if key else [None]
+        times = []
+        for size in sizes:
+            opts = {**e.options, **({key: size} if key else {}), "no_plots": True}
+            c = cpu_clock()
+            if call(["eval", str(run_dir)] + render_options(opts)) != 0:
+                raise RaspError(f"reference measurement of {spec.run_id}: evaluation {e.name} failed")
+            times.append(cpu_clock() - c)
+        per_unit = max(0.0, (times[1] - times[0]) / (sizes[1] - 1)) if key else 0.0
+        eval_s += startup_s + times[0] + (per_unit * (e.options[key] - 1) if key else 0.0)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"steps": trained, "per_step_s": round(in_windows * share / trained, 5),
+            "valid_s": round(max(0.0, loop - in_windows) * share, 3),
+            "startup_s": round(startup_s + max(0.0, wall - loop) * share, 2), "eval_s": round(eval_s, 2),
+            "load": max(x for x in (load, load_average(), -1.0) if x is not None),
+            "machine": machine, "measured": time.strftime("%Y-%m-%d"), "settings": settings_key(spec),
+            "source": "reference"}
 
 
 def load_range(loads: list) -> str:

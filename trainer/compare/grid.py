@@ -80,8 +80,12 @@ def _model_entries(suite: Suite, names: Optional[list]) -> Optional[list]:
     return out
 
 
-def seeds_for(suite: Suite, preset: str, seeds: Optional[int]) -> list:
-    k = suite.seed_count(preset) if seeds is None else seeds
+def seeds_for(suite: Suite, preset: str, seeds: Optional[int], model: Optional[str] = None,
+              task: Optional[str] = None) -> list:
+    """Seeds 0..k-1: `seeds` when given (--seeds, every cell alike), else
+    the suite's count for `preset` (Suite.seed_count: the model and task
+    entries' own where they give one)."""
+    k = suite.seed_count(preset, model, task) if seeds is None else seeds
     if k < 1:
         raise RaspError(f"--seeds must be at least 1, got {k}")
     return list(range(k))
@@ -102,12 +106,12 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
     by_task, by_model = {t.name: t for t in suite.tasks}, {m.name: m for m in suite.models}
     task_names = [n for n in task_names if by_task[n].presets is None or preset in by_task[n].presets]
     model_names = _pick(_model_entries(suite, models), [m.name for m in suite.models], "model", suite)
-    seed_list = seeds_for(suite, preset, seeds)
-    cells = sum(1 for tname in task_names for mname in model_names if _pairs(by_task[tname], by_model[mname]))
-    if cells * len(seed_list) > MAX_RUNS:
-        raise RaspError(f"suite {suite.name}: {cells} task x model cells x {len(seed_list)} seeds = "
-                        f"{cells * len(seed_list):,} runs; the limit is {MAX_RUNS:,} (narrow it with "
-                        "--tasks/--models/--seeds)")
+    cells = [(t, m) for t in task_names for m in model_names if _pairs(by_task[t], by_model[m])]
+    seed_lists = {(t, m): seeds_for(suite, preset, seeds, m, t) for t, m in cells}
+    total = sum(len(v) for v in seed_lists.values())
+    if total > MAX_RUNS:
+        raise RaspError(f"suite {suite.name}: {len(cells)} task x model cells x their seeds = "
+                        f"{total:,} runs; the limit is {MAX_RUNS:,} (narrow it with --tasks/--models/--seeds)")
     runs = []
     for tname in task_names:
         t = by_task[tname]
@@ -119,7 +123,7 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
             base_eval = merge_options(preset, suite.eval, t.eval, m.eval)
             evals = [EvalStep(e.name, e.file, {**base_eval, **merge_options(preset, e.options)})
                      for e in suite.evals_for(m)]
-            for seed in seed_list:
+            for seed in seed_lists[(tname, mname)]:
                 runs.append(RunSpec(run_id(tname, mname, preset, seed), suite.name, tname, mname, t.task, m.model,
                                     preset, seed, train, evals))
     if not runs:

@@ -184,6 +184,12 @@ def axis_heading(label: str, ours: Optional[str], paper: str) -> str:
     return f"{label} (ours: {ours}; paper: {paper})" if paper not in ("—", "") else f"{label} (ours: {ours})"
 
 
+def not_at_preset(col, preset: str) -> bool:
+    """A column whose split is given per preset, without this one."""
+    split = col.attrs.get("split")
+    return isinstance(split, dict) and resolve(split, preset) is None
+
+
 def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: int) -> dict:
     rows = []
     for row in table.rows:
@@ -191,7 +197,10 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
         cells = []
         for i, col in enumerate(table.columns):
             cell = {"column": col.label, "published": published_cell(table, row, i, suite)}
-            if runs_row:
+            if runs_row and not_at_preset(col, preset):      # e.g. a split only the paper preset evaluates
+                cell["attrs"] = cell_attrs(table, col, row, preset)
+                cell["ours"] = {"status": "not run", "text": f"not at preset {preset}"}
+            elif runs_row:
                 attrs = cell_attrs(table, col, row, preset)
                 key = (attrs["task"], attrs["model"])
                 cell["attrs"] = attrs
@@ -241,15 +250,22 @@ def suite_report(out: Path, sel: dict) -> dict:
     for res in results:
         by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
     seeds = len(G.seeds_for(suite, preset, sel.get("seeds")))
+    # model and task entries with their own seed count (fewer for the cells that carry no claim)
+    fewer = {**{m.label: len(G.seeds_for(suite, preset, sel.get("seeds"), model=m.name)) for m in suite.models},
+             **{f"task {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), task=t.name)) for t in suite.tasks}}
+    fewer = {k: v for k, v in fewer.items() if v != seeds}
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}
     for res in results:
         status[res.status] = status.get(res.status, 0) + 1
     ranked = {m.name for m in suite.models if m.ranked}
-    summary_rows = [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
+    # a preset whose runs cannot rank the models (every model at chance) says why instead of ranking noise
+    withheld = resolve(suite.no_summary, preset)
+    summary_rows = [] if withheld else [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
+            "seeds_by_model": fewer,
             "note": suite.note, "runs": {"total": len(results), **status},
-            "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows,
+            "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows, "withheld": withheld,
                         "unranked": [m.label for m in suite.models if not m.ranked],
                         "unranked_models": [m.name for m in suite.models if not m.ranked]},
             "run_status": [_run_row(r) for r in results], "tables": tables, "_results": results, "_suite": suite}
@@ -299,7 +315,8 @@ def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
              + (f"  {LEGEND}" if legend else ""), ""]
     for s in doc["suites"]:
         r = s["runs"]
-        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s))", "",
+        own = "".join(f"; {k} {label}" for k, label in seed_groups(s.get("seeds_by_model") or {}))
+        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s){own})", "",
                   "Runs: " + ", ".join(f"{v} {k}" for k, v in r.items()) + ".", ""]
         lines += summary_markdown(s, h + "##")
         if s.get("note"):
@@ -321,6 +338,13 @@ def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
         for p in s.get("plots", []):
             lines += [f"![{p['title']}]({p['path']})", ""]
     return "\n".join(lines) + "\n"
+
+
+def seed_groups(by_model: dict) -> list:
+    """[(count text, "for A, B")] from {model label: seeds}, one item per count."""
+    counts = sorted(set(by_model.values()))
+    return [(f"{k} seed{'s' if k > 1 else ''}", "for " + ", ".join(m for m, v in by_model.items() if v == k))
+            for k in counts]
 
 
 SUMMARY_TITLE = "Summary: the best model per task and range"
@@ -346,6 +370,8 @@ def summary_row_cells(row: dict) -> list:
 
 def summary_markdown(s: dict, h: str) -> list:
     summ = s.get("summary") or {}
+    if summ.get("withheld"):
+        return [f"{h} {SUMMARY_TITLE}", "", f"Not ranked at preset `{s['preset']}`: {summ['withheld']}", ""]
     if not summ.get("rows"):
         return []
     lines = [f"{h} {SUMMARY_TITLE}", "",

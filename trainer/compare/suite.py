@@ -58,6 +58,7 @@ class TaskEntry:
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     presets: Optional[list] = None      # run only under these presets (None: all the suite's)
+    seeds: Optional[dict] = None        # preset -> at most this many seeds on this task (None: no limit of its own)
 
 
 @dataclass
@@ -70,6 +71,7 @@ class ModelEntry:
     eval: dict = field(default_factory=dict)
     tasks: Optional[list] = None        # restrict the grid to these task entries
     ranked: bool = True                 # False: not a learning result (a compiled program), kept out of the summary
+    seeds: Optional[dict] = None        # preset -> default number of seeds of this model (None: the suite's)
 
 
 @dataclass
@@ -130,10 +132,19 @@ class Suite:
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     note: str = ""
+    # preset -> why this preset's runs cannot rank the models (every model at chance): the report
+    # shows the sentence in place of the summary, and the tables still show every figure
+    no_summary: Any = None
 
-    def seed_count(self, preset: str) -> int:
-        """Default number of seeds (0..k-1) of a run of this suite at `preset`."""
-        return self.seeds[preset]
+    def seed_count(self, preset: str, model: Optional[str] = None, task: Optional[str] = None) -> int:
+        """Default number of seeds (0..k-1) of a run of this suite at `preset`:
+        the suite's, or where the model entry and/or the task entry give their
+        own, the fewer of theirs (the cells that carry a paper's claim get more
+        seeds than the rest)."""
+        own = [e.seeds[preset] for e in (self.model(model) if model is not None else None,
+                                         self.task(task) if task is not None else None)
+               if e is not None and e.seeds]
+        return min(own) if own else self.seeds[preset]
 
     def task(self, name: str) -> TaskEntry:
         return next(t for t in self.tasks if t.name == name)
@@ -372,18 +383,13 @@ class _Parser:
         if not isinstance(head, dict):
             self._fail("the file needs a [suite] table with name, title and seeds")
         hl = self.loc.line_of("[suite]")
-        self._known(head, {"name", "title", "seeds", "presets", "note"}, "[suite]", hl)
+        self._known(head, {"name", "title", "seeds", "presets", "note", "no_summary"}, "[suite]", hl)
         name = self._name(head, "[suite]", hl)
         presets = head.get("presets", list(PRESETS))
         if not isinstance(presets, list) or not presets or any(p not in PRESETS for p in presets):
             self._fail(f"[suite]: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=hl)
-        # one count, or one per preset (a cpu budget affords fewer seeds than the paper's)
-        seeds = head.get("seeds", 1)
-        counts = seeds if isinstance(seeds, dict) else {p: seeds for p in presets}
-        if set(counts) != set(presets) or any(not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEEDS
-                                              for k in counts.values()):
-            self._fail(f"[suite]: seeds must be an integer from 1 to {MAX_SEEDS}, or a table with one such "
-                       f"integer per preset ({', '.join(presets)})", "seeds", after=hl)
+        counts = self._seed_counts(head.get("seeds", 1), presets, "[suite]", hl)
+        self.presets = presets
         sources = self.sources()
         evals = self.evals()
         eval_names = {e.name for e in evals}
@@ -399,9 +405,26 @@ class _Parser:
         suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=counts,
                       presets=tuple(presets), sources=sources, tasks=tasks, models=models, evals=evals, tables=[],
                       train=self._options(self.doc, "train", "suite", 1), eval=self._options(self.doc, "eval", "suite", 1),
-                      note=head.get("note", ""))
+                      note=head.get("note", ""), no_summary=self._no_summary(head.get("no_summary"), presets, hl))
         suite.tables = self.tables(suite)
         return suite
+
+    def _no_summary(self, value, presets: list, line: int):
+        """A sentence, or a table of one sentence per preset it applies to."""
+        sentences = value if isinstance(value, dict) else {p: value for p in presets} if value is not None else {}
+        if set(sentences) - set(presets) or not all(isinstance(x, str) and x.strip() for x in sentences.values()):
+            self._fail("[suite]: no_summary must be a sentence, or a table of sentences keyed by preset "
+                       f"({', '.join(presets)})", "no_summary", after=line)
+        return value
+
+    def _seed_counts(self, seeds, presets: list, where: str, line: int) -> dict:
+        """One count, or one per preset (a cpu budget affords fewer seeds than the paper's)."""
+        counts = seeds if isinstance(seeds, dict) else {p: seeds for p in presets}
+        if set(counts) != set(presets) or any(not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEEDS
+                                              for k in counts.values()):
+            self._fail(f"{where}: seeds must be an integer from 1 to {MAX_SEEDS}, or a table with one such "
+                       f"integer per preset ({', '.join(presets)})", "seeds", after=line)
+        return counts
 
     def sources(self) -> dict:
         raw = self.doc.get("sources", {})
@@ -435,15 +458,16 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[tasks]] entry")
         for t, line in entries:
-            self._known(t, {"name", "task", "models", "train", "eval", "presets"}, "[[tasks]]", line)
+            self._known(t, {"name", "task", "models", "train", "eval", "presets", "seeds"}, "[[tasks]]", line)
             name = self._name(t, "[[tasks]]", line)
             where = f"[[tasks]] {name}"
+            seeds = self._seed_counts(t["seeds"], self.presets, where, line) if "seeds" in t else None
             presets = t.get("presets")
             if presets is not None and (not isinstance(presets, list) or any(p not in PRESETS for p in presets)):
                 self._fail(f"{where}: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=line)
             out.append((TaskEntry(name, self._str(t, "task", where, line, default=name), t.get("models"),
                                   self._options(t, "train", where, line), self._options(t, "eval", where, line),
-                                  presets), line))
+                                  presets, seeds), line))
             if t.get("models") is not None and (not isinstance(t["models"], list)
                                                 or not all(isinstance(x, str) for x in t["models"])):
                 self._fail(f"{where}: 'models' must be a list of model entry names", "models", after=line)
@@ -456,17 +480,20 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[models]] entry")
         for m, line in entries:
-            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval", "ranked"}, "[[models]]", line)
+            self._known(m, {"name", "model", "label", "evals", "tasks", "train", "eval", "ranked", "seeds"},
+                        "[[models]]", line)
             name = self._name(m, "[[models]]", line)
             where = f"[[models]] {name}"
             if not isinstance(m.get("ranked", True), bool):
                 self._fail(f"{where}: 'ranked' must be true or false", "ranked", after=line)
+            # a model's own seed count: the rows that carry a paper's claim get more seeds than the rest
+            seeds = self._seed_counts(m["seeds"], self.presets, where, line) if "seeds" in m else None
             out.append((ModelEntry(name, self._str(m, "model", where, line, default=name),
                                    self._str(m, "label", where, line, default=name),
                                    self._name_list(m, "evals", eval_names, "eval", where, line),
                                    self._options(m, "train", where, line), self._options(m, "eval", where, line),
                                    self._name_list(m, "tasks", task_names, "task", where, line),
-                                   m.get("ranked", True)), line))
+                                   m.get("ranked", True), seeds), line))
         self._unique([(m.name, l) for m, l in out], "model")
         return [m for m, _ in out]
 

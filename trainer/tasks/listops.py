@@ -299,6 +299,12 @@ SPLITS["valid_cpu"] = _split("valid_cpu", 1_000, "cpu: as train_cpu", max_depth=
                                 distinct_of=60_000)
 SPLITS["test_cpu_51_100"] = _split("test_cpu_51_100", 1_000, "cpu: MAX_DEPTH 6, 51..100 tokens",
                                    max_depth=6, min_tokens=51, max_tokens=100)
+# the cpu suite's test splits: P1's near-IID and length bins scaled to the cpu training length (at 200
+# steps every model is near chance on the paper's 200..2000-token splits; docs/benchmarks.md §4)
+SPLITS["test_cpu_iid"] = _split("test_cpu_iid", 1_000, "cpu: near-IID, as train_cpu", max_depth=6, max_tokens=50,
+                                distinct_of=60_000)
+SPLITS["test_cpu_101_200"] = _split("test_cpu_101_200", 1_000, "cpu: MAX_DEPTH 6, 101..200 tokens",
+                                    max_depth=6, min_tokens=101, max_tokens=200)
 
 TASK = register(SeqTask(
     name="listops", kind="classify", vocab=VOCAB, labels=LABELS, splits=SPLITS, generate=generate,
