@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from trainer.seqdata import generate_split
 from trainer.tasks import TASKS
 from trainer.tasks import counting as C
 from trainer.tasks import memory as M
@@ -105,3 +106,23 @@ def test_phase_alignment_tests():
             assert runs[-1][1] == C.TAIL
             gap = runs[2][1]
             assert (80 <= gap < 160) if name == "test_two_isi" else (1 <= gap <= 5)
+
+
+def test_cpu_double_isi_split_can_separate_models():
+    """The cpu double-ISI split (ISI 2) draws its gap from 1..3 zeros, every gap
+    below the shortest training ITI: with 1..ISI/2 it was always one zero and its
+    100 examples were 4 distinct sequences (issue 28).  The full-length split
+    keeps P3's 1..ISI/2 = 1..5."""
+    t = TASKS["counting"]
+    lo = C.SETTINGS["short_cpu"][2][0]
+    exs = generate_split(t, "test_double_isi_cpu", 100, 1234)       # what `rasp eval` scores
+    shapes = set()
+    for ex in exs:
+        runs = _runs([i - 1 for i in ex.input])
+        assert [v for v, _ in runs] == [0, 1, 0, 1, 0] and runs[1][1] == runs[3][1] == 2 and runs[-1][1] == C.TAIL
+        assert lo <= runs[0][1] < C.SETTINGS["short_cpu"][2][1] and 1 <= runs[2][1] < lo
+        shapes.add((runs[0][1], runs[2][1]))
+    assert {g for _, g in shapes} == {1, 2, 3}
+    assert len({tuple(ex.input) for ex in exs}) == len(shapes) == 12
+    full = generate_split(t, "test_double_isi", 300, 1234)
+    assert {_runs([i - 1 for i in ex.input])[2][1] for ex in full} == {1, 2, 3, 4, 5}

@@ -18,6 +18,11 @@ Table 5; the exact gaps are not in the paper, chosen here):
 * `test_two_isi`: ITI, ISI, a long gap of 2..4 x the longest training ITI,
   ISI, then 20 zeros;
 * `test_double_isi`: ITI, ISI, a short gap of 1..ISI/2 zeros, ISI, 20 zeros.
+  The cpu version (`test_double_isi_cpu`, ISI 2) draws its gap from 1..3
+  zeros instead, every gap shorter than the shortest training ITI (4): with
+  1..ISI/2 its gap was always one zero, so its 100 examples were 4 distinct
+  sequences (only the first ITI varied) and every model scored one of a few
+  values; now 12 (4 ITIs x 3 gaps).
 """
 from __future__ import annotations
 
@@ -44,7 +49,11 @@ def signal(rng: np.random.Generator, params: dict) -> list:
     test = params.get("test", "")
     if test:
         first = [0] * int(rng.integers(lo, hi)) + [1] * isi
-        gap = (int(rng.integers(2 * hi, 4 * hi)) if test == "two_isi" else int(rng.integers(1, max(isi // 2, 1) + 1)))
+        if test == "two_isi":
+            gap = int(rng.integers(2 * hi, 4 * hi))
+        else:                               # [1, ISI/2] unless the split gives its own range
+            g_lo, g_hi = params.get("gap", (1, max(isi // 2, 1) + 1))
+            gap = int(rng.integers(g_lo, g_hi))
         return first + [0] * gap + [1] * isi + [0] * TAIL
     out = []
     while len(out) < L:
@@ -57,7 +66,8 @@ def example(x: list) -> Example:
 
 
 def generate(rng: np.random.Generator, params: dict, n: int) -> list:
-    """params: length, isi, iti = [lo, hi) and optionally test = two_isi | double_isi."""
+    """params: length, isi, iti = [lo, hi) and optionally test = two_isi | double_isi
+    (double_isi: gap = [lo, hi) zeros between its two ISIs, default [1, ISI/2 + 1))."""
     return [example(signal(rng, params)) for _ in range(n)]
 
 
@@ -81,9 +91,12 @@ SPLITS["valid_cpu"] = Split("valid_cpu", _p("short_cpu"), 100, "cpu preset: the 
 for _s in ("medium", "long"):
     SPLITS[f"train_{_s}_cpu"] = Split(f"train_{_s}_cpu", _p(f"{_s}_cpu"), 900, f"cpu preset: {_s} at 1/5 length")
     SPLITS[f"valid_{_s}_cpu"] = Split(f"valid_{_s}_cpu", _p(f"{_s}_cpu"), 100, f"cpu preset: {_s} at 1/5 length")
-for _t in ("two_isi", "double_isi"):
-    SPLITS[f"test_{_t}_cpu"] = Split(f"test_{_t}_cpu", _p("short_cpu", test=_t), 100,
-                                     "phase alignment of the cpu preset's short setting")
+SPLITS["test_two_isi_cpu"] = Split("test_two_isi_cpu", _p("short_cpu", test="two_isi"), 100,
+                                   "phase alignment of the cpu preset's short setting")
+# gap 1..ITI_lo - 1 (1..3), not 1..ISI/2 (always 1 at ISI 2: a split of 4 distinct sequences)
+SPLITS["test_double_isi_cpu"] = Split(
+    "test_double_isi_cpu", _p("short_cpu", test="double_isi", gap=[1, SETTINGS["short_cpu"][2][0]]), 100,
+    "phase alignment of the cpu preset's short setting (gap 1..3 zeros: every gap below the shortest ITI)")
 
 TASK = register(SeqTask(
     name="counting", kind="per_position", vocab=("0", "1"), labels=("0", "1"), splits=SPLITS,
