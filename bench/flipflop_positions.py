@@ -1,0 +1,103 @@
+"""Where a flip-flop run's reads go wrong (issue 28: the Transformer's last
+read at twice the training length).
+
+    python bench/flipflop_positions.py RUN_DIR [RUN_DIR ...] --splits test_256_p0.8 -n 1000
+
+For each run (a `rasp train` directory) and split, every read (`r`) of every
+example is scored like `rasp eval` scores it (same examples: seed 1234 and
+the split's generator) and grouped by its position in the sequence (a
+position at or past the training length was never seen in training) and by
+how far back its latest write is.  Prints the accuracy per group, the last
+read's accuracy (`last_read_acc`) and the same split's mean over all reads
+(`acc`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from trainer import scoring  # noqa: E402
+from trainer.seqdata import collate, generate_split  # noqa: E402
+from trainer.seqeval import load_run_model  # noqa: E402
+from trainer.tasks.flipflop import W  # noqa: E402
+
+
+def reads(model, task, examples, batch_size: int = 100) -> list:
+    """(position of the `r`, tokens back to its latest `w`, last read?, right?) per read."""
+    out = []
+    for s in range(0, len(examples), batch_size):
+        chunk = examples[s:s + batch_size]
+        batch = collate(task, chunk)
+        with torch.no_grad():
+            logits, _ = model(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
+        pred = scoring.predictions(logits).cpu().numpy()
+        for ex, p in zip(chunk, pred):
+            seq = np.array(ex.input) - 1
+            scored = [t for t, y in enumerate(ex.target) if y >= 0]
+            last_w = -1
+            writes = {}
+            for t in range(0, len(seq), 2):
+                if seq[t] == W:
+                    last_w = t
+                writes[t] = last_w
+            for t in scored:
+                out.append((t, t - writes[t], t == scored[-1], int(p[t]) == ex.target[t]))
+    return out
+
+
+def bucket(v: int, edges: list) -> str:
+    for lo, hi in zip(edges, edges[1:]):
+        if lo <= v < hi:
+            return f"{lo}-{hi - 1}"
+    return f">={edges[-1]}"
+
+
+def report(rows: list, train_len: int) -> list:
+    lines = []
+    for title, key, edges in (("position of the read", 0, [0, train_len // 2, train_len, 3 * train_len // 2]),
+                              ("tokens back to its write", 1, [0, 16, 32, 64, train_len])):
+        groups = defaultdict(list)
+        for r in rows:
+            groups[bucket(r[key], edges)].append(r[3])
+        lines.append(f"  {title}: " + ", ".join(
+            f"{k} {np.mean(v):.3f} (n {len(v)})" for k, v in sorted(groups.items(), key=lambda kv: int(
+                kv[0].lstrip('>=').split('-')[0]))))
+    last = [r for r in rows if r[2]]
+    late = [r[3] for r in last if r[0] >= train_len]
+    lines.append(f"  all reads {np.mean([r[3] for r in rows]):.3f}; last read {np.mean([r[3] for r in last]):.3f} "
+                 f"(n {len(last)}; its write >= {train_len} tokens back in {sum(r[1] >= train_len for r in last)})"
+                 + (f"; last reads past position {train_len}: {np.mean(late):.3f}" if late else ""))
+    return lines
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--splits", default="test_256_p0.8")
+    p.add_argument("-n", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1234, help="rasp eval's default")
+    p.add_argument("--train-length", type=int, default=128, help="T the runs trained at (cpu preset: 128)")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    for run in args.runs:
+        info, task, _, model, state = load_run_model(run, {}, torch.device("cpu"))
+        model.eval()
+        for split in args.splits.split(","):
+            rows = reads(model, task, generate_split(task, split, args.n, args.seed))
+            print(f"{run} ({info['model']}, seed {info['hparams'].get('seed', '?')}, step {state['step']}) on {split}, "
+                  f"n {args.n}:")
+            print("\n".join(report(rows, args.train_length)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
