@@ -10,6 +10,10 @@ position at or past the training length was never seen in training) and by
 how far back its latest write is.  Prints the accuracy per group, the last
 read's accuracy (`last_read_acc`) and the same split's mean over all reads
 (`acc`).
+
+`--window W` is a diagnostic: it lets each position attend to the last W
+positions only (a band on the causal mask, the weights unchanged), so with
+W = the training length no query meets a key farther back than in training.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from trainer import scoring  # noqa: E402
+from trainer.models import blocks  # noqa: E402
 from trainer.seqdata import collate, generate_split  # noqa: E402
 from trainer.seqeval import load_run_model  # noqa: E402
 from trainer.tasks.flipflop import W  # noqa: E402
@@ -52,6 +57,22 @@ def reads(model, task, examples, batch_size: int = 100) -> list:
             for t in scored:
                 out.append((t, t - writes[t], t == scored[-1], int(p[t]) == ex.target[t]))
     return out
+
+
+def limit_attention(window: int) -> None:
+    """Every causal self-attention of trainer.models.blocks sees the last
+    `window` keys only (query i attends to keys i - window < j <= i)."""
+    full = blocks.attention_mask
+
+    def banded(q_len, key_mask, causal, device):
+        m = full(q_len, key_mask, causal, device)
+        if not causal:
+            return m
+        k_len = key_mask.shape[1] if key_mask is not None else q_len
+        i = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
+        band = torch.arange(k_len, device=device)[None, :] > i - window
+        return band[None, None] if m is None else m & band
+    blocks.attention_mask = banded
 
 
 def bucket(v: int, edges: list) -> str:
@@ -86,15 +107,18 @@ def main(argv=None) -> int:
     p.add_argument("-n", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1234, help="rasp eval's default")
     p.add_argument("--train-length", type=int, default=128, help="T the runs trained at (cpu preset: 128)")
+    p.add_argument("--window", type=int, default=None, help="attend to the last W positions only (diagnostic)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    if args.window:
+        limit_attention(args.window)
     for run in args.runs:
         info, task, _, model, state = load_run_model(run, {}, torch.device("cpu"))
         model.eval()
         for split in args.splits.split(","):
             rows = reads(model, task, generate_split(task, split, args.n, args.seed))
             print(f"{run} ({info['model']}, seed {info['hparams'].get('seed', '?')}, step {state['step']}) on {split}, "
-                  f"n {args.n}:")
+                  f"n {args.n}" + (f", attention window {args.window}" if args.window else "") + ":")
             print("\n".join(report(rows, args.train_length)))
     return 0
 

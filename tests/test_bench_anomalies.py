@@ -68,3 +68,17 @@ def test_flipflop_positions_scores_reads_as_rasp_eval():
         seq = [i - 1 for i in ex.input]
         for t, back, _, _ in mine:                                   # the write it needs is `back` tokens back
             assert seq[t - back] == 0 and 0 not in seq[t - back + 2:t + 1:2]
+
+
+def test_flipflop_positions_window_limits_causal_attention_only(monkeypatch):
+    from trainer.models import blocks
+    bench = load("flipflop_positions")
+    monkeypatch.setattr(blocks, "attention_mask", blocks.attention_mask)     # restored after the test
+    full = blocks.attention_mask(5, None, True, "cpu")[0, 0]
+    bench.limit_attention(2)
+    band = blocks.attention_mask(5, None, True, "cpu")[0, 0]
+    i, j = np.meshgrid(range(5), range(5), indexing="ij")
+    assert full.tolist() == (j <= i).tolist()
+    assert band.tolist() == ((j <= i) & (j > i - 2)).tolist()
+    keys = torch.tensor([[True, True, True, False]])
+    assert blocks.attention_mask(4, keys, False, "cpu")[0, 0, 0].tolist() == keys[0].tolist()   # no band
