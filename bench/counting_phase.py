@@ -13,7 +13,6 @@ the per-example scores equals eval.json's offset_acc for that split and n.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -24,9 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainer import scoring  # noqa: E402
-from trainer.seqdata import collate, generate_split  # noqa: E402
-from trainer.seqeval import load_run_model  # noqa: E402
+from trainer.seqeval import analysis_parser, each_split, predict_examples  # noqa: E402
 
 
 def runs_of(x: list) -> list:
@@ -49,20 +46,14 @@ def offset_hit(pred, end: int) -> bool:
 def per_example(model, task, examples, batch_size: int = 100) -> list:
     """(first ITI, gap, first offset hit, second offset hit, window) per example."""
     rows = []
-    for s in range(0, len(examples), batch_size):
-        chunk = examples[s:s + batch_size]
-        batch = collate(task, chunk)
-        with torch.no_grad():
-            logits, _ = model(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
-        pred = scoring.predictions(logits).cpu().numpy()
-        for ex, p in zip(chunk, pred):
-            x = [i - 1 for i in ex.input]
-            (_, iti), (_, isi), (_, gap), (_, isi2), _ = runs_of(x)
-            first, second = iti + isi - 1, iti + isi + gap + isi2 - 1
-            lo, hi = iti + isi - 2, min(second + 3, len(x))
-            window = ("".join("#" if v else "." for v in x[lo + 1:hi + 1]),     # the next inputs (targets)
-                      "".join("#" if v else "." for v in p[lo:hi]))            # what the model predicts
-            rows.append((iti, gap, offset_hit(p, first), offset_hit(p, second), window))
+    for ex, p in predict_examples(model, task, examples, batch_size):
+        x = [i - 1 for i in ex.input]
+        (_, iti), (_, isi), (_, gap), (_, isi2), _ = runs_of(x)
+        first, second = iti + isi - 1, iti + isi + gap + isi2 - 1
+        lo, hi = iti + isi - 2, min(second + 3, len(x))
+        window = ("".join("#" if v else "." for v in x[lo + 1:hi + 1]),     # the next inputs (targets)
+                  "".join("#" if v else "." for v in p[lo:hi]))            # what the model predicts
+        rows.append((iti, gap, offset_hit(p, first), offset_hit(p, second), window))
     return rows
 
 
@@ -85,21 +76,13 @@ def report(rows: list, by_iti: bool) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="+", type=Path)
-    p.add_argument("--splits", default="test_double_isi")
-    p.add_argument("-n", type=int, default=500)
-    p.add_argument("--seed", type=int, default=1234, help="rasp eval's default")
+    p = analysis_parser(__doc__, "test_double_isi", 500)
     p.add_argument("--by-iti", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    for run in args.runs:
-        run_info, task, _, model, state = load_run_model(run, {}, torch.device("cpu"))
-        model.eval()
-        for split in args.splits.split(","):
-            rows = per_example(model, task, generate_split(task, split, args.n, args.seed))
-            print(f"{run} ({run_info['model']}, step {state['step']}) on {split}, n {args.n}, seed {args.seed}:")
-            print("\n".join(report(rows, args.by_iti)))
+    for head, task, model, examples in each_split(args):
+        print(head + ":")
+        print("\n".join(report(per_example(model, task, examples), args.by_iti)))
     return 0
 
 

@@ -17,7 +17,6 @@ W = the training length no query meets a key farther back than in training.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -29,33 +28,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainer import scoring  # noqa: E402
 from trainer.models import blocks  # noqa: E402
-from trainer.seqdata import collate, generate_split  # noqa: E402
-from trainer.seqeval import load_run_model  # noqa: E402
+from trainer.seqeval import analysis_parser, each_split, predict_examples  # noqa: E402
 from trainer.tasks.flipflop import W  # noqa: E402
 
 
 def reads(model, task, examples, batch_size: int = 100) -> list:
     """(position of the `r`, tokens back to its latest `w`, last read?, right?) per read."""
     out = []
-    for s in range(0, len(examples), batch_size):
-        chunk = examples[s:s + batch_size]
-        batch = collate(task, chunk)
-        with torch.no_grad():
-            logits, _ = model(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
-        pred = scoring.predictions(logits).cpu().numpy()
-        for ex, p in zip(chunk, pred):
-            seq = np.array(ex.input) - 1
-            scored = [t for t, y in enumerate(ex.target) if y >= 0]
-            last_w = -1
-            writes = {}
-            for t in range(0, len(seq), 2):
-                if seq[t] == W:
-                    last_w = t
-                writes[t] = last_w
-            for t in scored:
-                out.append((t, t - writes[t], t == scored[-1], int(p[t]) == ex.target[t]))
+    for ex, p in predict_examples(model, task, examples, batch_size):
+        seq = np.array(ex.input) - 1
+        scored = [t for t, y in enumerate(ex.target) if y >= 0]
+        last_w = -1
+        writes = {}
+        for t in range(0, len(seq), 2):
+            if seq[t] == W:
+                last_w = t
+            writes[t] = last_w
+        for t in scored:
+            out.append((t, t - writes[t], t == scored[-1], int(p[t]) == ex.target[t]))
     return out
 
 
@@ -101,25 +92,16 @@ def report(rows: list, train_len: int) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="+", type=Path)
-    p.add_argument("--splits", default="test_256_p0.8")
-    p.add_argument("-n", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=1234, help="rasp eval's default")
+    p = analysis_parser(__doc__, "test_256_p0.8", 1000)
     p.add_argument("--train-length", type=int, default=128, help="T the runs trained at (cpu preset: 128)")
     p.add_argument("--window", type=int, default=None, help="attend to the last W positions only (diagnostic)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     if args.window:
         limit_attention(args.window)
-    for run in args.runs:
-        info, task, _, model, state = load_run_model(run, {}, torch.device("cpu"))
-        model.eval()
-        for split in args.splits.split(","):
-            rows = reads(model, task, generate_split(task, split, args.n, args.seed))
-            print(f"{run} ({info['model']}, seed {info['hparams'].get('seed', '?')}, step {state['step']}) on {split}, "
-                  f"n {args.n}" + (f", attention window {args.window}" if args.window else "") + ":")
-            print("\n".join(report(rows, args.train_length)))
+    for head, task, model, examples in each_split(args):
+        print(head + (f", attention window {args.window}" if args.window else "") + ":")
+        print("\n".join(report(reads(model, task, examples), args.train_length)))
     return 0
 
 
