@@ -94,8 +94,10 @@ def _fmt(v):
 NOTES = """## Notes
 
 * The Transformer (2 layers, d 64, RoPE) also loses the last read at 2x length on p_i = 0.8 (0.57),
-  worse than the CPU probe (0.988): RoPE beyond the trained positions; P1's 6x512 xPos model is
-  not run here (`--preset paper`).
+  against the CPU probe's 0.988: the seed spread of RoPE's extrapolation, not a defect.  Seeds 0-2
+  of the same command give 0.61 / 0.82 / 0.94, each exact at T = 128, and 0.999 when each query
+  sees only the last 128 keys (no relative distance unseen in training): bench/anomalies.md §2.
+  P1's 6x512 xPos model is not run here (`--preset paper`).
 * Counting: the hidden-8 RNN gets every offset of the training setting and 0.90 of them with
   the longer ITI (probe 0.988); the double-ISI phase test (P3 Table 5: RNN hidden 8 passes) is
   at 0.5 offset accuracy: one of the two offsets is missed in every sequence.

@@ -51,6 +51,44 @@ def load_run_model(run_dir: Path, sets: dict, device):
     return run, task, hp, model, state
 
 
+def predict_examples(model, task, examples: list, batch_size: int = 100, device="cpu"):
+    """(example, the model's predicted label per position or its class) for each
+    example in order, without scoring: for analyses that group an example's
+    positions themselves (bench/counting_phase.py, bench/flipflop_positions.py)."""
+    from trainer.seqdata import collate
+    model.eval()
+    for s in range(0, len(examples), batch_size):
+        chunk = examples[s:s + batch_size]
+        batch = collate(task, chunk).to(device)
+        with torch.no_grad():
+            logits, _ = model(batch.tokens, batch.mask, batch.tokens2, batch.mask2)
+        yield from zip(chunk, scoring.predictions(logits).cpu().tolist())
+
+
+def analysis_parser(description: str, split: str, n: int):
+    """The command line of a per-example analysis script over trained runs:
+    RUN ... --splits S,... -n N --seed S (rasp eval's examples)."""
+    import argparse
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--splits", default=split)
+    p.add_argument("-n", type=int, default=n)
+    p.add_argument("--seed", type=int, default=1234, help="rasp eval's default")
+    return p
+
+
+def each_split(args):
+    """For every run and split of `analysis_parser`'s arguments: (a heading
+    naming the run, its seed and step, and the split; the run's task; its
+    model, on the CPU, in eval mode; the split's examples as `rasp eval` draws them)."""
+    for run in args.runs:
+        info, task, hp, model, state = load_run_model(run, {}, torch.device("cpu"))
+        model.eval()
+        for split in args.splits.split(","):
+            head = f"{run} ({info['model']}, seed {hp.seed}, step {state['step']}) on {split}, n {args.n}"
+            yield head, task, model, generate_split(task, split, args.n, args.seed)
+
+
 def check_lengths(model, task, split_examples: dict):
     """Refuse, before scoring anything, a split whose inputs are longer than the
     model was built for (a compiled model's design length, `max_length`)."""
