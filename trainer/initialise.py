@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model import zero_skipping
 from rasp.errors import RaspError
 from trainer import compiled, stopping
 from trainer.presets import compiled_max_n
@@ -65,7 +66,10 @@ def fragile_tensors(model, spec, hp, data, samples: int = 32) -> list:
     labels from the task program.  Empty if the start is not exact there.
     With a halting clock, "exact" on the long inputs also asks that maximum
     confidence (Eq. 2) picks T(n), so the tensors the clock depends on at
-    long lengths are kept too."""
+    long lengths are kept too.  The probe evaluates the model hundreds of
+    times, on a copy that skips its zero weights (model.zero_skipping: the
+    same outputs, 4x faster on compiled addition)."""
+    model = zero_skipping(model)
     rng = np.random.default_rng([hp.seed, 31])
     n_long = compiled_max_n(data.task, hp.max_train_n)
     short = data.batch(rng, [hp.max_train_n] * samples, train=True)
