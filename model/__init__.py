@@ -7,6 +7,7 @@ imports only rasp (tests/test_layers.py checks it).
 """
 from .looped import (ACTIVATIONS, MLP, Block, CausalSelfAttention, LoopedConfig, LoopedTransformer,
                      gpt2_init_, position_feature)
+from .live import zero_skipping
 
 __all__ = ["ACTIVATIONS", "Block", "CausalSelfAttention", "LoopedConfig", "LoopedTransformer", "MLP",
-           "gpt2_init_", "position_feature"]
+           "gpt2_init_", "position_feature", "zero_skipping"]

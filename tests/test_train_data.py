@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import references as R  # noqa: E402
-from model import LoopedConfig, LoopedTransformer  # noqa: E402
+from model import LoopedConfig, LoopedTransformer, zero_skipping  # noqa: E402
 from rasp.errors import RaspError  # noqa: E402
 from trainer import stopping  # noqa: E402
 from trainer.compiled import compress, projection, remap_vocab, residual_second_moment  # noqa: E402
@@ -240,6 +240,35 @@ def test_compress_is_exact_for_a_full_width_rotation_and_pca_of_full_rank():
     assert err12 < float((rnd12.all_steps(x, 3) - ref).abs().max())   # ... less of it by PCA
     with pytest.raises(RaspError):
         projection(m, 1, "random")
+
+
+@pytest.mark.parametrize("kw", [{}, dict(norm="none", activation="relu", bos=True, bias=False, n_prelude=1,
+                                         n_postlude=1, position_features=[("index", 3)])])
+def test_zero_skipping_copy_computes_what_the_model_computes(kw):
+    """model.zero_skipping (the evaluator of the fragile-tensor probe): with
+    most weights zero, a dead attention and dead MLP units, the copy's
+    outputs are the model's, before and after an in-place change of the
+    nonzero entries; its parameters have the model's names."""
+    m = _random_model(**kw)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name != "embed.weight":
+                p.mul_(torch.rand(p.shape, generator=g) < 0.3)
+        mlp = m.body[0].mlp
+        for t in (m.body[0].attn.o.weight, m.body[0].attn.o.bias, mlp.up.weight[:8], mlp.down.weight[:, 8:16],
+                  None if mlp.up.bias is None else mlp.up.bias[:8]):
+            if t is not None:
+                t.zero_()
+    live = zero_skipping(m)
+    assert [n for n, _ in live.named_parameters()] == [n for n, _ in m.named_parameters()]
+    assert len(live.body[0].attn.o.rows) == 0 and len(live.body[0].mlp.up.rows) <= m.cfg.d_mlp - 16
+    x = torch.randint(0, 4, (3, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(live.all_steps(x, 3), m.all_steps(x, 3), rtol=1e-5, atol=1e-5)
+        for model in (m, live):
+            dict(model.named_parameters())["body.0.mlp.up.weight"].mul_(1.5)
+        torch.testing.assert_close(live.all_steps(x, 3), m.all_steps(x, 3), rtol=1e-5, atol=1e-5)
 
 
 def test_batch_confidence_rule_is_the_token_mean_of_eq2_on_hand_made_logits():

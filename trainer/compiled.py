@@ -27,7 +27,7 @@ from typing import Optional
 import networkx as nx
 import torch
 
-from model import LoopedTransformer
+from model import LoopedTransformer, zero_skipping
 from rasp.errors import RaspError
 
 NEG_BIAS = -1e4
@@ -216,6 +216,7 @@ def _visit(model, tokens: torch.Tensor, steps: int, visit):
     """Run `steps` iterations and call visit(x [N, d], read_mask [d]) with the
     residual stream at every site, each time the site is reached."""
     d = model.cfg.d_model
+    model = zero_skipping(model)        # the same states, without the products with zero weights
     hooks = []
     for module, readers in _sites(model):
         reads = torch.zeros(d, dtype=torch.bool)

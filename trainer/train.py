@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from model import zero_skipping
 from trainer import checkpoint, loop, objectives, stopping, validate
 from trainer.compiled import has_clock
 from trainer.data import TaskData
@@ -114,7 +115,10 @@ class FanKind:
         return initial_model(self.cfg, self.spec, self.hp, self.data, device)
 
     def load_model(self, ckpt, state, device):
-        return checkpoint.load_model(ckpt, device)
+        model = checkpoint.load_model(ckpt, device)
+        # a compiled start resumes as it began (initialise.initial_model)
+        compiled_start = (state.get("init_info") or {}).get("init") == "compiled"
+        return zero_skipping(model) if self.hp.keep_zeros and compiled_start else model
 
     def restore(self, state: dict):
         self.rng.bit_generator.state = state["numpy_rng"]
