@@ -11,7 +11,7 @@ from . import attn as A
 from . import mlp as M
 from . import groups as G
 from . import mean as MEAN
-from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale
+from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale, rep_dims
 from .clock import DONE_LOGIT, OPEN_LOGIT
 from .graph import ProgramGraph
 from .ops import Op, Unit
@@ -73,6 +73,8 @@ class Crafter:
         self.fused: dict = {}          # map node -> (leaf nodes, composed function)
         self.absorbed: set = set()      # maps computed inside a consumer's fused MLP
         self.onehots: dict = {}         # (numeric node, stage) -> its one-hot code (see onehot)
+        self.eager_squares: list = []   # square tables built before knowing a select would read them
+        self.value_heads: dict = {}     # numeric aggregate -> (head, value rep, default): one key's value
         self.plan_fusion()
 
     # ---- helpers -------------------------------------------------------------
@@ -397,6 +399,7 @@ class Crafter:
             # once |t| ~ 1000, and read a clocked output's v + offset as itself:
             # read the output through a one-hot table instead
             out = self.to_cat(self.ir.output, out)
+        self.drop_unread_squares(out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
             out = out.map_forms(self.res.carry_fix)
@@ -408,6 +411,21 @@ class Crafter:
                     for u in op.units:
                         u.inp = self.res.carry_fix(u.inp)
         return out
+
+    def drop_unread_squares(self, out):
+        """Remove the square tables build_node made for a select that then
+        compared digits or one-hot codes instead (nothing reads them; a dead
+        table would still widen its layer's MLP)."""
+        read = rep_dims(out) if not isinstance(out, ClockedNum) else \
+            rep_dims(out.value) | set(out.done_value) | set(out.done)
+        for s, init in self.state.values():
+            for r in (s, init):
+                if isinstance(r, (Cat, Num)):
+                    read |= rep_dims(r)
+        for op in self.ops:
+            read |= op.reads()
+        dead = {id(op) for op in self.eager_squares if not set(op.writes) & read}
+        self.ops = [op for op in self.ops if id(op) not in dead]
 
     def numeric_clock(self) -> bool:
         """Whether the clocked output where(done, value, value + offset) would
@@ -492,7 +510,8 @@ class Crafter:
         r = self.reps[node]
         if node in self.need_sq and isinstance(r, Num) and r.sq is None and not self.FORCE_DIGITS \
                 and A.numeric_eq_exact([max(abs(r.lo), abs(r.hi))]):    # wider ones are compared by digits
-            self.add_square(node, r)
+            self.add_square(node, r, points=sorted(self.vals(node)))
+            self.eager_squares.append(self.ops[-1])
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
@@ -745,9 +764,16 @@ class Crafter:
         f = f or (lambda v: v)
         return self.tabulate(node, rep, f, True, points=points)
 
-    def add_square(self, node, r: Num):
+    def add_square(self, node, r: Num, points=None):
+        """r.sq by a table: one unit per integer of r's range, or, where
+        `points` (the values r can take) are fewer, one step per point."""
         lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
-        sq, units = M.square_table(r.numeric(), lo, hi, self.alloc)
+        if points is not None and 2 * (len(points) - 1) < hi - lo:
+            sq, units = M.table(r.numeric(), lo, hi, {v: v * v for v in points}, None, self.alloc,
+                                points=points)
+            sq = sq.lin
+        else:
+            sq, units = M.square_table(r.numeric(), lo, hi, self.alloc)
         self.mlp(self.op_label("square", node), units, self.unit_writes(units))
         r.sq = sq
 
@@ -791,10 +817,11 @@ class Crafter:
             for t in range(1, 33):
                 if all(test(a * j + b1, a * i + b2) == (j <= i - t) for i in range(0, 80) for j in range(0, i + 1)):
                     return ("lag", t), k, q
-        if several and sel.pred in ("lt", "le", "gt", "ge") and (self.FORCE_DIGITS
-                                                                or self.span(k, q) + 1 > self.DIGITS_ABOVE):
-            # max/min over an order select of wide numbers: two heads on digits
-            # (build_order_digits)
+        counted = isinstance(agg_node, ir.SelWidth)
+        if (several or counted) and sel.pred in ("lt", "le", "gt", "ge") \
+                and (self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE):
+            # max/min over (or the width of) an order select of wide numbers:
+            # two heads on digits (build_order_digits, build_selwidth)
             _, kd, qd = self.digit_select(sel, k, q)
             return ("order digits",), kd, qd
         # order (and ne) predicates between numbers: a 0/1 table between one-hot codes
@@ -825,7 +852,9 @@ class Crafter:
             return k, q
         out = []
         for node, r in ((sel.key, k), (sel.query, q)):
-            if isinstance(r, Num) and (r.lo < m - 1 or r.hi > M + 1):
+            if square and A.numeric_eq_exact(self.magnitudes(r)):
+                pass                # the quadratic score takes this side as it is
+            elif isinstance(r, Num) and (r.lo < m - 1 or r.hi > M + 1):
                 r = self.clamped(node, r, m - 1, M + 1, square)
             out.append(r)
         return tuple(out)
@@ -838,6 +867,8 @@ class Crafter:
         stage = self.pg.stage.get(node, self.stage)
         key = ("clamp", node, stage, a, b, square)
         if key not in self.onehots:
+            self.onehots[key] = self.clamped_by_head(node, r, a, b, square, stage)
+        if self.onehots[key] is None:
             outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
             try:
                 x = r.numeric()
@@ -851,6 +882,59 @@ class Crafter:
             finally:
                 self.stage = outer
         return self.onehots[key]
+
+    def clamped_by_head(self, node, r, a, b, square, stage):
+        """For `clamped`: agg + c, an aggregate that returns one key's value
+        (max/min, or a unique key), narrowed by two more value rows of its own
+        head instead of two ReLUs and a square table: agg + c (a one-hot
+        value: clamp(value + c, a, b)) and its square, with clamp(default + c,
+        a, b) and its square at BOS.  Values at keys keep their place outside
+        [a, b] (the range may grow a little past it): as with the clamp, a
+        value below a + 1 (above b - 1) can equal nothing on the other side.
+        None where this does not apply."""
+        c = 0
+        while isinstance(node, ir.Map) and node.op in ("add", "sub") and node not in self.value_heads:
+            consts = [i for i in node.inputs if isinstance(i, ir.Const)]
+            if len(consts) != 1 or (node.op == "sub" and node.inputs[1] is not consts[0]):
+                return None
+            c += consts[0].value if node.op == "add" else -consts[0].value
+            node = next(i for i in node.inputs if not isinstance(i, ir.Const))
+        if node not in self.value_heads:
+            return None
+        op, v, default = self.value_heads[node]
+        if op.stage != stage:
+            return None
+        agg = self.reps[node]
+        if lin_add(agg.numeric(), (float(c), NOTBOS)) != r.numeric():
+            return None
+        if isinstance(v, Cat):
+            value = Cat({min(max(w + c, a), b) - c: l for w, l in v.vals.items()})
+        else:
+            value = v
+        lo, hi = min(value.lo + c, a), max(value.hi + c, b)
+        if square and not A.numeric_eq_exact([max(abs(lo), abs(hi))]):
+            return None
+        d = min(max(default + c, a), b)
+        rows = [(lin_add(value.numeric(), (float(c), NOTBOS)), float(d), "clamp")]
+        if square:
+            if value.square() is None:
+                return None
+            rows.append((lin_add(value.square(), (2.0 * c, value.numeric()), (float(c * c), NOTBOS)),
+                         float(d * d), "clamp^2"))
+        dims = []
+        stage, self.stage = self.stage, op.stage
+        try:
+            for row, bos, name in rows:
+                dims.append(self.alloc(f"{op.label} {name}"))
+                op.v.append(row)
+                op.v_bos.append(bos)
+                op.o.append({dims[-1]: 1.0})
+                self.writer[dims[-1]] = op
+        finally:
+            self.stage = stage
+        op.writes = sorted(set(op.writes) | set(dims))
+        return Num({dims[0]: 1.0}, lo, hi, {dims[1]: 1.0} if len(dims) > 1 else None)
+
     FORCE_DIGITS = False     # tests: compare every numeric equality by digits (digit_select)
 
     def digit_select(self, sel, k, q):
@@ -1057,7 +1141,9 @@ class Crafter:
             bos.append(float(default) ** 2)
             outs.append({sdim: 1.0})
             rep.sq = {sdim: 1.0}
-        self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
+        op = self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
+        if not want_cat:
+            self.value_heads[node] = (op, v, default)
         return self.to_cat(node, rep) if want_cat else rep
 
     def general_mean(self, node, kind, k, q, v, default, out_vals, want_cat, label):
@@ -1089,12 +1175,25 @@ class Crafter:
     def build_selwidth(self, node):
         sel = node.inputs[0]
         kind, k, q = self.select_kind(sel, node)
-        if isinstance(kind, tuple):          # j <= i - t: max(0, i - t + 1), a table of the index
+        if isinstance(kind, tuple) and kind[0] == "lag":     # j <= i - t: max(0, i - t + 1), a table of the index
             t = kind[1]
             rep = self.tabulate(node, self.reps_indices(), lambda i: max(0, i - t + 1), False)
             return rep
-        raw = self.alloc("width raw")
         label = self.op_label("sel_width", node)
+        if kind == ("order digits",):
+            # the keys split into two disjoint sets (build_order_digits): the
+            # width is the sum of the two heads' widths, each decoded
+            widths = []
+            for part in ("digit_same", "digit_beyond"):
+                raw = self.alloc(f"width raw {part}")
+                self.attn(f"{label} ({part})", A.head(part, k, q, sel.pred, [{}], [1.0], width=True),
+                          [{raw: 1.0}])
+                (w,), units = M.selwidth_decode(raw, self.L, [("num", lambda w: w)], self.alloc)
+                self.mlp(f"decode {label} ({part})", units, self.unit_writes(units))
+                widths.append(w.lin)
+            vals = sorted(self.vals(node))
+            return Num(lin_add(*widths), vals[0], vals[-1])
+        raw = self.alloc("width raw")
         self.attn(label, A.head(kind, k, q, sel.pred, [{}], [1.0], width=True), [{raw: 1.0}])
         outputs = [("num", lambda w: w)]
         if node in self.need_sq:
