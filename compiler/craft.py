@@ -798,8 +798,8 @@ class Crafter:
             k, q = self.narrowed(sel, k, q, square=True)
         if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(self.magnitudes(k, q))):
             # the quadratic score's float32 rounding would reach the selection
-            # margin: compare two small digits of each side instead
-            return self.digit_select(sel, k, q)
+            # margin: compare two small digits of each side instead, as numbers
+            return self.number_digit_select(sel, k, q)
         if sel.pred == "eq":
             for side, r in ((sel.key, k), (sel.query, q)):
                 if r.square() is None:        # e.g. a loop variable: square it here, by a table
@@ -954,6 +954,63 @@ class Crafter:
                              f"length {self.L}; exact equality needs at most {self.ONEHOT_LIMIT ** 2} "
                              "(use a smaller --max-len)")
         return "digits", self.digits(sel.key, k, lo, base), self.digits(sel.query, q, lo, base)
+
+    def number_digit_select(self, sel, k, q):
+        """Numeric equality of wide numbers without one-hot codes: both sides
+        written as v - lo = B*h + l with B ~ sqrt(2 range), h and l numbers
+        with their squares, and the head scores SEL - EQ_GAP ((h_k - h_q)^2 +
+        (l_k - l_q)^2) (attn.score_rows "number digits"): the quadratic score
+        on numbers below sqrt(2 range) instead of the range itself.  Per side
+        2 range / B units for h (and h^2, the same steps) and B for l^2; four
+        residual dims and seven head rows instead of 2B one-hot dims."""
+        lo = int(np.floor(min(k.lo, q.lo)))
+        span = int(np.ceil(max(k.hi, q.hi))) - lo
+        base = max(2, int(np.ceil(np.sqrt(2 * (span + 1)))))
+        top = max(span // base, base - 1)
+        if not A.numeric_eq_exact([top]):
+            raise self.error(sel, f"the numbers compared by this select range over {span + 1} values at "
+                             f"length {self.L}; exact equality needs at most {362 ** 2 // 2} "
+                             "(use a smaller --max-len)")
+        return "number digits", self.number_digits(sel.key, k, lo, base), self.number_digits(sel.query, q, lo, base)
+
+    def number_digits(self, node, r, lo, base):
+        """[h, l] (Nums with squares) of v - lo = base*h + l.  A one-hot value
+        gives linear forms; a number one table of steps (flat around every
+        integer) for h and h^2, then l = v - lo - base*h (linear) and a square
+        table of l.  Built in the stage that computes the node; cached."""
+        if isinstance(r, Cat):
+            out = []
+            for f in (lambda v: (v - lo) // base, lambda v: (v - lo) % base):
+                vals = {v: f(v) for v in r.vals}
+                out.append(Num(lin_add(*[(float(vals[v]), l) for v, l in r.vals.items()]),
+                               min(vals.values()), max(vals.values()),
+                               lin_add(*[(float(vals[v]) ** 2, l) for v, l in r.vals.items()])))
+            return out
+        stage = self.pg.stage.get(node, self.stage)
+        key = ("number digits", node, stage, lo, base, r.lo, r.hi)
+        if key in self.onehots:
+            return self.onehots[key]
+        outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
+        try:
+            x = lin_add(r.numeric(), (-float(lo), NOTBOS))
+            top = int(np.ceil(r.hi)) - lo
+            low_x = int(np.floor(r.lo)) - lo
+            h0 = low_x // base
+            dh, dh2 = self.alloc("digit hi"), self.alloc("digit hi^2")
+            units = []
+            for t in range((h0 + 1) * base, top + 1, base):
+                h = t // base
+                units += M.step_units(x, t, {dh: 1.0, dh2: float(h * h - (h - 1) ** 2)})
+            self.mlp(self.op_label("digit hi", node), units, {dh, dh2})
+            high = Num(lin_add((float(h0), NOTBOS), {dh: 1.0}), h0, top // base,
+                       lin_add((float(h0 * h0), NOTBOS), {dh2: 1.0}))
+            low = Num(lin_add(x, (-float(base), high.numeric())), 0, base - 1)
+            self.add_square(node, low)
+            out = [high, low]
+        finally:
+            self.stage = outer
+        self.onehots[key] = out
+        return out
 
     def digits(self, node, r, lo, base):
         """[high, low] digits of v - lo in base `base`, each a one-hot Cat.
