@@ -1111,6 +1111,7 @@ class Crafter:
         if isinstance(kind, tuple):          # lag t: aggregate the prefix, then shift by t
             t = kind[1]
             prefix = self.build_aggregate_kind(node, "always", k, q)
+            self.value_heads.pop(node, None)     # that head returns the prefix, not the node
             rep = self.lagged(node, t, prefix, self.default_of(node), self.op_label(red, node))
             return self.to_cat(node, rep) if self.is_cat(node) and isinstance(rep, Num) else rep
         return self.build_aggregate_kind(node, kind, k, q)
