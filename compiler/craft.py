@@ -986,15 +986,8 @@ class Crafter:
                                min(vals.values()), max(vals.values()),
                                lin_add(*[(float(vals[v]) ** 2, l) for v, l in r.vals.items()])))
             return out
-        stage = self.pg.stage.get(node, self.stage)
-        key = ("number digits", node, stage, lo, base, r.lo, r.hi)
-        if key in self.onehots:
-            return self.onehots[key]
-        outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
-        try:
-            x = lin_add(r.numeric(), (-float(lo), NOTBOS))
-            top = int(np.ceil(r.hi)) - lo
-            low_x = int(np.floor(r.lo)) - lo
+        def build():
+            x, low_x, top = self.shifted_range(r, lo)
             h0 = low_x // base
             dh, dh2 = self.alloc("digit hi"), self.alloc("digit hi^2")
             units = []
@@ -1006,11 +999,27 @@ class Crafter:
                        lin_add((float(h0 * h0), NOTBOS), {dh2: 1.0}))
             low = Num(lin_add(x, (-float(base), high.numeric())), 0, base - 1)
             self.add_square(node, low)
-            out = [high, low]
-        finally:
-            self.stage = outer
-        self.onehots[key] = out
-        return out
+            return [high, low]
+        return self.in_node_stage(node, ("number digits", node, lo, base, r.lo, r.hi), build)
+
+    def in_node_stage(self, node, key, build):
+        """build(), run in the stage that computes `node` (a prelude value's
+        tables are not recomputed at every loop iteration); cached by key and
+        that stage."""
+        stage = self.pg.stage.get(node, self.stage)
+        key = (key, stage)
+        if key not in self.onehots:
+            outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
+            try:
+                self.onehots[key] = build()
+            finally:
+                self.stage = outer
+        return self.onehots[key]
+
+    @staticmethod
+    def shifted_range(r, lo):
+        """(form of v - lo, its least and largest integer value) of a number."""
+        return lin_add(r.numeric(), (-float(lo), NOTBOS)), int(np.floor(r.lo)) - lo, int(np.ceil(r.hi)) - lo
 
     def digits(self, node, r, lo, base):
         """[high, low] digits of v - lo in base `base`, each a one-hot Cat.
@@ -1028,15 +1037,8 @@ class Crafter:
                     vals[f(v)] = lin_add(vals.get(f(v), {}), l)
                 out.append(Cat(vals))
             return out
-        stage = self.pg.stage.get(node, self.stage)
-        key = (node, stage, lo, base, r.lo, r.hi)     # (a narrowed rep of the node has its own)
-        if key in self.onehots:
-            return self.onehots[key]
-        outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
-        try:
-            x = lin_add(r.numeric(), (-float(lo), NOTBOS))
-            top = int(np.ceil(r.hi)) - lo
-            low_x = int(np.floor(r.lo)) - lo
+        def build():
+            x, low_x, top = self.shifted_range(r, lo)
             fh = {t: t // base for t in range(low_x, top + 1)}
             high, units = M.table(x, low_x, top, fh, sorted(set(fh.values())), self.alloc)
             self.mlp(self.op_label("digit hi", node), units, self.unit_writes(units))
@@ -1044,11 +1046,9 @@ class Crafter:
             fl = {t: t for t in range(base)}
             low, units = M.table(rest, 0, base - 1, fl, list(range(base)), self.alloc)
             self.mlp(self.op_label("digit lo", node), units, self.unit_writes(units))
-            out = [high, low]
-        finally:
-            self.stage = outer
-        self.onehots[key] = out
-        return out
+            return [high, low]
+        # (a narrowed rep of the node has its own)
+        return self.in_node_stage(node, ("digits", node, lo, base, r.lo, r.hi), build)
 
     def onehot(self, node, r):
         """A numeric s-op as a one-hot code over its range at the design length
