@@ -907,20 +907,22 @@ class Crafter:
         agg = self.reps[node]
         if lin_add(agg.numeric(), (float(c), NOTBOS)) != r.numeric():
             return None
-        if isinstance(v, Cat):
-            value = Cat({min(max(w + c, a), b) - c: l for w, l in v.vals.items()})
-        else:
-            value = v
-        lo, hi = min(value.lo + c, a), max(value.hi + c, b)
-        if square and not A.numeric_eq_exact([max(abs(lo), abs(hi))]):
-            return None
         d = min(max(default + c, a), b)
-        rows = [(lin_add(value.numeric(), (float(c), NOTBOS)), float(d), "clamp")]
-        if square:
-            if value.square() is None:
-                return None
-            rows.append((lin_add(value.square(), (2.0 * c, value.numeric()), (float(c * c), NOTBOS)),
-                         float(d * d), "clamp^2"))
+        if isinstance(v, Cat):
+            # each one-hot value's row weight is its own clamped value (values
+            # that clamp alike share it: a sum over the code, no dict of values)
+            at = {w: min(max(w + c, a), b) for w in v.vals}
+            lo, hi = min(min(at.values()), d), max(max(at.values()), d)
+            value = lin_add(*[(float(at[w]), l) for w, l in v.vals.items()])
+            sq = lin_add(*[(float(at[w]) ** 2, l) for w, l in v.vals.items()])
+        else:
+            lo, hi = min(v.lo + c, a), max(v.hi + c, b)
+            value = lin_add(v.numeric(), (float(c), NOTBOS))
+            sq = None if v.square() is None else \
+                lin_add(v.square(), (2.0 * c, v.numeric()), (float(c * c), NOTBOS))
+        if square and (sq is None or not A.numeric_eq_exact([max(abs(lo), abs(hi))])):
+            return None
+        rows = [(value, float(d), "clamp")] + ([(sq, float(d * d), "clamp^2")] if square else [])
         dims = []
         stage, self.stage = self.stage, op.stage
         try:

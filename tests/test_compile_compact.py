@@ -78,6 +78,20 @@ def test_equality_select_narrowed_to_where_both_sides_meet():
     assert_same(prog, cm, short_and_random(vocab, 32, 4, 3, 3))
 
 
+def test_narrowing_head_rows_of_a_one_hot_value_that_clamps_alike():
+    # q's value is seq (one-hot, 170 values; q itself is a number): q + 1 is
+    # narrowed to [-1, 32] by rows of q's head, and every token from 31 up
+    # clamps to 32 -- each must keep its weight in the row (a dict keyed by the
+    # clamped value kept one of them and sent the others to 0: 7 31 for 0 31)
+    src = "input seq: {0..169}\nq = kqv(indices(seq), indices(seq), seq, eq, -999)\n" \
+          "output index_select(seq, q + 1, 7)\n"
+    prog = rasp.loads(src, "<narrow one-hot>")
+    cm = compile_program(prog, max_len=8)
+    assert "clamp" not in cm.report() and "square" not in cm.report()
+    assert_same(prog, cm, [[0, 31], [0, 40, 2], [169, 0, 31, 33]] + short_and_random(
+        list(range(0, 36)) + [100, 169], 32, 8, 2, 4))
+
+
 def test_equality_select_narrowed_by_relus_where_no_head_returns_the_value():
     src = "input seq: {0..9}\nq = where(seq > 5, indices(seq) - seq, -999)\noutput index_select(seq, q, 7)\n"
     prog = rasp.loads(src, "<narrow where>")
