@@ -510,8 +510,9 @@ class Crafter:
         r = self.reps[node]
         if node in self.need_sq and isinstance(r, Num) and r.sq is None and not self.FORCE_DIGITS \
                 and A.numeric_eq_exact([max(abs(r.lo), abs(r.hi))]):    # wider ones are compared by digits
+            before = len(self.ops)
             self.add_square(node, r, points=sorted(self.vals(node)))
-            self.eager_squares.append(self.ops[-1])
+            self.eager_squares += self.ops[before:]      # (none for a constant)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
