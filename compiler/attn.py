@@ -71,6 +71,14 @@ def score_rows(kind, k, q, pred, sel):
     if kind == "digit_beyond":
         # pred (made strict) on the high digits alone
         return score_rows("cat", k[0], q[0], STRICT.get(pred, pred), sel)
+    if kind == "number digits":
+        # k, q: [h, l] numbers with squares: sel - EQ_GAP ((h_k - h_q)^2 + (l_k - l_q)^2)
+        qs, ks = [], []
+        for i, (kd, qd) in enumerate(zip(k, q)):
+            dq, dk = score_rows("num", kd, qd, "eq", sel if i == 0 else 0.0)
+            qs += dq
+            ks += dk
+        return qs, ks
     # numeric equality: sel - EQ_GAP * (k - q)^2
     b = EQ_GAP
     qs = [lin_scale(q.numeric(), 2 * b), lin_scale(NOTBOS, -b), lin_add((-b, q.square()), (sel, NOTBOS))]

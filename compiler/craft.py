@@ -11,7 +11,7 @@ from . import attn as A
 from . import mlp as M
 from . import groups as G
 from . import mean as MEAN
-from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale
+from .basis import IDX, IDX2, NOTBOS, Cat, ClockedNum, Num, Residual, lin_add, lin_scale, rep_dims
 from .clock import DONE_LOGIT, OPEN_LOGIT
 from .graph import ProgramGraph
 from .ops import Op, Unit
@@ -73,6 +73,9 @@ class Crafter:
         self.fused: dict = {}          # map node -> (leaf nodes, composed function)
         self.absorbed: set = set()      # maps computed inside a consumer's fused MLP
         self.onehots: dict = {}         # (numeric node, stage) -> its one-hot code (see onehot)
+        self.droppable: list = []       # tables built before knowing anything reads them (drop_unread)
+        self.width_raw: dict = {}       # sel_width node -> its head's BOS share 1/(w+1) (a dim)
+        self.value_heads: dict = {}     # numeric aggregate -> (head, value rep, default): one key's value
         self.plan_fusion()
 
     # ---- helpers -------------------------------------------------------------
@@ -397,6 +400,7 @@ class Crafter:
             # once |t| ~ 1000, and read a clocked output's v + offset as itself:
             # read the output through a one-hot table instead
             out = self.to_cat(self.ir.output, out)
+        self.drop_unread(out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
             out = out.map_forms(self.res.carry_fix)
@@ -408,6 +412,22 @@ class Crafter:
                     for u in op.units:
                         u.inp = self.res.carry_fix(u.inp)
         return out
+
+    def drop_unread(self, out):
+        """Remove the tables nothing reads: square tables build_node made for
+        a select that then compared digits or one-hot codes, and sel_width
+        decoders whose widths were only compared (`compare_widths`).  A dead
+        table would still widen its layer's MLP."""
+        read = rep_dims(out) if not isinstance(out, ClockedNum) else \
+            rep_dims(out.value) | set(out.done_value) | set(out.done)
+        for s, init in self.state.values():
+            for r in (s, init):
+                if isinstance(r, (Cat, Num)):
+                    read |= rep_dims(r)
+        for op in self.ops:
+            read |= op.reads()
+        dead = {id(op) for op in self.droppable if not set(op.writes) & read}
+        self.ops = [op for op in self.ops if id(op) not in dead]
 
     def numeric_clock(self) -> bool:
         """Whether the clocked output where(done, value, value + offset) would
@@ -492,7 +512,9 @@ class Crafter:
         r = self.reps[node]
         if node in self.need_sq and isinstance(r, Num) and r.sq is None and not self.FORCE_DIGITS \
                 and A.numeric_eq_exact([max(abs(r.lo), abs(r.hi))]):    # wider ones are compared by digits
-            self.add_square(node, r)
+            before = len(self.ops)
+            self.add_square(node, r, points=sorted(self.vals(node)))
+            self.droppable += self.ops[before:]      # (none for a constant)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
@@ -581,6 +603,9 @@ class Crafter:
                 return f(*a)
             # steps only between the values the operand can take (its value set at L)
             return self.tabulate(node, x, g, want_cat, points=sorted(self.vals(node.inputs[i])))
+        if op in ("lt", "le", "gt", "ge") and set(out_vals) == {0, 1} and self.compare_widths_exact() \
+                and all(i in self.width_raw and self.pg.stage.get(i) == self.stage for i in node.inputs):
+            return self.compare_widths(node, op, want_cat)
         if op in COMPARE and len(nonconst) == 2:
             a, b = args
             d = Num(lin_add(a.numeric(), (-1.0, b.numeric())), a.lo - b.hi, a.hi - b.lo)
@@ -660,6 +685,30 @@ class Crafter:
         self.mlp(self.op_label(node.op, node), units, {dim})
         vals = sorted(self.vals(node))
         return Num(lin_add(free, {dim: 1.0}), vals[0], vals[-1])
+
+    def compare_widths_exact(self) -> bool:
+        """Whether two sel_width heads' BOS shares a = 1/(w+1) order their
+        widths through one sharp step: K (a1 - a2) with K = (L+1)(L+2) is >= 1
+        for w1 < w2 <= L (1/(w+1) - 1/(w+2) >= 1/K), <= -1 for w1 > w2, and,
+        for equal widths, only the softmax's float32 rounding (a few ulps of
+        a <= 1) times K, kept below 0.1: L <= 322 (--max-len 80)."""
+        return 8 * 2.0 ** -23 * (self.L + 1) * (self.L + 2) <= 0.1
+
+    def compare_widths(self, node, op, want_cat):
+        """w1 < w2 (and >, <=, >=) for two sel_width values, from their heads'
+        raw shares (one step, 2 units) instead of decoding each width (L units
+        each; an unread decoder is dropped, drop_unread)."""
+        a1, a2 = (self.width_raw[i] for i in node.inputs)
+        K = float((self.L + 1) * (self.L + 2))
+        first_smaller = op in ("lt", "ge")          # lt: a1 > a2; ge = not lt; gt: a2 > a1; le = not gt
+        x = {a1: K, a2: -K} if first_smaller else {a2: K, a1: -K}
+        dim = self.alloc(f"{op} of widths", False)
+        units = M.step_units(x, 1.0, {dim: 1.0})
+        self.mlp(self.op_label(f"{op} of widths", node), units, {dim})
+        strict = {dim: 1.0}
+        rest = lin_add(NOTBOS, (-1.0, strict))
+        rep = Cat({1: strict, 0: rest}) if op in ("lt", "gt") else Cat({1: rest, 0: strict})
+        return rep if want_cat else self.as_num(node, rep)
 
     def is_update(self, node):
         return self.stage == "body" and any(v.update is node for v in self.pg.loop_vars())
@@ -745,9 +794,16 @@ class Crafter:
         f = f or (lambda v: v)
         return self.tabulate(node, rep, f, True, points=points)
 
-    def add_square(self, node, r: Num):
+    def add_square(self, node, r: Num, points=None):
+        """r.sq by a table: one unit per integer of r's range, or, where
+        `points` (the values r can take) are fewer, one step per point."""
         lo, hi = int(np.floor(r.lo)), int(np.ceil(r.hi))
-        sq, units = M.square_table(r.numeric(), lo, hi, self.alloc)
+        if points is not None and 2 * (len(points) - 1) < hi - lo:
+            sq, units = M.table(r.numeric(), lo, hi, {v: v * v for v in points}, None, self.alloc,
+                                points=points)
+            sq = sq.lin
+        else:
+            sq, units = M.square_table(r.numeric(), lo, hi, self.alloc)
         self.mlp(self.op_label("square", node), units, self.unit_writes(units))
         r.sq = sq
 
@@ -772,8 +828,8 @@ class Crafter:
             k, q = self.narrowed(sel, k, q, square=True)
         if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(self.magnitudes(k, q))):
             # the quadratic score's float32 rounding would reach the selection
-            # margin: compare two small digits of each side instead
-            return self.digit_select(sel, k, q)
+            # margin: compare two small digits of each side instead, as numbers
+            return self.number_digit_select(sel, k, q)
         if sel.pred == "eq":
             for side, r in ((sel.key, k), (sel.query, q)):
                 if r.square() is None:        # e.g. a loop variable: square it here, by a table
@@ -791,10 +847,11 @@ class Crafter:
             for t in range(1, 33):
                 if all(test(a * j + b1, a * i + b2) == (j <= i - t) for i in range(0, 80) for j in range(0, i + 1)):
                     return ("lag", t), k, q
-        if several and sel.pred in ("lt", "le", "gt", "ge") and (self.FORCE_DIGITS
-                                                                or self.span(k, q) + 1 > self.DIGITS_ABOVE):
-            # max/min over an order select of wide numbers: two heads on digits
-            # (build_order_digits)
+        counted = isinstance(agg_node, ir.SelWidth)
+        if (several or counted) and sel.pred in ("lt", "le", "gt", "ge") \
+                and (self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE):
+            # max/min over (or the width of) an order select of wide numbers:
+            # two heads on digits (build_order_digits, build_selwidth)
             _, kd, qd = self.digit_select(sel, k, q)
             return ("order digits",), kd, qd
         # order (and ne) predicates between numbers: a 0/1 table between one-hot codes
@@ -825,7 +882,9 @@ class Crafter:
             return k, q
         out = []
         for node, r in ((sel.key, k), (sel.query, q)):
-            if isinstance(r, Num) and (r.lo < m - 1 or r.hi > M + 1):
+            if square and A.numeric_eq_exact(self.magnitudes(r)):
+                pass                # the quadratic score takes this side as it is
+            elif isinstance(r, Num) and (r.lo < m - 1 or r.hi > M + 1):
                 r = self.clamped(node, r, m - 1, M + 1, square)
             out.append(r)
         return tuple(out)
@@ -838,6 +897,8 @@ class Crafter:
         stage = self.pg.stage.get(node, self.stage)
         key = ("clamp", node, stage, a, b, square)
         if key not in self.onehots:
+            self.onehots[key] = self.clamped_by_head(node, r, a, b, square, stage)
+        if self.onehots[key] is None:
             outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
             try:
                 x = r.numeric()
@@ -851,6 +912,61 @@ class Crafter:
             finally:
                 self.stage = outer
         return self.onehots[key]
+
+    def clamped_by_head(self, node, r, a, b, square, stage):
+        """For `clamped`: agg + c, an aggregate that returns one key's value
+        (max/min, or a unique key), narrowed by two more value rows of its own
+        head instead of two ReLUs and a square table: agg + c (a one-hot
+        value: clamp(value + c, a, b)) and its square, with clamp(default + c,
+        a, b) and its square at BOS.  Values at keys keep their place outside
+        [a, b] (the range may grow a little past it): as with the clamp, a
+        value below a + 1 (above b - 1) can equal nothing on the other side.
+        None where this does not apply."""
+        c = 0
+        while isinstance(node, ir.Map) and node.op in ("add", "sub") and node not in self.value_heads:
+            consts = [i for i in node.inputs if isinstance(i, ir.Const)]
+            if len(consts) != 1 or (node.op == "sub" and node.inputs[1] is not consts[0]):
+                return None
+            c += consts[0].value if node.op == "add" else -consts[0].value
+            node = next(i for i in node.inputs if not isinstance(i, ir.Const))
+        if node not in self.value_heads:
+            return None
+        op, v, default = self.value_heads[node]
+        if op.stage != stage:
+            return None
+        agg = self.reps[node]
+        if lin_add(agg.numeric(), (float(c), NOTBOS)) != r.numeric():
+            return None
+        d = min(max(default + c, a), b)
+        if isinstance(v, Cat):
+            # each one-hot value's row weight is its own clamped value (values
+            # that clamp alike share it: a sum over the code, no dict of values)
+            at = {w: min(max(w + c, a), b) for w in v.vals}
+            lo, hi = min(min(at.values()), d), max(max(at.values()), d)
+            value = lin_add(*[(float(at[w]), l) for w, l in v.vals.items()])
+            sq = lin_add(*[(float(at[w]) ** 2, l) for w, l in v.vals.items()])
+        else:
+            lo, hi = min(v.lo + c, a), max(v.hi + c, b)
+            value = lin_add(v.numeric(), (float(c), NOTBOS))
+            sq = None if v.square() is None else \
+                lin_add(v.square(), (2.0 * c, v.numeric()), (float(c * c), NOTBOS))
+        if square and (sq is None or not A.numeric_eq_exact([max(abs(lo), abs(hi))])):
+            return None
+        rows = [(value, float(d), "clamp")] + ([(sq, float(d * d), "clamp^2")] if square else [])
+        dims = []
+        stage, self.stage = self.stage, op.stage
+        try:
+            for row, bos, name in rows:
+                dims.append(self.alloc(f"{op.label} {name}"))
+                op.v.append(row)
+                op.v_bos.append(bos)
+                op.o.append({dims[-1]: 1.0})
+                self.writer[dims[-1]] = op
+        finally:
+            self.stage = stage
+        op.writes = sorted(set(op.writes) | set(dims))
+        return Num({dims[0]: 1.0}, lo, hi, {dims[1]: 1.0} if len(dims) > 1 else None)
+
     FORCE_DIGITS = False     # tests: compare every numeric equality by digits (digit_select)
 
     def digit_select(self, sel, k, q):
@@ -871,6 +987,72 @@ class Crafter:
                              "(use a smaller --max-len)")
         return "digits", self.digits(sel.key, k, lo, base), self.digits(sel.query, q, lo, base)
 
+    def number_digit_select(self, sel, k, q):
+        """Numeric equality of wide numbers without one-hot codes: both sides
+        written as v - lo = B*h + l with B ~ sqrt(2 range), h and l numbers
+        with their squares, and the head scores SEL - EQ_GAP ((h_k - h_q)^2 +
+        (l_k - l_q)^2) (attn.score_rows "number digits"): the quadratic score
+        on numbers below sqrt(2 range) instead of the range itself.  Per side
+        2 range / B units for h (and h^2, the same steps) and B for l^2; four
+        residual dims and seven head rows instead of 2B one-hot dims."""
+        lo = int(np.floor(min(k.lo, q.lo)))
+        span = int(np.ceil(max(k.hi, q.hi))) - lo
+        base = max(2, int(np.ceil(np.sqrt(2 * (span + 1)))))
+        top = max(span // base, base - 1)
+        if not A.numeric_eq_exact([top]):
+            raise self.error(sel, f"the numbers compared by this select range over {span + 1} values at "
+                             f"length {self.L}; exact equality needs at most {362 ** 2 // 2} "
+                             "(use a smaller --max-len)")
+        return "number digits", self.number_digits(sel.key, k, lo, base), self.number_digits(sel.query, q, lo, base)
+
+    def number_digits(self, node, r, lo, base):
+        """[h, l] (Nums with squares) of v - lo = base*h + l.  A one-hot value
+        gives linear forms; a number one table of steps (flat around every
+        integer) for h and h^2, then l = v - lo - base*h (linear) and a square
+        table of l.  Built in the stage that computes the node; cached."""
+        if isinstance(r, Cat):
+            out = []
+            for f in (lambda v: (v - lo) // base, lambda v: (v - lo) % base):
+                vals = {v: f(v) for v in r.vals}
+                out.append(Num(lin_add(*[(float(vals[v]), l) for v, l in r.vals.items()]),
+                               min(vals.values()), max(vals.values()),
+                               lin_add(*[(float(vals[v]) ** 2, l) for v, l in r.vals.items()])))
+            return out
+        def build():
+            x, low_x, top = self.shifted_range(r, lo)
+            h0 = low_x // base
+            dh, dh2 = self.alloc("digit hi"), self.alloc("digit hi^2")
+            units = []
+            for t in range((h0 + 1) * base, top + 1, base):
+                h = t // base
+                units += M.step_units(x, t, {dh: 1.0, dh2: float(h * h - (h - 1) ** 2)})
+            self.mlp(self.op_label("digit hi", node), units, {dh, dh2})
+            high = Num(lin_add((float(h0), NOTBOS), {dh: 1.0}), h0, top // base,
+                       lin_add((float(h0 * h0), NOTBOS), {dh2: 1.0}))
+            low = Num(lin_add(x, (-float(base), high.numeric())), 0, base - 1)
+            self.add_square(node, low)
+            return [high, low]
+        return self.in_node_stage(node, ("number digits", node, lo, base, r.lo, r.hi), build)
+
+    def in_node_stage(self, node, key, build):
+        """build(), run in the stage that computes `node` (a prelude value's
+        tables are not recomputed at every loop iteration); cached by key and
+        that stage."""
+        stage = self.pg.stage.get(node, self.stage)
+        key = (key, stage)
+        if key not in self.onehots:
+            outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
+            try:
+                self.onehots[key] = build()
+            finally:
+                self.stage = outer
+        return self.onehots[key]
+
+    @staticmethod
+    def shifted_range(r, lo):
+        """(form of v - lo, its least and largest integer value) of a number."""
+        return lin_add(r.numeric(), (-float(lo), NOTBOS)), int(np.floor(r.lo)) - lo, int(np.ceil(r.hi)) - lo
+
     def digits(self, node, r, lo, base):
         """[high, low] digits of v - lo in base `base`, each a one-hot Cat.
         A one-hot value gives linear forms; a number one table of steps for
@@ -887,15 +1069,8 @@ class Crafter:
                     vals[f(v)] = lin_add(vals.get(f(v), {}), l)
                 out.append(Cat(vals))
             return out
-        stage = self.pg.stage.get(node, self.stage)
-        key = (node, stage, lo, base, r.lo, r.hi)     # (a narrowed rep of the node has its own)
-        if key in self.onehots:
-            return self.onehots[key]
-        outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
-        try:
-            x = lin_add(r.numeric(), (-float(lo), NOTBOS))
-            top = int(np.ceil(r.hi)) - lo
-            low_x = int(np.floor(r.lo)) - lo
+        def build():
+            x, low_x, top = self.shifted_range(r, lo)
             fh = {t: t // base for t in range(low_x, top + 1)}
             high, units = M.table(x, low_x, top, fh, sorted(set(fh.values())), self.alloc)
             self.mlp(self.op_label("digit hi", node), units, self.unit_writes(units))
@@ -903,11 +1078,9 @@ class Crafter:
             fl = {t: t for t in range(base)}
             low, units = M.table(rest, 0, base - 1, fl, list(range(base)), self.alloc)
             self.mlp(self.op_label("digit lo", node), units, self.unit_writes(units))
-            out = [high, low]
-        finally:
-            self.stage = outer
-        self.onehots[key] = out
-        return out
+            return [high, low]
+        # (a narrowed rep of the node has its own)
+        return self.in_node_stage(node, ("digits", node, lo, base, r.lo, r.hi), build)
 
     def onehot(self, node, r):
         """A numeric s-op as a one-hot code over its range at the design length
@@ -970,6 +1143,7 @@ class Crafter:
         if isinstance(kind, tuple):          # lag t: aggregate the prefix, then shift by t
             t = kind[1]
             prefix = self.build_aggregate_kind(node, "always", k, q)
+            self.value_heads.pop(node, None)     # that head returns the prefix, not the node
             rep = self.lagged(node, t, prefix, self.default_of(node), self.op_label(red, node))
             return self.to_cat(node, rep) if self.is_cat(node) and isinstance(rep, Num) else rep
         return self.build_aggregate_kind(node, kind, k, q)
@@ -1057,7 +1231,9 @@ class Crafter:
             bos.append(float(default) ** 2)
             outs.append({sdim: 1.0})
             rep.sq = {sdim: 1.0}
-        self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
+        op = self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
+        if not want_cat:
+            self.value_heads[node] = (op, v, default)
         return self.to_cat(node, rep) if want_cat else rep
 
     def general_mean(self, node, kind, k, q, v, default, out_vals, want_cat, label):
@@ -1089,18 +1265,34 @@ class Crafter:
     def build_selwidth(self, node):
         sel = node.inputs[0]
         kind, k, q = self.select_kind(sel, node)
-        if isinstance(kind, tuple):          # j <= i - t: max(0, i - t + 1), a table of the index
+        if isinstance(kind, tuple) and kind[0] == "lag":     # j <= i - t: max(0, i - t + 1), a table of the index
             t = kind[1]
             rep = self.tabulate(node, self.reps_indices(), lambda i: max(0, i - t + 1), False)
             return rep
-        raw = self.alloc("width raw")
         label = self.op_label("sel_width", node)
+        if kind == ("order digits",):
+            # the keys split into two disjoint sets (build_order_digits): the
+            # width is the sum of the two heads' widths, each decoded
+            widths = []
+            for part in ("digit_same", "digit_beyond"):
+                raw = self.alloc(f"width raw {part}")
+                self.attn(f"{label} ({part})", A.head(part, k, q, sel.pred, [{}], [1.0], width=True),
+                          [{raw: 1.0}])
+                (w,), units = M.selwidth_decode(raw, self.L, [("num", lambda w: w)], self.alloc)
+                self.mlp(f"decode {label} ({part})", units, self.unit_writes(units))
+                widths.append(w.lin)
+            vals = sorted(self.vals(node))
+            return Num(lin_add(*widths), vals[0], vals[-1])
+        raw = self.alloc("width raw")
         self.attn(label, A.head(kind, k, q, sel.pred, [{}], [1.0], width=True), [{raw: 1.0}])
         outputs = [("num", lambda w: w)]
         if node in self.need_sq:
             outputs.append(("num", lambda w: w * w))
         reps, units = M.selwidth_decode(raw, self.L, outputs, self.alloc)
+        before = len(self.ops)
         self.mlp(f"decode {label}", units, self.unit_writes(units))
+        self.width_raw[node] = raw
+        self.droppable += self.ops[before:]
         rep = reps[0]
         if len(reps) > 1:
             rep.sq = reps[1].lin

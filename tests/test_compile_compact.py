@@ -71,9 +71,84 @@ output index_select(seq, q, 7) + 10 * firsts(seq, seq, -999) % 100
 def test_equality_select_narrowed_to_where_both_sides_meet():
     prog = rasp.loads(NARROW, "<narrow>")
     cm = compile_program(prog, max_len=8)            # -999 is beyond the quadratic score's range
-    assert "clamp" in cm.report()
+    # q is a min aggregate plus 1: its own head returns it narrowed, with its
+    # square (craft.Crafter.clamped_by_head): no clamp units, no square table
+    assert "clamp" not in cm.report() and "square" not in cm.report()
     vocab = [0, 1, 2, 5, 8, 9, -103, -100]
     assert_same(prog, cm, short_and_random(vocab, 32, 4, 3, 3))
+
+
+def test_narrowing_head_rows_of_a_one_hot_value_that_clamps_alike():
+    # q's value is seq (one-hot, 170 values; q itself is a number): q + 1 is
+    # narrowed to [-1, 32] by rows of q's head, and every token from 31 up
+    # clamps to 32 -- each must keep its weight in the row (a dict keyed by the
+    # clamped value kept one of them and sent the others to 0: 7 31 for 0 31)
+    src = "input seq: {0..169}\nq = kqv(indices(seq), indices(seq), seq, eq, -999)\n" \
+          "output index_select(seq, q + 1, 7)\n"
+    prog = rasp.loads(src, "<narrow one-hot>")
+    cm = compile_program(prog, max_len=8)
+    assert "clamp" not in cm.report() and "square" not in cm.report()
+    assert_same(prog, cm, [[0, 31], [0, 40, 2], [169, 0, 31, 33]] + short_and_random(
+        list(range(0, 36)) + [100, 169], 32, 8, 2, 4))
+
+
+def test_equality_select_narrowed_by_relus_where_no_head_returns_the_value():
+    src = "input seq: {0..9}\nq = where(seq > 5, indices(seq) - seq, -999)\noutput index_select(seq, q, 7)\n"
+    prog = rasp.loads(src, "<narrow where>")
+    cm = compile_program(prog, max_len=8)
+    assert "clamp" in cm.report()
+    assert_same(prog, cm, short_and_random(list(range(10)), 32, 5, 3, 3))
+
+
+SORT_KEYS = """input seq: {1..4}
+keys = seq * 16 + indices(seq)
+target = sel_width(select(keys, keys, PRED))
+output aggr(select(target, indices(seq), eq), seq)
+"""
+
+
+@pytest.mark.parametrize("pred", ["lt", "le", "gt", "ge"])
+def test_sel_width_of_an_order_select_by_digit_heads(pred):
+    # Tracr's sort: keys range over 16..95 at L = 32, counted by two digit
+    # heads (disjoint key sets) instead of a one-hot code of the range
+    prog = rasp.loads(SORT_KEYS.replace("PRED", pred), "<sort keys>")
+    cm = compile_program(prog, max_len=8)
+    report = cm.report()
+    assert "sel_width target @3 (digit_same)" in report and "(digit_beyond)" in report
+    assert_same(prog, cm, short_and_random([1, 2, 3, 4], 32, 6, 4, 3))
+
+
+WIDTHS = """input seq: {0, 1, 2}
+u = sel_width(select(seq, seq, eq))
+t = sel_width(select(seq == 1, full(seq, 1), eq))
+output (u PRED t) + 2 * (t PRED u)EXTRA
+"""
+
+
+@pytest.mark.parametrize("pred", ["lt", "le", "gt", "ge"])
+@pytest.mark.parametrize("extra", ["", " + 4 * u"])
+def test_sel_widths_compared_by_their_heads_shares(pred, extra):
+    # sort.rasp's `used < total`: one step on the two heads' 1/(w+1), no
+    # decoder (L units each) unless the width itself is used (extra)
+    op = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}[pred]
+    prog = rasp.loads(WIDTHS.replace("PRED", op).replace("EXTRA", extra), "<widths>")
+    cm = compile_program(prog, max_len=8)
+    report = cm.report()
+    assert f"{pred} of widths" in report
+    assert report.count("decode sel_width") == (1 if extra else 0)
+    assert_same(prog, cm, short_and_random([0, 1, 2], 32, 9, 5, 4))
+
+
+def test_positions_beyond_the_quadratic_range_compare_number_digits():
+    # --max-len 96: positions up to 383 > 362, so shift_right and index_select
+    # compare two digits held as numbers (craft.Crafter.number_digit_select):
+    # tens of thousands of weights, where one-hot digits took 336,834
+    prog = rasp.load(ROOT / "programs" / "flip_flop.rasp")
+    cm = compile_program(prog, max_len=96)
+    assert "digit hi" in cm.report() and params(cm) < 40_000
+    rng = random.Random(7)
+    batch = [R.SAMPLERS["flip_flop"](rng, n) for n in (1, 2, 100, 181, 191, 192)]
+    assert_same(prog, cm, [prog.parse_input(" ".join(map(str, x))) for x in batch])
 
 
 def test_wide_token_programs_are_compact_and_exact():
