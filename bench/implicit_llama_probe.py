@@ -57,7 +57,7 @@ def main(argv=None):
     ap.add_argument("--every", type=int, default=250)
     ap.add_argument("--eval-len", type=int, default=None)
     ap.add_argument("sets", nargs="*", help="KEY=VALUE, as --set")
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)
     if not (1 <= a.length <= 64 and 0 <= a.steps <= 100_000 and 1 <= a.every
             and 1 <= (a.eval_len or a.length) <= 64):
         ap.error("length and --eval-len in 1..64, steps in 0..100000, --every >= 1")
