@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -50,3 +52,18 @@ def test_tables_from_compare_runs_keep_the_notes(tmp_path):
     assert rows[2].startswith("| z60_k8 | gru | valid (L 8) | 0.900 ± 0.010 | 0.900 | 500 | — | — |")
     assert "| z60_k8 | implicit_mamba2 | 1234 | train_k | 128 | 800 | 300 | 40 |" in text
     assert not any("lstm" in r for r in rows)
+
+
+@pytest.mark.slow
+def test_implicit_llama_probe_reports_every_position(capsys):
+    """bench/implicit_llama_probe.py: checks its labels against the task's, then prints one
+    JSON row per evaluation with an accuracy per position of the evaluation length.
+    Slow: the label check builds the task's RASP labeler (~3 s at load 15)."""
+    spec = importlib.util.spec_from_file_location("bench_probe", ROOT / "bench" / "implicit_llama_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    probe.main(["implicit_llama", "2", "2", "--every", "2", "--eval-len", "3", "d_model=16", "d_ff=32",
+                "n_head=2", "batch_size=4", "f_max_iter=3", "test_max_iter=3"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["step"] for r in rows] == [0, 2]
+    assert all(len(r["position"]) == 3 and 0 <= r["token"] <= 1 and r["iterations"] >= 1 for r in rows)

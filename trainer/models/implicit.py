@@ -204,6 +204,8 @@ def implicit_presets(cpu: dict, paper: dict) -> dict:
 # token 0.62 / sequence 0.07 at L 8 by step 3 000 (750 s of training), still rising; seed 1
 # only token 0.34 / sequence 0.00 (1 295 s at load 6-8).  3 000
 # steps is what fits the ~15 min a cpu run may take; it does not reach P3's 0.9.
+# 2026-11-26 (bench/implicit.md): lr 3e-3 with a 200-step warm-up took seed 1 to 0.756 sequence
+# accuracy at L 8 in 3 000 steps but seed 0 only to 0.050 (0.066 at 1e-3): unchanged until three seeds decide.
 IMPLICIT_LLAMA_WORDS_CPU = dict(steps=3000, eval_every=500)
 
 
