@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import results_page as RP
 from test_compare_crosscheck import fixture as counting_fixture
 from test_compare_summary import flip_run, write
@@ -63,3 +65,9 @@ def test_one_command_writes_the_page_and_check_compares_it(tmp_path, capsys):
 def test_no_result_folders_is_said_plainly(tmp_path, capsys):
     assert RP.main(["--results", str(tmp_path), "--page", str(tmp_path / "r.md")]) == 2
     assert "no result folders" in capsys.readouterr().err
+
+
+@pytest.mark.heavy
+def test_the_committed_results_page_matches_its_result_folders(capsys):
+    # docs/results.md is no older than the report code: a change to the reports regenerates it
+    assert RP.main(["--check"]) == 0, capsys.readouterr().out
