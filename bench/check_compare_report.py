@@ -159,6 +159,8 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
     summ = s.get("summary")
     if summ is None:
         return [f"{s['suite']}: no summary"]
+    if summ.get("withheld"):                       # the suite says why its runs cannot rank models
+        return [f"{s['suite']}: summary withheld but it ranks {len(summ['rows'])} ranges"] if summ["rows"] else []
     unranked = set(summ.get("unranked_models", []))
     want = []
     for t in s["tables"]:
