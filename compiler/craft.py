@@ -73,8 +73,7 @@ class Crafter:
         self.fused: dict = {}          # map node -> (leaf nodes, composed function)
         self.absorbed: set = set()      # maps computed inside a consumer's fused MLP
         self.onehots: dict = {}         # (numeric node, stage) -> its one-hot code (see onehot)
-        self.droppable: list = []       # tables built before knowing anything reads them (drop_unread)
-        self.width_raw: dict = {}       # sel_width node -> its head's BOS share 1/(w+1) (a dim)
+        self.eager_squares: list = []   # square tables built before knowing a select would read them
         self.value_heads: dict = {}     # numeric aggregate -> (head, value rep, default): one key's value
         self.plan_fusion()
 
@@ -400,7 +399,7 @@ class Crafter:
             # once |t| ~ 1000, and read a clocked output's v + offset as itself:
             # read the output through a one-hot table instead
             out = self.to_cat(self.ir.output, out)
-        self.drop_unread(out)
+        self.drop_unread_squares(out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
             out = out.map_forms(self.res.carry_fix)
@@ -413,11 +412,10 @@ class Crafter:
                         u.inp = self.res.carry_fix(u.inp)
         return out
 
-    def drop_unread(self, out):
-        """Remove the tables nothing reads: square tables build_node made for
-        a select that then compared digits or one-hot codes, and sel_width
-        decoders whose widths were only compared (`compare_widths`).  A dead
-        table would still widen its layer's MLP."""
+    def drop_unread_squares(self, out):
+        """Remove the square tables build_node made for a select that then
+        compared digits or one-hot codes instead (nothing reads them; a dead
+        table would still widen its layer's MLP)."""
         read = rep_dims(out) if not isinstance(out, ClockedNum) else \
             rep_dims(out.value) | set(out.done_value) | set(out.done)
         for s, init in self.state.values():
@@ -426,7 +424,7 @@ class Crafter:
                     read |= rep_dims(r)
         for op in self.ops:
             read |= op.reads()
-        dead = {id(op) for op in self.droppable if not set(op.writes) & read}
+        dead = {id(op) for op in self.eager_squares if not set(op.writes) & read}
         self.ops = [op for op in self.ops if id(op) not in dead]
 
     def numeric_clock(self) -> bool:
@@ -514,7 +512,7 @@ class Crafter:
                 and A.numeric_eq_exact([max(abs(r.lo), abs(r.hi))]):    # wider ones are compared by digits
             before = len(self.ops)
             self.add_square(node, r, points=sorted(self.vals(node)))
-            self.droppable += self.ops[before:]      # (none for a constant)
+            self.eager_squares += self.ops[before:]      # (none for a constant)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
@@ -603,9 +601,6 @@ class Crafter:
                 return f(*a)
             # steps only between the values the operand can take (its value set at L)
             return self.tabulate(node, x, g, want_cat, points=sorted(self.vals(node.inputs[i])))
-        if op in ("lt", "le", "gt", "ge") and set(out_vals) == {0, 1} and self.compare_widths_exact() \
-                and all(i in self.width_raw and self.pg.stage.get(i) == self.stage for i in node.inputs):
-            return self.compare_widths(node, op, want_cat)
         if op in COMPARE and len(nonconst) == 2:
             a, b = args
             d = Num(lin_add(a.numeric(), (-1.0, b.numeric())), a.lo - b.hi, a.hi - b.lo)
@@ -685,30 +680,6 @@ class Crafter:
         self.mlp(self.op_label(node.op, node), units, {dim})
         vals = sorted(self.vals(node))
         return Num(lin_add(free, {dim: 1.0}), vals[0], vals[-1])
-
-    def compare_widths_exact(self) -> bool:
-        """Whether two sel_width heads' BOS shares a = 1/(w+1) order their
-        widths through one sharp step: K (a1 - a2) with K = (L+1)(L+2) is >= 1
-        for w1 < w2 <= L (1/(w+1) - 1/(w+2) >= 1/K), <= -1 for w1 > w2, and,
-        for equal widths, only the softmax's float32 rounding (a few ulps of
-        a <= 1) times K, kept below 0.1: L <= 322 (--max-len 80)."""
-        return 8 * 2.0 ** -23 * (self.L + 1) * (self.L + 2) <= 0.1
-
-    def compare_widths(self, node, op, want_cat):
-        """w1 < w2 (and >, <=, >=) for two sel_width values, from their heads'
-        raw shares (one step, 2 units) instead of decoding each width (L units
-        each; an unread decoder is dropped, drop_unread)."""
-        a1, a2 = (self.width_raw[i] for i in node.inputs)
-        K = float((self.L + 1) * (self.L + 2))
-        first_smaller = op in ("lt", "ge")          # lt: a1 > a2; ge = not lt; gt: a2 > a1; le = not gt
-        x = {a1: K, a2: -K} if first_smaller else {a2: K, a1: -K}
-        dim = self.alloc(f"{op} of widths", False)
-        units = M.step_units(x, 1.0, {dim: 1.0})
-        self.mlp(self.op_label(f"{op} of widths", node), units, {dim})
-        strict = {dim: 1.0}
-        rest = lin_add(NOTBOS, (-1.0, strict))
-        rep = Cat({1: strict, 0: rest}) if op in ("lt", "gt") else Cat({1: rest, 0: strict})
-        return rep if want_cat else self.as_num(node, rep)
 
     def is_update(self, node):
         return self.stage == "body" and any(v.update is node for v in self.pg.loop_vars())
@@ -1289,10 +1260,7 @@ class Crafter:
         if node in self.need_sq:
             outputs.append(("num", lambda w: w * w))
         reps, units = M.selwidth_decode(raw, self.L, outputs, self.alloc)
-        before = len(self.ops)
         self.mlp(f"decode {label}", units, self.unit_writes(units))
-        self.width_raw[node] = raw
-        self.droppable += self.ops[before:]
         rep = reps[0]
         if len(reps) > 1:
             rep.sq = reps[1].lin
