@@ -46,7 +46,6 @@ from rasp import atomic                                  # noqa: E402
 from rasp.errors import RaspError                        # noqa: E402
 from trainer.compare import estimate as E                # noqa: E402
 from trainer.compare import grid as G                    # noqa: E402
-from trainer.compare.runner import read_json             # noqa: E402
 from trainer.compare.suite import PRESETS, available_suites, load_suite   # noqa: E402
 
 ABOUT = ("Reference speeds of `rasp compare` cells (task x model x preset): seconds per training step, per "
@@ -108,8 +107,6 @@ def main(argv=None) -> int:
         p.error(f"--steps must be from 2 to {E.MAX_PROBE_STEPS}")
     names = lambda s: [x for x in s.split(",") if x] if s else None   # noqa: E731
     out = Path(args.out)
-    doc = read_json(out)
-    doc = doc if isinstance(doc, dict) and isinstance(doc.get("cells"), dict) else {"cells": {}}
     where = machine()
     startup = process_startup()
     print(f"{where}; a fresh process starts in {startup:.1f} s (load {os.getloadavg()[0]:.2f})", flush=True)
@@ -124,13 +121,12 @@ def main(argv=None) -> int:
                 except RaspError as e:
                     print(f"{key}: {e}", file=sys.stderr, flush=True)
                     continue
-                fresh = read_json(out)            # another bench may have written cells meanwhile
-                doc = fresh if isinstance(fresh, dict) and isinstance(fresh.get("cells"), dict) else doc
-                doc["cells"][key] = m
                 print(f"{key}: {1 / m['per_step_s']:.3g} steps/s, validation {m['valid_s']:.2f} s, "
                       f"evaluation {m['eval_s']:.1f} s (load {m['load']:g})", flush=True)
-                doc.update(about=ABOUT, cells=dict(sorted(doc["cells"].items())))
-                atomic.write_json_atomic(out, doc, indent=1)       # after every cell: an interrupted bench keeps its work
+                # read again (another bench may have written cells meanwhile), written after every
+                # cell (an interrupted bench keeps its work)
+                cells = {**E.reference_speeds(out), key: m}
+                atomic.write_json_atomic(out, {"about": ABOUT, "cells": dict(sorted(cells.items()))}, indent=1)
     return 0
 
 

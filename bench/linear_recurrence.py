@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rasp.atomic import write_text_atomic  # noqa: E402
+from trainer.tasks.scoring import summary  # noqa: E402
 
 # (group, task, model, extra rasp-train flags, P3's verdict for that setting)
 # P3 Table 4 (counting, 1 layer, hidden 8 / 64): offset solved at L = 200 by
@@ -132,11 +133,9 @@ def headline(split: dict, wanted=None) -> str:
 
 
 def mean_se(values: list) -> str:
-    """"m ± se (n)" over seeds; the value alone, marked, for one seed."""
-    if len(values) == 1:
-        return f"{values[0]:.3f} (1 seed)"
-    v = np.asarray(values, float)
-    return f"{v.mean():.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}"
+    """"m ± se" over seeds (the comparison cells' summary); the value alone, marked, for one seed."""
+    s = summary(values)
+    return f"{s['mean']:.3f} ± {s['se']:.3f}" if s["se"] is not None else f"{s['mean']:.3f} (1 seed)"
 
 
 def read_run(out: Path):

@@ -863,26 +863,24 @@ class Crafter:
     def clamped(self, node, r, a, b, square):
         """min(max(r, a), b) = a + relu(r - a) - relu(r - b): two units (and,
         with `square`, the square table of a quadratic equality score when the
-        clamped range allows one), built in the stage that computes the node;
-        cached by node, stage and range."""
+        clamped range allows one), or the aggregate's own head where it can
+        (clamped_by_head); built in the stage that computes the node, cached
+        by node, stage and range."""
         stage = self.pg.stage.get(node, self.stage)
-        key = ("clamp", node, stage, a, b, square)
-        if key not in self.onehots:
-            self.onehots[key] = self.clamped_by_head(node, r, a, b, square, stage)
-        if self.onehots[key] is None:
-            outer, self.stage = self.stage, stage if stage in ("pre", "body", "post") else self.stage
-            try:
-                x = r.numeric()
-                dim = self.alloc(f"clamp {a}..{b}")
-                units = [Unit(x, -float(a), {dim: 1.0}), Unit(x, -float(b), {dim: -1.0})]
-                self.mlp(self.op_label("clamp", node), units, {dim})
-                out = Num(lin_add({dim: 1.0}, (float(a), NOTBOS)), a, b)
-                if square and A.numeric_eq_exact(self.magnitudes(out)):
-                    self.add_square(node, out)
-                self.onehots[key] = out
-            finally:
-                self.stage = outer
-        return self.onehots[key]
+
+        def build():
+            by_head = self.clamped_by_head(node, r, a, b, square, stage)
+            if by_head is not None:
+                return by_head
+            x = r.numeric()
+            dim = self.alloc(f"clamp {a}..{b}")
+            units = [Unit(x, -float(a), {dim: 1.0}), Unit(x, -float(b), {dim: -1.0})]
+            self.mlp(self.op_label("clamp", node), units, {dim})
+            out = Num(lin_add({dim: 1.0}, (float(a), NOTBOS)), a, b)
+            if square and A.numeric_eq_exact(self.magnitudes(out)):
+                self.add_square(node, out)
+            return out
+        return self.in_node_stage(node, ("clamp", node, a, b, square), build)
 
     def clamped_by_head(self, node, r, a, b, square, stage):
         """For `clamped`: agg + c, an aggregate that returns one key's value

@@ -57,11 +57,15 @@ def initial_model(cfg, spec, hp, data, device):
         # carry the same length-scaled quantities, but the probe needs exactness
         info["frozen"] = fragile_tensors(exact, spec, hp, data)
     info["params"] = model.num_params()
-    if hp.keep_zeros:
-        # its zeros stay zero in training (trainer/loop.py), so every step can
-        # skip them: the same model, 3x faster fine-tunes of compiled addition
-        model = zero_skipping(model)
-    return model.to(device), info
+    return trained_form(model, hp, "compiled").to(device), info
+
+
+def trained_form(model, hp, init: str):
+    """The module a run trains (and resumes): a compiled start with
+    keep_zeros trains its zero-skipping copy (its zeros stay zero in
+    training, trainer/loop.py, so every step can skip them: the same model,
+    3x faster fine-tunes of compiled addition); any other model as it is."""
+    return zero_skipping(model) if hp.keep_zeros and init == "compiled" else model
 
 
 def fragile_tensors(model, spec, hp, data, samples: int = 32, long_samples: int = 8) -> list:

@@ -12,11 +12,10 @@ from typing import Optional
 import numpy as np
 import torch
 
-from model import zero_skipping
 from trainer import checkpoint, loop, objectives, stopping, validate
 from trainer.compiled import has_clock
 from trainer.data import TaskData
-from trainer.initialise import initial_model
+from trainer.initialise import initial_model, trained_form
 from trainer.labels import ProgramLabeler
 from trainer.models import get_model_spec
 from trainer.hparams import HParams
@@ -115,10 +114,8 @@ class FanKind:
         return initial_model(self.cfg, self.spec, self.hp, self.data, device)
 
     def load_model(self, ckpt, state, device):
-        model = checkpoint.load_model(ckpt, device)
-        # a compiled start resumes as it began (initialise.initial_model)
-        compiled_start = (state.get("init_info") or {}).get("init") == "compiled"
-        return zero_skipping(model) if self.hp.keep_zeros and compiled_start else model
+        init = (state.get("init_info") or {}).get("init")
+        return trained_form(checkpoint.load_model(ckpt, device), self.hp, init)     # resumes as it began
 
     def restore(self, state: dict):
         self.rng.bit_generator.state = state["numpy_rng"]
