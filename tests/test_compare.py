@@ -435,7 +435,7 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
     defines (for the tasks this trainer has), and evals ask for known splits."""
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
-    from trainer.compare.suite import cell_attrs, row_runs
+    from trainer.compare.suite import absent_at_preset, cell_attrs, row_runs
     checked = 0
     for name in available_suites():
         s = load_suite(name)
@@ -445,9 +445,11 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
                     if not row_runs(t, row):
                         continue
                     for col in t.columns:
+                        if absent_at_preset(t, col, row, preset):
+                            continue
                         a = cell_attrs(t, col, row, preset)
                         task = TASKS.get(s.task(a["task"]).task)
-                        if not isinstance(task, SeqTask) or R.not_at_preset(col, preset):
+                        if not isinstance(task, SeqTask):
                             continue
                         assert a.get("split") in task.splits, (name, preset, t.id, row.label, col.label, a.get("split"))
                         assert a["metric"] in task.metrics, (name, t.id, a["metric"], task.metrics)
@@ -663,6 +665,24 @@ def test_a_column_only_the_paper_preset_evaluates_is_left_out_at_cpu(tmp_path):
     assert cell["ours"] == {"status": "not run", "text": "not at preset cpu"}
     table = doc["suites"][0]["tables"][0]
     assert [c["shown"] for c in table["columns"]] == [True, False]
+
+
+def test_a_task_only_the_paper_preset_runs_has_no_cpu_cells(tmp_path):
+    """A [[tasks]] entry with presets = ["paper"]: a table row naming it per preset has no
+    cell at cpu (no run, nothing to check, not in the seed line), while a plain name is refused."""
+    text = SUITE.replace('name = "boom"\ntask = "boom"', 'name = "boom"\ntask = "boom"\npresets = ["paper"]')
+    bad = write(tmp_path / "plain.toml", text)
+    with pytest.raises(RaspError, match=r"task 'boom' has no cpu runs \(its presets: paper\)"):
+        load_suite(str(bad))
+    s = load_suite(str(write(tmp_path / "paper_task.toml", text.replace('  task = "boom"\n', '  task = { paper = "boom" }\n'))))
+    assert [r.task_entry for r in G.expand(s, "cpu")] == ["flip"] * 4
+    out = tmp_path / "out"
+    finished_run(out / "flip__gru__cpu__s0", {"dense": 0.9, "sparse": 0.5})
+    R.record_selection(out, s, "cpu", 1, ["gru"], None)
+    doc = R.write_report(out, plots=False)
+    cell = R.find_report_cell(doc, "mini", "t1", "Boom GRU", "dense")
+    assert cell["ours"] == {"status": "not run", "text": "not at preset cpu"}
+    assert R.find_report_cell(doc, "mini", "t1", "GRU", "dense")["ours"]["status"] == "ok"
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):

@@ -16,7 +16,7 @@ from rasp import atomic
 from trainer.compare import grid as G
 from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
-from trainer.compare.suite import MAX_SEEDS, PRESETS, Suite, Table, cell_attrs, load_suite, resolve, row_runs
+from trainer.compare.suite import MAX_SEEDS, PRESETS, Suite, Table, absent_at_preset, cell_attrs, load_suite, resolve, row_runs
 from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"
@@ -184,12 +184,6 @@ def axis_heading(label: str, ours: Optional[str], paper: str) -> str:
     return f"{label} (ours: {ours}; paper: {paper})" if paper not in ("—", "") else f"{label} (ours: {ours})"
 
 
-def not_at_preset(col, preset: str) -> bool:
-    """A column whose split is given per preset, without this one."""
-    split = col.attrs.get("split")
-    return isinstance(split, dict) and resolve(split, preset) is None
-
-
 def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: int) -> dict:
     rows = []
     for row in table.rows:
@@ -197,7 +191,7 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
         cells = []
         for i, col in enumerate(table.columns):
             cell = {"column": col.label, "published": published_cell(table, row, i, suite)}
-            if runs_row and not_at_preset(col, preset):      # e.g. a split only the paper preset evaluates
+            if runs_row and absent_at_preset(table, col, row, preset):   # e.g. a task only the paper preset runs
                 cell["attrs"] = cell_attrs(table, col, row, preset)
                 cell["ours"] = {"status": "not run", "text": f"not at preset {preset}"}
             elif runs_row:
@@ -252,7 +246,8 @@ def suite_report(out: Path, sel: dict) -> dict:
     seeds = len(G.seeds_for(suite, preset, sel.get("seeds")))
     # model and task entries with their own seed count (fewer for the cells that carry no claim)
     fewer = {**{m.label: len(G.seeds_for(suite, preset, sel.get("seeds"), model=m.name)) for m in suite.models},
-             **{f"task {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), task=t.name)) for t in suite.tasks}}
+             **{f"task {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), task=t.name)) for t in suite.tasks
+                if t.presets is None or preset in t.presets}}
     fewer = {k: v for k, v in fewer.items() if v != seeds}
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}

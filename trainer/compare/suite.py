@@ -603,8 +603,8 @@ class _Parser:
                         raise self.loc.error(f"[[tables]] {table.id}, row {row.label!r}, column {col.label!r}: "
                                              f"{e}", self.loc.line_of(e.text) if e.text in self.loc.text
                                              else row.line) from None
-                    if not row_runs(table, row):
-                        continue         # a published-only row (a paper's row we do not run)
+                    if not row_runs(table, row) or absent_at_preset(table, col, row, preset):
+                        continue         # a published-only row (a paper's row we do not run), or no cell here
                     for key, names, what in (("task", [t.name for t in suite.tasks], "task"),
                                              ("model", [m.name for m in suite.models], "model"),
                                              ("eval", [e.name for e in suite.evals], "eval")):
@@ -676,6 +676,14 @@ def fill_templates(attrs: dict) -> dict:
         return v
 
     return {k: value(k, ()) for k in attrs}
+
+
+def absent_at_preset(table: Table, column: Column, row: Row, preset: str) -> bool:
+    """A cell whose task or split is given per preset, without this one (a split
+    only the paper preset evaluates, a task only the paper preset runs): no run
+    of ours at this preset, and nothing to check."""
+    merged = {**table.attrs, **column.attrs, **row.attrs}
+    return any(isinstance(merged.get(k), dict) and resolve(merged[k], preset) is None for k in ("task", "split"))
 
 
 def cell_attrs(table: Table, column: Column, row: Row, preset: str) -> dict:
