@@ -49,10 +49,10 @@ def test_one_command_writes_the_page_and_check_compares_it(tmp_path, capsys):
     assert "](results/flipflop/plots/flipflop_cpu_flipflop_test_128_p0.1_last_read_acc.png)" in text
     assert (results / "flipflop" / "plots" / "flipflop_cpu_flipflop_test_128_p0.1_last_read_acc.png").exists()
     assert RP.main(["--results", str(results), "--page", str(page), "--check"]) == 0      # plots aside
-    assert "matches a regeneration; 0 report mismatches" in capsys.readouterr().out
+    assert "match a regeneration; 0 report mismatches" in capsys.readouterr().out
     page.write_text(text.replace("92.3 ± 1.5 (3 seeds)", "95.0 ± 1.5 (3 seeds)", 1))
     assert RP.main(["--results", str(results), "--page", str(page), "--check"]) == 1
-    assert "differs from a regeneration" in capsys.readouterr().out
+    assert "results.md differ from a regeneration" in capsys.readouterr().out
     # an eval file edited after the page was written: the page is stale
     RP.main(["--results", str(results), "--page", str(page)])
     ev = kept / "flipflop__ut__cpu__s1" / "eval.json"

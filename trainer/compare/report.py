@@ -294,10 +294,14 @@ def _run_row(r: RunResult) -> dict:
     return row
 
 
-def write_report(out: Path, plots: bool = True) -> dict:
+def write_report(out: Path, plots: bool = True, keep: Optional[dict] = None) -> dict:
+    """Write DIR's report; `keep`, when given, receives each suite's full
+    report (its runs included) by (suite, preset), for pages drawn from the same runs."""
     out = Path(out)
     manifest = read_manifest(out)
     suites = [suite_report(out, sel) for sel in manifest["suites"].values()]
+    if keep is not None:
+        keep.update({(s["suite"], s["preset"]): s for s in suites})
     if plots:
         from trainer.compare.plots import suite_plots
         for s in suites:
