@@ -131,7 +131,7 @@ def ordering(name: str, t: dict, rows: list) -> list:
             + f"  Seed noise ({method_name()} on each seed's mean over these columns, beyond noise at "
               f"p ≤ {ALPHA:g}): ")
     if not close:
-        text += f"each of the {steps} steps of our ordering is beyond noise."
+        text += "no step of our ordering is within noise."
     elif len(close) == steps:
         text += f"every step of our ordering is within noise ({', '.join(close)})."
     else:
