@@ -84,9 +84,10 @@ GROUPS = [
            ("mamba_1l", "✗ (1 layer)"), ("mamba_2l", "✓ (2 layers); extrapolates to longer blanks"),
            ("nru_1l", "learns ✓ (1 layer); extrapolates to longer blanks"),
            ("nru_2l", "learns ✓ (2 layers); extrapolates to longer blanks")],
-          "The `memory` suite's copy_blanks runs at its cpu preset: the same splits this page's own runs used "
-          "(`COPY_CPU`: train_cpu / valid_cpu, S = 5 symbols, blanks T 5..20; tested at blanks 40 and 80), at the suite's "
-          "1 and 2 layers."),
+          "The `memory` suite's copy_blanks runs at its cpu preset, on the same splits as this page's earlier "
+          "runs of its own (trained on train_cpu / valid_cpu: S = 5 symbols, blanks T 5..20; tested at blanks 40 "
+          "and 80), at the suite's 1 and 2 layers and its 300 steps (the earlier runs: the layers of the cpu "
+          "preset then, 954-1000 steps)."),
     Group("words (Z60)", "words", "p3_table2", "seq_acc",
           [("z60_k8", "valid", "1X (valid)"), ("z60_k8", "test_16", "2X (test_16)"),
            ("z60_k8", "test_32", "4X (test_32)")],

@@ -20,7 +20,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -162,7 +161,8 @@ def suite_section(name: str, folder: Path, report=R.folder_suite_report) -> list
         sizes = sorted({n for r in ran for j in cols if r["cells"][j]["ours"]["status"] == "ok"
                         for n in split_stats(doc, r["cells"][j])[1]})
         seeds = ", ".join(f"{k} {label}" for k, label in R.seed_groups(doc.get("seeds_by_model") or {}))
-        lines += [f"Ours: `rasp compare {name} --preset {PRESET}` ({doc['seeds']} seeds{'; ' + seeds if seeds else ''}), "
+        seeds = f"{doc['seeds']} seeds" + (f"; {seeds}" if seeds else "")
+        lines += [f"Ours: `rasp compare {name} --preset {PRESET}` ({seeds}), "
                   f"collected in `{shown_path(folder)}` (how and where it ran: its notes.md); {t['title']}.  Cells: "
                   f"mean ± standard error over the seeds (their number), then the mean executed depth over them; "
                   f"{'/'.join(map(str, sizes)) or '?'} test examples per split.  Steps, train s and eval s: means "
@@ -187,7 +187,8 @@ def suite_section(name: str, folder: Path, report=R.folder_suite_report) -> list
                                                             for j in cols) + " |")
         lines += ordering(name, t, ran)
         if doc["summary"].get("withheld"):
-            lines += ["", f"The suite's report does not rank its models at preset {PRESET}: {doc['summary']['withheld']}"]
+            lines += ["", f"The suite's report does not rank its models at preset {PRESET}: "
+                          f"{doc['summary']['withheld']}"]
         lines.append("")
     return lines
 
