@@ -151,6 +151,8 @@ def suite_section(name: str, folder: Path, report=R.folder_suite_report) -> list
     if doc is None:
         return [f"## `{name}`", "", f"Not run: no `{name}` selection at preset {PRESET} in `{shown_path(folder)}`.", ""]
     lines = [f"## {doc['title']}", ""]
+    if not any(t["selected"] for t in doc["tables"]):
+        lines += [f"Not run: no run of this suite's tables in `{shown_path(folder)}`.", ""]
     for t in doc["tables"]:
         if not t["selected"]:
             continue
