@@ -1,215 +1,173 @@
-"""Benchmark: P3's linear-recurrence baselines (S4D, Mamba, NRU) on CPU,
-beside P3's published ✓/✗ (docs/benchmarks.md §3, §6, §7).
+"""Benchmark page: P3's linear-recurrence baselines (S4D, Mamba, NRU) on CPU,
+beside P3's published ✓/✗ (docs/benchmarks.md §3, §6, §7), tabulated from the
+committed result folders docs/results/<suite>/ (see bench/results_page.py).
 
-    python bench/linear_recurrence.py --out runs/bench_linrec              # train + evaluate all
-    python bench/linear_recurrence.py --out runs/bench_linrec --only counting
-    python bench/linear_recurrence.py --out runs/bench_linrec --report-only  # rebuild the table
+    python bench/results_page.py                  # regenerates this page with docs/results.md
+    python bench/linear_recurrence.py             # this page alone
+    python bench/linear_recurrence.py --results runs   # from your own `rasp compare --out runs/<suite>`
 
-Every run is `rasp train --preset cpu` followed by `rasp eval` (the code a
-user runs), two at a time, one torch thread each, under `nice`; a finished
-run (summary.json + eval.json) is not run again.  Training runs the preset's
-steps, so a rerun gives the same figures whatever the machine's load
-(`--max-wall` stops on the clock instead, for a quick look; its rows then
-depend on the load and are marked).  Writes bench/linear_recurrence.md (or
---md): one row per setting with the headline metric on every evaluated split
-as mean ± standard error over the seeds that finished, P3's verdict for the
-same setting, and the machine load.
+The runs are `rasp compare`'s: counting = the `counting` suite's models
+s4d_h8/h64, mamba_h8/h64, nru_h8/h64; copying = the `memory` suite's
+copy_blanks runs of s4d/mamba/nru at 1 and 2 layers; words = the `words`
+suite's Z60 runs of s4d/mamba/nru.  To train them yourself:
+
+    rasp compare counting --preset cpu --models s4d_h8,s4d_h64,mamba_h8,mamba_h64,nru_h8,nru_h64 --out runs/counting
+    rasp compare memory --preset cpu --tasks copy_blanks --models s4d_1l,s4d_2l,mamba_1l,mamba_2l,nru_1l,nru_2l --out runs/memory
+    rasp compare words --preset cpu --tasks z60_k8 --models s4d,mamba,nru --out runs/words
+    python bench/linear_recurrence.py --results runs --md /tmp/linear_recurrence.md
+
+(This script used to train its own runs; that was `rasp compare` again, with
+its own run names and a `--max-wall` whose step count depended on the load,
+so it now only tabulates.)  Cells come from the report's own code
+(trainer/compare/report.py our_cell: mean ± standard error over the seeds,
+their number, ✓/✗ by the suite table's criterion); a cell no run stands
+behind reads "not run".
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rasp.atomic import write_text_atomic  # noqa: E402
-from trainer.tasks.scoring import summary  # noqa: E402
+from bench.recurrent_transformers import shown_path  # noqa: E402
+from trainer.compare import report as R  # noqa: E402
+from trainer.compare.runner import read_json  # noqa: E402
+from trainer.compare.suite import load_suite  # noqa: E402
 
-# (group, task, model, extra rasp-train flags, P3's verdict for that setting)
+PRESET = "cpu"
+RESULTS = ROOT / "docs" / "results"
+PAGE = ROOT / "bench" / "linear_recurrence.md"
+
+
+@dataclass
+class Group:
+    name: str
+    suite: str
+    table: str            # the suite table whose scale, digits and ✓/✗ criterion the cells use
+    metric: str
+    columns: list         # (task entry, split, heading)
+    rows: list            # (model entry, P3's verdict for that setting)
+    about: str
+
+
 # P3 Table 4 (counting, 1 layer, hidden 8 / 64): offset solved at L = 200 by
 # S4D ✓✓ and NRU ✓✓, not by 1-layer Mamba ✗✗; Table 5 (phase alignment,
 # hidden 8 / 64): two ISI S4D ✓✓ NRU ✗✓ Mamba ✗✗, double ISI S4D ✓✓ NRU ✓✓
-# Mamba ✗✗ (test_long_iti, a 600-token signal, has no P3 verdict).  Table 2 (words, k = 8):
-# Mamba (and S4/Transformer/IDS4) ✓ at 1X only; NRU ✓ 1X..5X.  S4D is not in
-# Table 2; P3 §4.1 groups it with Mamba ("consistent with Grazzi et al."),
-# hence "✓ 1X, ✗ 2X+" for it too.  Table 3 (copying S = 10, T ≤ 50, 1 / 2
-# layers): S4D ✓✓, Mamba ✗✓, NRU ✓✓.
-# CPU-sized copying: S = 5 symbols, blanks T in 5..20 (the task's *_cpu splits)
-COPY_CPU = ["--set", "train_split=train_cpu", "--set", "valid_split=valid_cpu"]
-RUNS = [
-    ("counting", "counting", "s4d", ["--d-model", "8"], "offset ✓, two ISI ✓, double ISI ✓"),
-    ("counting", "counting", "mamba", ["--d-model", "8"], "offset ✗, two ISI ✗, double ISI ✗"),
-    ("counting", "counting", "nru", ["--d-model", "8"], "offset ✓, two ISI ✗, double ISI ✓"),
-    ("counting", "counting", "s4d", ["--d-model", "64"], "offset ✓, two ISI ✓, double ISI ✓"),
-    ("counting", "counting", "mamba", ["--d-model", "64"], "offset ✗, two ISI ✗, double ISI ✗"),
-    ("counting", "counting", "nru", ["--d-model", "64"], "offset ✓, two ISI ✓, double ISI ✓"),
-    ("words", "words_z60", "s4d", [], "✓ 1X, ✗ 2X+ (as S4/Mamba)"),
-    ("words", "words_z60", "mamba", [], "✓ 1X, ✗ 2X+"),
-    ("words", "words_z60", "nru", [], "✓ 1X … 5X"),
-    ("copying", "copying", "s4d", COPY_CPU, "learns ✓ (1 layer); no blank-length extrapolation"),
-    ("copying", "copying", "mamba", COPY_CPU, "✗ 1 layer / ✓ 2 layers; extrapolates to longer blanks"),
-    ("copying", "copying", "nru", COPY_CPU, "learns ✓; extrapolates to longer blanks"),
+# Mamba ✗✗.  Table 3 (copying S = 10, T ≤ 50, 1 / 2 layers): S4D ✓✓, Mamba
+# ✗✓, NRU ✓✓.  Table 2 (words, k = 8): Mamba (and S4/Transformer/IDS4) ✓ at
+# 1X only; NRU ✓ 1X..5X.  S4D is not in Table 2; P3 §4.1 groups it with Mamba
+# ("consistent with Grazzi et al."), hence "✓ 1X, ✗ 2X+" for it too.
+GROUPS = [
+    Group("counting", "counting", "p3_table4", "offset_acc",
+          [("short", "valid_cpu", "short (valid_cpu)"), ("medium", "valid_medium_cpu", "medium (valid_medium_cpu)"),
+           ("long", "valid_long_cpu", "long (valid_long_cpu)"), ("short", "test_two_isi_cpu", "two ISI"),
+           ("short", "test_double_isi_cpu", "double ISI")],
+          [("s4d_h8", "offset ✓, two ISI ✓, double ISI ✓"), ("mamba_h8", "offset ✗, two ISI ✗, double ISI ✗"),
+           ("nru_h8", "offset ✓, two ISI ✗, double ISI ✓"), ("s4d_h64", "offset ✓, two ISI ✓, double ISI ✓"),
+           ("mamba_h64", "offset ✗, two ISI ✗, double ISI ✗"), ("nru_h64", "offset ✓, two ISI ✓, double ISI ✓")],
+          "The `counting` suite at its cpu preset: every setting at 1/5 of P3's length (the *_cpu splits: "
+          "length 40 / 120 / 200), the phase-alignment tests on the models trained on the short setting.  The "
+          "rows this page showed before were P3's full-length splits (valid, test_long_iti, test_two_isi, "
+          "test_double_isi) after an older cpu preset; test_long_iti has no P3 verdict and the suite does not "
+          "evaluate it."),
+    Group("copying", "memory", "p3_table3", "acc",
+          [("copy_blanks", "valid_cpu", "valid_cpu (T 5..20)"), ("copy_blanks", "test_cpu_T40", "test_cpu_T40"),
+           ("copy_blanks", "test_cpu_T80", "test_cpu_T80")],
+          [("s4d_1l", "learns ✓ (1 layer); no blank-length extrapolation"),
+           ("s4d_2l", "learns ✓ (2 layers); no blank-length extrapolation"),
+           ("mamba_1l", "✗ (1 layer)"), ("mamba_2l", "✓ (2 layers); extrapolates to longer blanks"),
+           ("nru_1l", "learns ✓ (1 layer); extrapolates to longer blanks"),
+           ("nru_2l", "learns ✓ (2 layers); extrapolates to longer blanks")],
+          "The `memory` suite's copy_blanks runs at its cpu preset, on the same splits as this page's earlier "
+          "runs of its own (trained on train_cpu / valid_cpu: S = 5 symbols, blanks T 5..20; tested at blanks 40 "
+          "and 80), at the suite's 1 and 2 layers and its 300 steps (the earlier runs: the layers of the cpu "
+          "preset then, 954-1000 steps)."),
+    Group("words (Z60)", "words", "p3_table2", "seq_acc",
+          [("z60_k8", "valid", "1X (valid)"), ("z60_k8", "test_16", "2X (test_16)"),
+           ("z60_k8", "test_32", "4X (test_32)")],
+          [("s4d", "✓ 1X, ✗ 2X+ (as S4/Mamba)"), ("mamba", "✓ 1X, ✗ 2X+"), ("nru", "✓ 1X … 5X")],
+          "The `words` suite's Z60 runs (k = 8) at its cpu preset, scored by whole-sequence accuracy as P3."),
 ]
 
 
-# per group: the splits `rasp eval` scores (None = all) and the metric shown
-# (P3 scores word problems by whole-sequence accuracy, counting by the offset)
-EVAL = {"words": (["valid", "test_16", "test_24", "test_32", "test_40"], "seq_acc"),
-        "counting": (["valid", "test_long_iti", "test_two_isi", "test_double_isi"], "offset_acc"),
-        "copying": (["valid_cpu", "test_cpu_T40", "test_cpu_T80"], "acc")}
+def group_rows(group: Group, folder: Path, report=R.folder_suite_report) -> tuple:
+    """(the suite's report of the folder or None, {model entry: [cell per column]})."""
+    suite = load_suite(group.suite)
+    table = next(t for t in suite.tables if t.id == group.table)
+    doc = report(folder, group.suite, PRESET)
+    by_cell: dict = {}
+    for res in (doc or {}).get("_results", []):
+        by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
+    seeds = doc["seeds"] if doc else 0
+    rows = {}
+    for model, _ in group.rows:
+        rows[model] = [R.our_cell(table, {"task": task, "model": model, "split": split, "metric": group.metric},
+                                  by_cell.get((task, model), []), seeds, suite)
+                       for task, split, _ in group.columns]
+    return doc, rows
 
 
-def run_name(task: str, model: str, flags: list, seed: int) -> str:
-    tail = "_".join(f.lstrip("-").replace("-", "") for f in flags if f not in COPY_CPU)
-    return f"{task}_{model}" + (f"_{tail}" if tail else "") + f"_s{seed}"
+def run_facts(folder: Path, cells: list) -> tuple:
+    """(parameters, training steps) of a row's finished runs, '–' where none."""
+    runs = sorted({rid for c in cells for rid, v in c.get("by_run", {}).items() if isinstance(v, float)})
+    params = sorted({str((read_json(folder / r / "run.json") or {}).get("n_params", "?")) for r in runs})
+    steps = sorted({str((read_json(folder / r / "summary.json") or {}).get("step", "?")) for r in runs}, key=str)
+    return "/".join(params) or "–", "/".join(steps) or "–"
 
 
-def runs_of(selected: list, seeds: int) -> list:
-    """(setting, seed) for every seed of every selected setting."""
-    return [(r, seed) for r in selected for seed in range(seeds)]
+def group_section(group: Group, results: Path, report=R.folder_suite_report) -> list:
+    folder = Path(results) / group.suite
+    doc, rows = group_rows(group, folder, report)
+    lines = [f"## {group.name} ({group.metric})", "", group.about, ""]
+    if doc is None:
+        lines += [f"Not run: no `{group.suite}` selection at preset {PRESET} in `{shown_path(folder)}` "
+                  f"(`rasp compare {group.suite} --preset {PRESET}`, then `python bench/results_page.py --collect` "
+                  "its --out folder)."]
+    else:
+        lines += [f"From `{shown_path(folder)}` (`rasp compare {group.suite} --preset {PRESET}`, {doc['seeds']} "
+                  "seeds; how and where it ran: its notes.md)."]
+    suite = load_suite(group.suite)
+    lines += ["", "| model | params | steps | " + " | ".join(c[2] for c in group.columns) + " | P3 |",
+              "|---|---|---|" + "---|" * len(group.columns) + "---|"]
+    for model, verdict in group.rows:
+        label = suite.model(model).label
+        params, steps = run_facts(folder, rows[model])
+        lines.append(f"| {label} | {params} | {steps} | "
+                     + " | ".join(R._md_escape(c["text"]) for c in rows[model]) + f" | {verdict} |")
+    return lines + [""]
 
 
-def rasp(*args) -> list:
-    return [sys.executable, "-c", "import sys; from rasp.cli import main; sys.exit(main(sys.argv[1:]))", *args]
-
-
-def command(out: Path, group: str, task: str, model: str, flags: list, seed: int, args) -> list:
-    splits = EVAL[group][0]
-    wall = ["--max-wall", str(args.max_wall)] if args.max_wall else []
-    train = rasp("train", "--task", task, "--model", model, "--preset", "cpu", "--seed", str(seed),
-                 "--out", str(out), "--no-progress", *wall, *flags)
-    evaluate = rasp("eval", str(out), "--no-progress", "-n", str(args.eval_n),
-                    *(["--splits", ",".join(splits)] if splits else []))
-    return ["nice", "-n", "10"] + train, ["nice", "-n", "10"] + evaluate
-
-
-def finished(out: Path) -> bool:
-    try:
-        return json.loads((out / "summary.json").read_text()).get("finished") and (out / "eval.json").is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def run_all(selected: list, args) -> None:
-    # ROOT first, keeping the caller's path (packages installed with --target live there)
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
-    queue = [(r, seed) for r, seed in runs_of(selected, args.seeds)
-             if not finished(args.out / run_name(r[1], r[2], r[3], seed))]
-    running = []
-    while queue or running:
-        while queue and len(running) < args.parallel:
-            (group, task, model, flags, _), seed = queue.pop(0)
-            out = args.out / run_name(task, model, flags, seed)
-            train, evaluate = command(out, group, task, model, flags, seed, args)
-            log = open(args.out / f"{out.name}.log", "w")
-            script = " && ".join(" ".join(f"'{a}'" for a in c) for c in (train, evaluate))
-            print(f"start {out.name}", flush=True)
-            running.append((out, subprocess.Popen(["bash", "-c", script], env=env, stdout=log,
-                                                  stderr=subprocess.STDOUT), log, time.time()))
-        time.sleep(2)
-        with open(args.out / "load.jsonl", "a") as f:      # the load the timings were taken under
-            f.write(json.dumps(os.getloadavg()[0]) + "\n")
-        for item in list(running):
-            out, proc, log, t0 = item
-            if proc.poll() is not None:
-                log.close()
-                print(f"done  {out.name} rc={proc.returncode} {time.time() - t0:.0f}s", flush=True)
-                running.remove(item)
-
-
-def headline(split: dict, wanted=None) -> str:
-    """The metric shown for a split: `wanted` when the split has it, else its first."""
-    return wanted if wanted in split["metrics"] else next(iter(split["metrics"]))
-
-
-def mean_se(values: list) -> str:
-    """"m ± se" over seeds (the comparison cells' summary); the value alone, marked, for one seed."""
-    s = summary(values)
-    return f"{s['mean']:.3f} ± {s['se']:.3f}" if s["se"] is not None else f"{s['mean']:.3f} (1 seed)"
-
-
-def read_run(out: Path):
-    """(eval.json, summary.json) of a finished run, else None."""
-    try:
-        return json.loads((out / "eval.json").read_text()), json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def report(selected: list, args) -> str:
-    wall = (f"training stopped by `--max-wall {args.max_wall:g}` or the preset's steps: the step column "
-            "depends on the load" if args.max_wall else "the preset's steps")
+def render(results: Path = RESULTS, report=R.folder_suite_report) -> str:
+    """The page; `report(folder, suite, preset)` gives a suite's report (R.folder_suite_report's shape)."""
     lines = ["# Linear-recurrence baselines on CPU (P3: S4D, Mamba, NRU)", "",
-             f"Generated by `python bench/linear_recurrence.py --seeds {args.seeds}`; every run is "
-             f"`rasp train --preset cpu` ({wall}) then `rasp eval -n {args.eval_n}`, seeds 0..{args.seeds - 1}. "
-             "Cells: the metric named in each heading per evaluated split, mean ± standard error over the "
-             "seeds that finished (n = their number; one seed is marked), each seed's value a mean over the "
-             "split's examples. P3 = the paper's verdict for the same setting (docs/benchmarks.md §3, §6, §7); "
-             "ours is a CPU-sized model and minutes of training, so a ✗ here can mean under-training.", ""]
-    for group in dict.fromkeys(r[0] for r in selected):
-        rows = [r for r in selected if r[0] == group]
-        wanted = EVAL[group][1]
-        lines += [f"## {group} ({wanted})", "",
-                  "| run | n | params | steps | s per run | " + " | ".join(EVAL[group][0]) + " | P3 |",
-                  "|---|---|---|---|---|" + "---|" * len(EVAL[group][0]) + "---|"]
-        for _, task, model, flags, p3 in rows:
-            name = f"{model} {' '.join(f for f in flags if f not in COPY_CPU)}".strip()
-            done = [x for x in (read_run(args.out / run_name(task, model, flags, seed))
-                                for seed in range(args.seeds)) if x is not None]
-            if not done:
-                lines.append(f"| {name} | 0 | – | – | – | " + " | ".join("pending" for _ in EVAL[group][0])
-                             + f" | {p3} |")
-                continue
-            cells = []
-            for split in EVAL[group][0]:
-                values = [ev["splits"][split]["metrics"][headline(ev["splits"][split], wanted)]["mean"]
-                          for ev, _ in done if split in ev["splits"]]
-                cells.append(mean_se(values) if values else "–")
-            steps = sorted({str(sm.get("step", "?")) for _, sm in done})
-            secs = np.mean([sm.get("seconds", 0) for _, sm in done])
-            lines.append(f"| {name} | {len(done)} | {done[0][1].get('n_params', '?')} | {'/'.join(steps)} | "
-                         f"{secs:.0f} | " + " | ".join(cells) + f" | {p3} |")
-        lines.append("")
-    lines += [f"Load while measuring: {args.load}.", ""]
-    return "\n".join(lines)
+             "Generated by `python bench/results_page.py` (or `python bench/linear_recurrence.py`) from the result "
+             f"folders in `{shown_path(results)}`; do not edit by hand.  Cells: the metric named in each heading per "
+             "split, mean ± standard error over the seeds that finished and their number (\"1 seed\": no standard "
+             "error), each seed's value a mean over the split's examples; ✓/✗ = ours by the suite table's "
+             "criterion (counting: offset accuracy ≥ 0.9 in a majority of seeds; copying, words: mean ≥ 0.99 / "
+             "0.9); \"not run\" = no run of that cell in the folder.  Params and steps: of the runs behind the row.  "
+             "P3 = the paper's verdict for the same setting (docs/benchmarks.md §3, §6, §7); ours is a CPU-sized "
+             "model and minutes of training, so a ✗ here can mean under-training.  The suites' full tables, with "
+             "the test over seeds, are in docs/results.md.", ""]
+    for group in GROUPS:
+        lines += group_section(group, results, report)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_linrec")
-    p.add_argument("--md", type=Path, default=ROOT / "bench" / "linear_recurrence.md")
-    p.add_argument("--only", default=None, help="comma-separated groups: counting, words, copying")
-    p.add_argument("--models", default=None, help="comma-separated models (default: s4d, mamba, nru)")
-    p.add_argument("--max-wall", type=float, default=None,
-                   help="stop training after this many seconds (default: the preset's steps, reproducible)")
-    p.add_argument("--eval-n", type=int, default=500)
-    p.add_argument("--parallel", type=int, default=2)
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..K-1 per setting")
-    p.add_argument("--report-only", action="store_true")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", type=Path, default=RESULTS,
+                   help="folder holding one result folder per suite (default: docs/results)")
+    p.add_argument("--md", type=Path, default=PAGE)
     args = p.parse_args(argv)
-    groups = set(args.only.split(",")) if args.only else None
-    models = set(args.models.split(",")) if args.models else None
-    selected = [r for r in RUNS if (groups is None or r[0] in groups) and (models is None or r[2] in models)]
-    args.out.mkdir(parents=True, exist_ok=True)
-    if not args.report_only:
-        run_all(selected, args)
-    try:
-        loads = [json.loads(x) for x in (args.out / "load.jsonl").read_text().split()]
-    except OSError:
-        loads = list(os.getloadavg()[:1])
-    args.load = (f"1-minute load average {sum(loads) / len(loads):.1f} mean, {max(loads):.1f} max "
-                 f"on {os.cpu_count()} cores (other sessions share the machine)")
-    write_text_atomic(args.md, report(RUNS, args))          # every run, pending where not run yet
+    write_text_atomic(args.md, render(args.results))
     print(f"wrote {args.md}")
     return 0
 

@@ -9,9 +9,11 @@ folder's report (report.md, report.json, plots/) with `rasp compare
 docs/results.md: a summary across suites (the margins beyond seed noise and
 where each suite's tables stand), then every suite's report, after the
 hand-written docs/results/<suite>/notes.md (how it was run) where there is one.
+The same command regenerates the bench pages drawn from these folders
+(bench/recurrent_transformers.md, bench/linear_recurrence.md; BENCH_PAGES).
 
-    python bench/results_page.py                       # regenerate docs/results.md and the reports
-    python bench/results_page.py --check               # exit 1 if docs/results.md differs from a regeneration
+    python bench/results_page.py                       # regenerate docs/results.md, the reports and the bench pages
+    python bench/results_page.py --check               # exit 1 if a page differs from a regeneration
     python bench/results_page.py --collect runs/fan    # copy a run folder's results into docs/results/fan
 """
 from __future__ import annotations
@@ -30,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rasp.atomic import write_text_atomic  # noqa: E402
+from bench import linear_recurrence, recurrent_transformers  # noqa: E402
 from bench.check_compare_report import check as check_report  # noqa: E402
 from trainer.compare import report as R  # noqa: E402
 from trainer.compare.estimate import duration, load_range  # noqa: E402
@@ -40,6 +43,13 @@ PAGE = ROOT / "docs" / "results.md"
 RUN_FILES = ("run.json", "summary.json", "compare_run.json", "failed.json")     # and the eval files
 DIR_FILES = (R.MANIFEST, "speeds.json")
 GENERATED_BY = "`python bench/results_page.py`"
+# the bench pages tabulated from the same folders: file name -> (result folders, the page as committed) -> text
+# (the suite reports `regenerate` built are passed on as `report`: the runs are read once)
+BENCH_PAGES = {
+    "recurrent_transformers.md": lambda root, old, report: recurrent_transformers.render(
+        root, recurrent_transformers.kept_part(old), report=report),
+    "linear_recurrence.md": lambda root, old, report: linear_recurrence.render(root, report=report),
+}
 
 
 def result_folders(root: Path = RESULTS) -> list:
@@ -137,26 +147,49 @@ def page(folders: list, docs: list, page_dir: Path) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def regenerate(root: Path, page_path: Path, plots: bool = True, work: Path = None) -> tuple:
+def regenerate(root: Path, page_path: Path, plots: bool = True, work: Path = None, keep: dict = None) -> tuple:
     """Rebuild every folder's report (in `work`, a copy of `root`, when given:
-    the committed reports stay as they are); (page text, check problems)."""
+    the committed reports stay as they are); (page text, check problems).
+    `keep` receives the full suite reports by (folder name, suite, preset)."""
     folders = result_folders(root)
     docs, problems = [], []
     for f in folders:
         built = Path(work) / f.name if work else f
-        docs.append(R.write_report(built, plots=plots))
+        suites: dict = {}
+        docs.append(R.write_report(built, plots=plots, keep=suites))
+        if keep is not None:
+            keep.update({(f.name, *k): v for k, v in suites.items()})
         problems += [f"{f.name}: {p}" for p in check_report(built)]
     return page(folders, docs, Path(page_path).parent), problems
+
+
+def bench_pages(root: Path, bench_dir: Path, built: dict = None) -> dict:
+    """{page path: (committed text, regenerated text)} for BENCH_PAGES; `built`:
+    suite reports already made by `regenerate` (folder name, suite, preset)."""
+    built = built or {}
+
+    def report(folder: Path, suite: str, preset: str):
+        done = built.get((Path(folder).name, suite, preset)) if Path(folder).parent == Path(root) else None
+        return done if done is not None else R.folder_suite_report(folder, suite, preset)
+    out = {}
+    for name, render in BENCH_PAGES.items():
+        path = Path(bench_dir) / name
+        old = path.read_text() if path.is_file() else ""
+        out[path] = (old, render(Path(root), old, report))
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(RESULTS), help="the folder of result folders (default: docs/results)")
     ap.add_argument("--page", default=str(PAGE), help="the page to write (default: docs/results.md)")
-    ap.add_argument("--check", action="store_true", help="compare the page with a regeneration; write nothing")
+    ap.add_argument("--bench-dir", default=None, help="where the bench pages are (default: bench/ beside the "
+                    "page's docs/ folder, i.e. the repository's bench/ for docs/results.md)")
+    ap.add_argument("--check", action="store_true", help="compare the pages with a regeneration; write nothing")
     ap.add_argument("--collect", metavar="RUN_FOLDER", help="copy a rasp compare --out folder's results in")
     args = ap.parse_args(argv)
     root = Path(args.results)
+    bench_dir = Path(args.bench_dir) if args.bench_dir else Path(args.page).resolve().parent.parent / "bench"
     if args.collect:
         src = Path(args.collect)
         if not (src / R.MANIFEST).is_file():
@@ -173,21 +206,29 @@ def main(argv=None) -> int:
     if args.check:
         with tempfile.TemporaryDirectory() as scratch:
             shutil.copytree(root, Path(scratch) / "r")
-            text, problems = regenerate(root, Path(args.page), plots=False, work=Path(scratch) / "r")
+            built: dict = {}
+            text, problems = regenerate(root, Path(args.page), plots=False, work=Path(scratch) / "r", keep=built)
         committed = Path(args.page).read_text() if Path(args.page).exists() else ""
         # the plots are not rebuilt here: their lines aside, the page must be the same
         strip = lambda t: re.sub(r"\n{3,}", "\n\n", re.sub(r"^!\[.*\]\(.*\)$", "", t, flags=re.M)).strip()  # noqa: E731
-        stale = strip(committed) != strip(text)
+        stale = [args.page] if strip(committed) != strip(text) else []
+        stale += [str(p) for p, (old, new) in bench_pages(root, bench_dir, built).items() if old != new]
         for p in problems:
             print(p)
-        print(f"{args.page}: " + ("differs from a regeneration (run python bench/results_page.py)" if stale
-                                  else "matches a regeneration") + f"; {len(problems)} report mismatches")
+        print(f"{args.page} and {len(BENCH_PAGES)} bench pages: "
+              + (f"{', '.join(stale)} differ from a regeneration (run python bench/results_page.py)" if stale
+                 else "match a regeneration") + f"; {len(problems)} report mismatches")
         return 1 if stale or problems else 0
-    text, problems = regenerate(root, Path(args.page))
+    built = {}
+    text, problems = regenerate(root, Path(args.page), keep=built)
     write_text_atomic(args.page, text)
+    for path, (_, new) in bench_pages(root, bench_dir, built).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, new)
     for p in problems:
         print(p)
-    print(f"wrote {args.page} from {len(result_folders(root))} result folders; {len(problems)} report mismatches")
+    print(f"wrote {args.page} from {len(result_folders(root))} result folders, and {len(BENCH_PAGES)} bench pages "
+          f"in {bench_dir}; {len(problems)} report mismatches")
     return 1 if problems else 0
 
 

@@ -420,36 +420,42 @@ def test_rasp_train_and_eval_report_depth_and_halting_settings(tmp_path, toys, n
 # ---------------------------------------------------------------- the evidence table
 
 def test_bench_tabulates_compare_runs_with_depth_and_ordering(tmp_path):
-    """bench/recurrent_transformers.py reads `rasp compare` run folders (no
-    runner of its own): accuracy (depth) per split, P1 beside, the ordering."""
-    import importlib.util
-    path = Path(__file__).parents[1] / "bench" / "recurrent_transformers.py"
-    spec_ = importlib.util.spec_from_file_location("bench_recurrent_transformers", path)
-    bench = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(bench)
+    """bench/recurrent_transformers.py reads result folders (no runner of its
+    own): accuracy mean ± SE over seeds (depth) per split, P1 beside, the
+    ordering from means and which of its steps are within seed noise."""
+    from bench import recurrent_transformers as bench
+    from trainer.compare import report as R
     from trainer.compare.grid import expand
     from trainer.compare.suite import load_suite
     suite = load_suite("flipflop")
     splits = [c.attrs["split"]["cpu"] for c in suite.tables[0].columns]
-    accs = {"transformer": 0.9, "ut": 0.6, "gut": 0.7}            # P1 at p_i 0.98: Transformer > GUT > UT
-    for spec in expand(suite, "cpu", seeds=1):
+    # P1 at p_i 0.98: Transformer > GUT > UT; ours: Transformer > GUT (every seed) > UT (seeds overlap GUT's)
+    accs = {"transformer": [0.9, 0.92, 0.94], "gut": [0.7, 0.72, 0.68], "ut": [0.69, 0.71, 0.6]}
+    out = tmp_path / "flipflop"
+    for spec in expand(suite, "cpu", seeds=3):
         if spec.model_entry not in accs:
             continue
-        d = tmp_path / "flipflop" / spec.run_id
+        d = out / spec.run_id
         d.mkdir(parents=True)
+        (d / "run.json").write_text("{}")
         (d / "summary.json").write_text(json.dumps({"finished": True, "step": 200}))
         (d / "compare_run.json").write_text(json.dumps({"steps": [{"step": "train", "seconds": 12.0},
                                                                   {"step": "eval_default", "seconds": 3.0}]}))
-        acc = accs[spec.model_entry]
+        acc = accs[spec.model_entry][spec.seed]
         (d / "eval.json").write_text(json.dumps({"splits": {s: {"n": 400, "metrics": {"last_read_acc": {"mean": acc}},
-                                                                 "stats": {"depth": {"mean": 2.5}}} for s in splits}}))
+                                                                 "stats": {"depth": {"mean": 2.0 + spec.seed}}}
+                                                             for s in splits}}))
+    R.record_selection(out, suite, "cpu", 3, ["transformer", "ut", "gut", "tlb"], None)
     md = tmp_path / "out.md"
     md.write_text("old table\n## Reading\nhand-written\n")
-    assert bench.main(["--results", str(tmp_path), "--suites", "flipflop", "--out", str(md)]) == 0
+    assert bench.main(["--results", str(tmp_path), "--suites", "flipflop,listops", "--out", str(md)]) == 0
     text = md.read_text()
-    assert "| Transformer | 90.0 (2.5) |" in text and "| UT | 60.0 (2.5) |" in text and "| 200 | 12 | 3 |" in text
-    assert "| TLB (missing) | — |" in text and "old table" not in text and text.endswith("## Reading\nhand-written\n")
-    assert "ours Transformer 90.0 > GUT 70.0 > UT 60.0" in text and "3 of 3 model pairs are ordered as in P1." in text
+    assert "| Transformer | 92.0 ± 1.2 (3 seeds), depth 3.0 |" in text and "| 200 | 12 | 3 |" in text
+    assert "| TLB | missing | missing |" in text and "Not run: Transformer (NoPE)" in text
+    assert "old table" not in text and text.endswith("## Reading\nhand-written\n")
+    assert "ours Transformer 92.0 > GUT 70.0 > UT 66.7" in text and "3 of 3 model pairs are ordered as in P1." in text
+    assert "1 of its 2 steps are within noise: GUT > UT." in text
+    assert "Not run: no `listops` selection at preset cpu" in text
 
 
 def test_tlb_blocks_keep_default_init_ut_blocks_xavier():

@@ -89,7 +89,7 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
     """Aggregate one table cell over the seeds' runs."""
     if not results:
         return {"status": "not run", "text": "not run"}
-    eval_name = attrs.get("eval") or suite.evals_for(suite.model(attrs["model"]))[0].name
+    eval_name = cell_eval(suite, attrs)
     values, why_none = [], set()
     counts = {"failed": 0, "missing": 0, "incomplete": 0, "stale": 0}
     by_run = {}             # run id -> its value, or why it has none: the cell can be checked run by run
@@ -139,6 +139,11 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
     text += f" ({', '.join(notes)})"
     cell.update(status="ok", mean=mean, se=se, values=values, text=text)
     return cell
+
+
+def cell_eval(suite: Suite, attrs: dict) -> str:
+    """The evaluation (by name) a cell reads: its own, else its model's first."""
+    return attrs.get("eval") or suite.evals_for(suite.model(attrs["model"]))[0].name
 
 
 def seeds_note(with_value: int, runs: int) -> str:
@@ -266,6 +271,15 @@ def suite_report(out: Path, sel: dict) -> dict:
             "run_status": [_run_row(r) for r in results], "tables": tables, "_results": results, "_suite": suite}
 
 
+def folder_suite_report(out: Path, suite: str, preset: str) -> Optional[dict]:
+    """suite_report of one suite's selection at `preset` in a result folder
+    (DIR/compare.json), or None where the folder has no such selection."""
+    if not (Path(out) / MANIFEST).is_file():
+        return None
+    sel = read_manifest(out)["suites"].get(f"{suite}/{preset}")
+    return None if sel is None else suite_report(Path(out), sel)
+
+
 def _run_row(r: RunResult) -> dict:
     row = {"run_id": r.spec.run_id, "status": r.status}
     if r.failure:           # failed.json as written by the runner; any other value is shown as text
@@ -275,10 +289,14 @@ def _run_row(r: RunResult) -> dict:
     return row
 
 
-def write_report(out: Path, plots: bool = True) -> dict:
+def write_report(out: Path, plots: bool = True, keep: Optional[dict] = None) -> dict:
+    """Write DIR's report; `keep`, when given, receives each suite's full
+    report (its runs included) by (suite, preset), for pages drawn from the same runs."""
     out = Path(out)
     manifest = read_manifest(out)
     suites = [suite_report(out, sel) for sel in manifest["suites"].values()]
+    if keep is not None:
+        keep.update({(s["suite"], s["preset"]): s for s in suites})
     if plots:
         from trainer.compare.plots import suite_plots
         for s in suites:
