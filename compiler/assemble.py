@@ -35,6 +35,12 @@ class Layer:
         return [u for op in self.mlps for u in op.units]
 
 
+def layer_shape(layer: Layer) -> tuple:
+    """(n_head, d_head, d_mlp) the layer's own ops need (build_stage puts head h's
+    rows first in its d_head slot and the units first)."""
+    return (len(layer.heads), max([op.width for op in layer.heads], default=0), len(layer.units))
+
+
 def group(ops, n_layers):
     return [Layer([op for op in ops if op.layer == i]) for i in range(n_layers)]
 
@@ -148,8 +154,11 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     remap = {int(old): i for i, old in enumerate(keep)}
     feats = [(name, remap[dim]) for name, dim in (("one", ONE), ("index", IDX), ("index_sq", IDX2))
              if dim in remap]
+    # each block only as wide as its own ops: a wide op is paid by its layer, not by all
+    shapes = [layer_shape(layer) for ops, n in stages.values() for layer in group(ops, n)]
     cfg = LoopedConfig(vocab_size=len(vocab), out_vocab_size=len(tokens), d_model=len(keep), n_head=nh,
                        d_head=dh, d_mlp=dm, n_prelude=len(pre), n_body=len(body), n_postlude=len(post),
+                       block_shapes=[list(s) for s in shapes],
                        norm="none", activation="relu", input_injection=True, body_final_norm=False,
                        bias=True, attn_scale=1.0, bos=True, position_features=feats,
                        extra=dict(extra, input_tokens=vocab, output_tokens=tokens,
@@ -173,17 +182,17 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
 
     zeros = lambda n: np.zeros(n, dtype=np.float32)
     put(model.embed.weight, WE[:, keep])
-    for blocks, dense in ((model.prelude, pre), (model.body, body), (model.postlude, post)):
-        for blk, (W, B) in zip(blocks, dense):
-            for name, lin in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v)):
-                put(lin.weight, W[name][:, keep])
-                put(lin.bias, zeros(lin.bias.shape[0]))
-            put(blk.attn.o.weight, W["o"][keep])
-            put(blk.attn.o.bias, zeros(len(keep)))
-            put(blk.mlp.up.weight, W["up"][:, keep])
-            put(blk.mlp.up.bias, B["up"])
-            put(blk.mlp.down.weight, W["down"][keep])
-            put(blk.mlp.down.bias, B["down"][keep])
+    for blk, (W, B), (h, w, m) in zip(model.blocks(), pre + body + post, shapes):
+        heads = lambda a: a.reshape(nh, dh, a.shape[1])[:h, :w].reshape(h * w, a.shape[1])  # the block's head rows
+        for name, lin in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v)):
+            put(lin.weight, heads(W[name])[:, keep])
+            put(lin.bias, zeros(lin.bias.shape[0]))
+        put(blk.attn.o.weight, heads(W["o"].T)[:, keep].T)
+        put(blk.attn.o.bias, zeros(len(keep)))
+        put(blk.mlp.up.weight, W["up"][:m, keep])
+        put(blk.mlp.up.bias, B["up"][:m])
+        put(blk.mlp.down.weight, W["down"][keep, :m])
+        put(blk.mlp.down.bias, B["down"][keep])
     put(model.unembed.weight, WU[:, keep])
     put(model.unembed.bias, bU)
     model.eval()

@@ -21,7 +21,7 @@ from .assemble import assemble
 from .clock import Clock, try_clock
 from .craft import Crafter
 from .graph import ProgramGraph
-from .layers import balance, caps, copy_ops, plan_body, schedule, schedule_compact, widths
+from .layers import caps, copy_ops, plan_body, schedule, schedule_compact, stage_weights
 from .loops import one_loop
 from .params import causal_params, value_params
 from .validate import requires_record
@@ -101,15 +101,13 @@ def _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact):
     cr = Crafter(pg, sets, sets2, L, compact=compact, gate=gate)
     out_rep = cr.run()
     stages = {s: [op for op in cr.ops if op.stage == s] for s in ("pre", "body", "post")}
-    d_head = max([op.width for op in cr.ops if op.kind == "attn"] + [1])
     outer = {s: stages[s] for s in ("pre", "post")}
-    # every layer has the widest layer's MLP units and heads, so a few more
-    # layers of narrow ones can cost fewer weights than fewer wide ones:
-    # try caps on the body's layers (its loop bookkeeping is planned on each
-    # try: all variables committed in one layer, then each in its own), and for
-    # each the prelude and postlude split that costs least
+    # every block is as wide as its own ops (assemble.layer_shape): try caps on the
+    # body's layers (its loop bookkeeping is planned on each try: all variables
+    # committed in one layer, then each in its own), and for each the prelude and
+    # postlude split that costs least
     best = None
-    body_caps = caps({"body": stages["body"]}, steps=4) if pg.loop is not None else [(None, None)]
+    body_caps = caps({"body": stages["body"]}) if pg.loop is not None else [(None, None)]
     tries = [(cu, ch, spread) for spread in ((False, True) if pg.loop is not None else (False,))
              for cu, ch in body_caps]
     tried = set()
@@ -122,13 +120,11 @@ def _build_crafted(pir, pg, sets, sets2, L, max_len, steps, gate, compact):
         tried.add(placed)
         if pg.loop is not None:
             n_body = plan_body(cr, body, spread)
-        cost, _ = schedule_compact(outer, (n_body, *widths(body, n_body)), len(cr.res), d_head)
+        cost, _ = schedule_compact(outer, stage_weights(body, n_body, len(cr.res)), len(cr.res))
         if best is None or cost < best[0]:
             best = (cost, body, n_body)
     _, body, n_body = best
-    _, ns = schedule_compact(outer, (n_body, *widths(body, n_body)), len(cr.res), d_head)
-    for s in ("pre", "post"):
-        balance(outer[s], ns[s])
+    _, ns = schedule_compact(outer, stage_weights(body, n_body, len(cr.res)), len(cr.res))
     stages = {"pre": (outer["pre"], ns["pre"]), "body": (body, n_body), "post": (outer["post"], ns["post"])}
     loop = pg.loop
     extra = {"compiler": {"max_len": max_len, "design_length": L, "steps": steps,
@@ -328,9 +324,9 @@ class CompiledModel:
         s = self.sizes()
         lines = [f"{self.path}: compiled looped transformer",
                  f"  layers      {s['layers']} (prelude {s['prelude']}, body {s['body']} x T, postlude {s['postlude']})",
-                 f"  heads       {s['heads']} used ({s['n_head']} per layer x d_head {s['d_head']})",
+                 f"  heads       {s['heads']} used (at most {s['n_head']} per layer, d_head at most {s['d_head']})",
                  f"  residual    {s['residual']}",
-                 f"  MLP width   {s['mlp']}",
+                 f"  MLP width   at most {s['mlp']} (each layer as wide as its own ops)",
                  f"  parameters  {s['params']:,}",
                  f"  compile     {s['compile_time_s']:.3f} s"]
         info = self.model.cfg.extra["compiler"]

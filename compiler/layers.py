@@ -63,86 +63,47 @@ def widths(ops: list, n_layers: int) -> tuple:
     return max(units), max(heads)
 
 
-def schedule_compact(stages: dict, fixed: tuple, d_model: int, d_head: int) -> dict:
+def stage_weights(ops: list, n_layers: int, d_model: int) -> int:
+    """Weights of a stage's blocks, each only as wide as its own ops
+    (assemble.layer_shape): heads x the layer's widest head for q, k, v, o,
+    two per MLP unit, and the two residual biases every block has."""
+    units, heads, d_head = [0] * n_layers, [0] * n_layers, [0] * n_layers
+    for op in ops:
+        if op.kind == "attn":
+            heads[op.layer] += 1
+            d_head[op.layer] = max(d_head[op.layer], op.width)
+        else:
+            units[op.layer] += len(op.units)
+    return sum(4 * d_model * h * w + (2 * d_model + 1) * u + 2 * d_model
+               for u, h, w in zip(units, heads, d_head))
+
+
+def schedule_compact(stages: dict, fixed: int, d_model: int) -> tuple:
     """Layers for the stages in `stages` (name -> ops; e.g. prelude and
-    postlude) that minimise the model's weights: every layer has the widest
-    layer's MLP units and heads, so a few more layers of narrow ones can
-    cost less than fewer wide ones.  fixed: (layers, units, heads) of the
-    stages scheduled elsewhere (the loop body).  Tries caps between the
-    largest single op and the ASAP peak; returns name -> layer count."""
+    postlude) that minimise the model's weights (stage_weights: a block pays
+    for its widest head times its heads, so two heads of very different
+    widths may cost less in two layers).  fixed: the weights of the stages
+    scheduled elsewhere (the loop body).  Tries caps between the largest
+    single op and the ASAP peak; returns (weights, name -> layer count)."""
     def run(cap_u, cap_h):
         ns = {name: schedule(ops, cap_u, cap_h) for name, ops in stages.items()}
-        n_all, wu, wh = fixed[0] + sum(ns.values()), fixed[1], fixed[2]
-        for name, ops in stages.items():
-            u, h = widths(ops, ns[name])
-            wu, wh = max(wu, u), max(wh, h)
-        return n_all * (4 * d_model * wh * d_head + 2 * d_model * wu), ns
+        return fixed + sum(stage_weights(ops, ns[name], d_model) for name, ops in stages.items()), ns
 
     best = None
-    for cu, ch in caps(stages, fixed[1], fixed[2]):
+    for cu, ch in caps(stages):
         cost, _ = run(cu, ch)
         if best is None or cost < best[0]:
             best = (cost, cu, ch)
     return run(best[1], best[2])
 
 
-def caps(stages: dict, min_units=0, min_heads=0, steps=8) -> list:
-    """Candidate (max_units, max_heads) caps for `schedule`: unit caps from
-    the largest single op to the ASAP peak in `steps` steps, head caps from 1
-    to the ASAP peak; None (no cap) in each."""
-    ops_all = [op for ops in stages.values() for op in ops]
-    peak_u, peak_h = 0, 0
-    for ops in stages.values():
-        u, h = widths(ops, schedule(ops))
-        peak_u, peak_h = max(peak_u, u), max(peak_h, h)
-    lo_u = max([len(op.units) for op in ops_all if op.kind == "mlp"] + [1, min_units])
-    caps_u = sorted({int(lo_u + (peak_u - lo_u) * k / steps) for k in range(steps + 1)} - {peak_u}) + [None]
-    caps_h = sorted(set(range(max(1, min_heads), peak_h))) + [None]
-    return [(cu, ch) for cu in caps_u for ch in caps_h]
-
-
-def balance(ops: list, n_layers: int) -> None:
-    """Move ops of a stage to later layers, within the slack their readers
-    leave (and within the stage's layers), while that lowers the widest
-    layer's MLP units or the most heads in a layer: every layer of a
-    compiled model has the same widths, so the widest one sets the size of
-    all.  Only where an op runs changes, never what it computes."""
-    writers: dict = {}
-    for op in ops:
-        for d in op.writes:
-            writers.setdefault(d, []).append(op)
-    readers = {op: set() for op in ops}
-    for op in ops:
-        for d in op.reads():
-            for w in writers.get(d, ()):
-                if w is not op:
-                    readers[w].add(op)
-
-    def latest(op):
-        # an MLP reads this layer's attention; anything else reads the layer before
-        return min([r.layer if (op.kind, r.kind) == ("attn", "mlp") else r.layer - 1 for r in readers[op]]
-                   + [n_layers - 1])
-
-    def size(op):
-        return len(op.units) if op.kind == "mlp" else 1
-
-    for kind in ("mlp", "attn"):
-        while True:
-            load = [0] * n_layers
-            for op in ops:
-                if op.kind == kind:
-                    load[op.layer] += size(op)
-            peak = max(load, default=0)
-            moved = False
-            for op in sorted((o for o in ops if o.kind == kind and load[o.layer] == peak), key=size, reverse=True):
-                later = range(op.layer + 1, latest(op) + 1)
-                best = min(later, key=lambda l: load[l], default=None)
-                if best is not None and load[best] + size(op) < peak:
-                    op.layer = best
-                    moved = True
-                    break
-            if not moved:
-                break
+def caps(stages: dict) -> list:
+    """Candidate (max_units, max_heads) caps for `schedule`: head caps from 1 to
+    the ASAP peak, and None (no cap).  A unit cap only adds layers (every unit
+    costs the same in any layer, stage_weights) while a head cap may keep a
+    narrow head out of a wide head's layer."""
+    peak_h = max([widths(ops, schedule(ops))[1] for ops in stages.values()], default=0)
+    return [(None, ch) for ch in [*range(1, peak_h), None]]
 
 
 def plan_body(crafter, body_ops: list, spread: bool = False) -> int:

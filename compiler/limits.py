@@ -29,10 +29,14 @@ def flops(cfg, n_tokens: int, batch: int, steps: int) -> float:
     """Multiply-adds of one padded chunk: every block applied, attention
     quadratic in the length."""
     n = n_tokens + (1 if cfg.bos else 0)
-    inner = cfg.n_head * cfg.d_head
-    per_block = n * n * inner * 2 + n * (4 * cfg.d_model * inner + 2 * cfg.d_model * cfg.d_mlp)
-    applied = cfg.n_prelude + cfg.n_body * steps + cfg.n_postlude * (1 + min(steps, batch))
-    return float(batch) * per_block * applied
+
+    def block(shape):
+        h, w, m = shape
+        return n * n * h * w * 2 + n * (4 * cfg.d_model * h * w + 2 * cfg.d_model * m)
+    work = [block(s) for s in cfg.shapes()]
+    pre, body = cfg.n_prelude, cfg.n_prelude + cfg.n_body
+    applied = sum(work[:pre]) + sum(work[pre:body]) * steps + sum(work[body:]) * (1 + min(steps, batch))
+    return float(batch) * applied
 
 
 def check_compiled_run(cm, batch, params, max_len: int, max_steps: int, where: str = "input",

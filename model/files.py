@@ -197,6 +197,9 @@ def is_int(x, lo, hi) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
 
 
+OPTIONAL_KEYS = {"block_shapes"}     # fields added later: files written before them still load
+
+
 def check_config(cfg: dict, path, where: str = ""):
     """A LoopedConfig from a dict read from `path` (`where`: the key it sits
     under, for messages), after checking every key, type and range."""
@@ -206,7 +209,7 @@ def check_config(cfg: dict, path, where: str = ""):
     unknown = sorted(set(cfg) - names)
     if unknown:
         raise RaspFileError(path, f"unknown key {p}{unknown[0]!r} (not a model config field)")
-    missing = sorted(names - set(cfg))
+    missing = sorted(names - set(cfg) - OPTIONAL_KEYS)
     if missing:
         raise RaspFileError(path, f"missing key {p}{missing[0]!r}")
     sizes = {"vocab_size": 1, "out_vocab_size": 1, "d_model": 1, "n_head": 1, "d_head": 1, "d_mlp": 1,
@@ -217,6 +220,12 @@ def check_config(cfg: dict, path, where: str = ""):
     check_value(path, layers <= MAX_LAYERS, p + "n_prelude + n_body + n_postlude", f"at most {MAX_LAYERS}", layers)
     check_value(path, cfg["n_head"] * cfg["d_head"] <= MAX_DIM, p + "n_head * d_head", f"at most {MAX_DIM}",
                 cfg["n_head"] * cfg["d_head"])
+    shapes = cfg.get("block_shapes", [])
+    ok = isinstance(shapes, list) and (not shapes or len(shapes) == layers) and all(
+        isinstance(b, list) and len(b) == 3 and all_ints(b, 0) and max(b) <= MAX_DIM and b[0] * b[1] <= MAX_DIM
+        for b in shapes)
+    check_value(path, ok, p + "block_shapes", f"[] or one [n_head, d_head, d_mlp] per block (each 0..{MAX_DIM})",
+                shapes)
     check_value(path, cfg["norm"] in ("layernorm", "none"), p + "norm", '"layernorm" or "none"', cfg["norm"])
     check_value(path, cfg["activation"] in ACTIVATIONS, p + "activation", " or ".join(map(json.dumps, ACTIVATIONS)),
                 cfg["activation"])

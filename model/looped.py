@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -47,6 +48,10 @@ class LoopedConfig:
     attn_scale: Optional[float] = None   # default 1/sqrt(d_head)
     bos: bool = False                    # prepend a BOS token (id vocab_size) inside forward
     position_features: list = field(default_factory=list)  # [(feature, residual dim)], see below
+    # [n_head, d_head, d_mlp] of each block (prelude, body, postlude in order), or [] for
+    # n_head, d_head, d_mlp in every block: a compiled model's layers are only as wide as
+    # their own ops (0 heads or 0 units allowed), so a wide op is paid by one layer, not all
+    block_shapes: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
 
     def __post_init__(self):
@@ -56,6 +61,16 @@ class LoopedConfig:
             self.d_head = self.d_model // self.n_head
         if self.d_mlp is None:
             self.d_mlp = 4 * self.d_model
+        n = self.n_prelude + self.n_body + self.n_postlude
+        if self.block_shapes and len(self.block_shapes) != n:
+            raise ValueError(f"block_shapes lists {len(self.block_shapes)} blocks, the model has {n}")
+
+    def shapes(self) -> list:
+        """(n_head, d_head, d_mlp) of every block, prelude, body, postlude."""
+        n = self.n_prelude + self.n_body + self.n_postlude
+        if self.block_shapes:
+            return [tuple(int(x) for x in b) for b in self.block_shapes]
+        return [(self.n_head, self.d_head, self.d_mlp)] * n
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -64,6 +79,7 @@ class LoopedConfig:
     def from_dict(cls, d: dict) -> "LoopedConfig":
         d = dict(d)
         d["position_features"] = [tuple(p) for p in d.get("position_features", [])]
+        d["block_shapes"] = [list(b) for b in d.get("block_shapes", [])]
         return cls(**d)
 
 
@@ -84,11 +100,11 @@ def _norm(cfg: LoopedConfig) -> nn.Module:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: LoopedConfig):
+    def __init__(self, cfg: LoopedConfig, n_head: int, d_head: int):
         super().__init__()
-        inner = cfg.n_head * cfg.d_head
-        self.n_head, self.d_head = cfg.n_head, cfg.d_head
-        self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(cfg.d_head)
+        inner = n_head * d_head
+        self.n_head, self.d_head = n_head, d_head
+        self.scale = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(max(1, d_head))
         self.q = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
         self.k = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
         self.v = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
@@ -96,6 +112,8 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, n, _ = x.shape
+        if not self.n_head * self.d_head:          # no heads: the output projection's bias
+            return self.o(x.new_zeros(B, n, 0))
         split = lambda t: t.view(B, n, self.n_head, self.d_head).transpose(1, 2)
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
@@ -103,12 +121,12 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: LoopedConfig):
+    def __init__(self, cfg: LoopedConfig, d_mlp: int):
         super().__init__()
-        self.up = nn.Linear(cfg.d_model, cfg.d_mlp, bias=cfg.bias)
+        self.up = nn.Linear(cfg.d_model, d_mlp, bias=cfg.bias)
         self.act = {"gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"),
                     "relu": nn.ReLU()}[cfg.activation]
-        self.down = nn.Linear(cfg.d_mlp, cfg.d_model, bias=cfg.bias)
+        self.down = nn.Linear(d_mlp, cfg.d_model, bias=cfg.bias)
 
     def forward(self, x):
         return self.down(self.act(self.up(x)))
@@ -117,10 +135,11 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm GPT-2 block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: LoopedConfig):
+    def __init__(self, cfg: LoopedConfig, shape: tuple):
         super().__init__()
-        self.ln1, self.attn = _norm(cfg), CausalSelfAttention(cfg)
-        self.ln2, self.mlp = _norm(cfg), MLP(cfg)
+        n_head, d_head, d_mlp = shape
+        self.ln1, self.attn = _norm(cfg), CausalSelfAttention(cfg, n_head, d_head)
+        self.ln2, self.mlp = _norm(cfg), MLP(cfg, d_mlp)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -132,10 +151,13 @@ class LoopedTransformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size + (1 if cfg.bos else 0), cfg.d_model)
-        self.prelude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_prelude))
-        self.body = nn.ModuleList(Block(cfg) for _ in range(cfg.n_body))
+        shapes = iter(cfg.shapes())
+        with warnings.catch_warnings():     # a block without heads or units has empty Linears
+            warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op")
+            self.prelude = nn.ModuleList(Block(cfg, next(shapes)) for _ in range(cfg.n_prelude))
+            self.body = nn.ModuleList(Block(cfg, next(shapes)) for _ in range(cfg.n_body))
+            self.postlude = nn.ModuleList(Block(cfg, next(shapes)) for _ in range(cfg.n_postlude))
         self.body_norm = _norm(cfg) if cfg.body_final_norm else nn.Identity()
-        self.postlude = nn.ModuleList(Block(cfg) for _ in range(cfg.n_postlude))
         self.final_norm = _norm(cfg) if cfg.decode_norm else nn.Identity()
         if cfg.embed_bias:
             self.embed_bias = nn.Parameter(torch.zeros(cfg.d_model))
@@ -144,7 +166,7 @@ class LoopedTransformer(nn.Module):
 
     @staticmethod
     def _init_weights(m):
-        if isinstance(m, nn.Linear):
+        if isinstance(m, nn.Linear) and m.weight.numel():
             nn.init.normal_(m.weight, std=0.02)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)

@@ -11,7 +11,8 @@ back to the wide construction:
   (craft.Crafter.build_order_digits);
 * the one-hot build a program falls back to when an op needs one-hot codes
   (a lookup table of two wide values);
-* layer caps (layers.schedule_compact): fewer weights, same outputs.
+* blocks only as wide as their own ops (LoopedConfig.block_shapes; layers.schedule_compact
+  picks head caps by those weights): fewer weights, same outputs.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -152,14 +154,31 @@ def test_an_op_that_needs_one_hot_codes_falls_back_to_them():
     assert_same(prog, cm, short_and_random(list(range(30)), 16, 6, exhaustive_to=2))
 
 
-def test_layer_caps_lower_the_weights_of_a_wide_prelude(monkeypatch):
+def test_each_block_is_only_as_wide_as_its_own_ops(monkeypatch):
+    """Blocks have their own widths (LoopedConfig.block_shapes): no head, head
+    row or MLP unit of a block is all zero, the model is smaller than one whose
+    blocks all have the widest block's widths, and the planner's head caps
+    cost no more than the ASAP schedule."""
+    from model import LoopedConfig, LoopedTransformer
     prog = rasp.load(ROOT / "programs" / "sort.rasp")
-    capped = params(compile_program(prog, max_len=16))
+    cm = compile_program(prog, max_len=16)
+    m = cm.model
+    for blk, (h, w, u) in zip(m.blocks(), m.cfg.shapes()):
+        if h:
+            qkv = torch.cat([blk.attn.q.weight, blk.attn.k.weight, blk.attn.v.weight], 1).reshape(h, w, -1)
+            assert bool((qkv != 0).flatten(1).any(1).all())                 # every head is used
+            assert bool((qkv != 0).any(2).any(0).all())                     # its widest row too
+        if u:
+            assert bool(((blk.mlp.up.weight != 0).any(1) | (blk.mlp.up.bias != 0)).all())
+    assert len(set(m.cfg.shapes())) > 1
+    with torch.device("meta"):
+        uniform = LoopedTransformer(LoopedConfig.from_dict({**vars(m.cfg), "block_shapes": []})).num_params()
+    assert m.num_params() < uniform / 2
     import compiler.compiled as C
     monkeypatch.setattr(C, "caps", lambda *a, **k: [(None, None)])
-    monkeypatch.setattr(C, "schedule_compact", lambda stages, fixed, d, dh: (0, {
+    monkeypatch.setattr(C, "schedule_compact", lambda stages, fixed, d: (0, {
         s: C.schedule(ops) for s, ops in stages.items()}))
-    assert capped < params(compile_program(prog, max_len=16))
+    assert params(cm) <= params(compile_program(prog, max_len=16))
 
 
 @pytest.mark.parametrize("wide", [False, True])

@@ -135,8 +135,11 @@ def _edit_config(d: Path, edit):
     (lambda c: c.update(colour="blue"), "unknown key 'colour'"),
     (lambda c: c.update(d_model=-4), "d_model: expected an integer"),
     (lambda c: c.update(d_model=10 ** 12), "d_model: expected an integer"),
-    (lambda c: c.update(n_body=3), "tensors do not match"),
-    (lambda c: c.update(d_mlp=48), "needs F32"),
+    (lambda c: c.update(n_body=3), "block_shapes: expected [] or one [n_head, d_head, d_mlp] per block"),
+    (lambda c: c.update(n_body=3, block_shapes=[]), "tensors do not match"),
+    (lambda c: c["block_shapes"][0].__setitem__(2, 48), "needs F32"),
+    (lambda c: c["block_shapes"][0].__setitem__(0, -1), "block_shapes: expected"),
+    (lambda c: c.pop("block_shapes"), "needs F32"),     # an older file: every block n_head, d_head, d_mlp
     (lambda c: c["extra"].update(input_tokens=[0, 1]), "extra.input_tokens"),
     (lambda c: c["extra"]["compiler"].pop("has_loop"), "extra.compiler.has_loop"),
 ])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model import zero_skipping
 from rasp.errors import RaspError
 from trainer import compiled, stopping
 from trainer.presets import compiled_max_n
@@ -57,15 +56,7 @@ def initial_model(cfg, spec, hp, data, device):
         # carry the same length-scaled quantities, but the probe needs exactness
         info["frozen"] = fragile_tensors(exact, spec, hp, data)
     info["params"] = model.num_params()
-    return trained_form(model, hp, "compiled").to(device), info
-
-
-def trained_form(model, hp, init: str):
-    """The module a run trains (and resumes): a compiled start with
-    keep_zeros trains its zero-skipping copy (its zeros stay zero in
-    training, trainer/loop.py, so every step can skip them: the same model,
-    3x faster fine-tunes of compiled addition); any other model as it is."""
-    return zero_skipping(model) if hp.keep_zeros and init == "compiled" else model
+    return model.to(device), info
 
 
 def fragile_tensors(model, spec, hp, data, samples: int = 32, long_samples: int = 8) -> list:
@@ -77,13 +68,13 @@ def fragile_tensors(model, spec, hp, data, samples: int = 32, long_samples: int 
     the tensors the clock depends on at long lengths are kept too.
 
     Cost: one long evaluation (T(n) + t_max_extra steps, read out at each)
-    per tensor and direction.  It runs on a copy that skips the zero weights
-    (model.zero_skipping: the same outputs, 4x faster on compiled addition),
-    and on few long inputs: a perturbation that breaks a long input breaks
+    per tensor and direction.  It runs on the model itself (its blocks are as
+    wide as their ops, so skipping its zero weights, model.zero_skipping, no
+    longer pays: compiled addition's start ran 1.1-1.4x slower that way), and on
+    few long inputs: a perturbation that breaks a long input breaks
     most of them (all inputs share the length, and the position-scaled
     quantities with it; every failing long check on parity and copy, seed 0,
     failed on 14 to 32 of 32 inputs), so 8 inputs find the same tensors."""
-    model = zero_skipping(model)
     rng = np.random.default_rng([hp.seed, 31])
     n_long = compiled_max_n(data.task, hp.max_train_n)
     short = data.batch(rng, [hp.max_train_n] * samples, train=True)

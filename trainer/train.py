@@ -15,7 +15,7 @@ import torch
 from trainer import checkpoint, loop, objectives, stopping, validate
 from trainer.compiled import has_clock
 from trainer.data import TaskData
-from trainer.initialise import initial_model, trained_form
+from trainer.initialise import initial_model
 from trainer.labels import ProgramLabeler
 from trainer.models import get_model_spec
 from trainer.hparams import HParams
@@ -114,8 +114,7 @@ class FanKind:
         return initial_model(self.cfg, self.spec, self.hp, self.data, device)
 
     def load_model(self, ckpt, state, device):
-        init = (state.get("init_info") or {}).get("init")
-        return trained_form(checkpoint.load_model(ckpt, device), self.hp, init)     # resumes as it began
+        return checkpoint.load_model(ckpt, device)
 
     def restore(self, state: dict):
         self.rng.bit_generator.state = state["numpy_rng"]
