@@ -43,7 +43,7 @@ from rasp.errors import RaspError
 from trainer.models.base import EncoderOutput, EncoderSpec, register_encoder
 from trainer.models.fixed_point import (add_weight_norm, ift_gradient, phantom_gradient,
                                         reset_variational_dropout, reset_weight_norm, solve, unroll)
-from trainer.models.llama import LLAMA_CPU, LLAMA_DEFAULTS, LLAMA_PAPER, ImplicitLlamaCore
+from trainer.models.llama import IMPLICIT_LLAMA_DEFAULTS, LLAMA_CPU, LLAMA_PAPER, ImplicitLlamaCore
 from trainer.models.mamba2 import MAMBA2_CPU, MAMBA2_DEFAULTS, MAMBA2_PAPER, ImplicitMamba2Core, causal_presets
 
 # docs/models.md §7.4: MSI's state-tracking config (4005 warm-up steps with
@@ -232,5 +232,5 @@ register_encoder(EncoderSpec(
 register_encoder(EncoderSpec(
     name="implicit_llama", build=build_implicit_llama, family="implicit",
     description="Llama block stack iterated to a fixed point, injection into Q, K, V (docs/models.md §7)",
-    defaults={**LLAMA_DEFAULTS, "emb_std": 0.01, **IMPLICIT_DEFAULTS},
+    defaults={**IMPLICIT_LLAMA_DEFAULTS, **IMPLICIT_DEFAULTS},
     presets=implicit_llama_presets()))
