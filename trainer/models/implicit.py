@@ -206,6 +206,10 @@ def implicit_presets(cpu: dict, paper: dict) -> dict:
 # steps is what fits the ~15 min a cpu run may take; it does not reach P3's 0.9.
 # 2026-11-26 (bench/implicit.md): lr 3e-3 with a 200-step warm-up took seed 1 to 0.756 sequence
 # accuracy at L 8 in 3 000 steps but seed 0 only to 0.050 (0.066 at 1e-3): unchanged until three seeds decide.
+# 2026-11-26, later (bench/implicit.md): lr 6e-3 with a cosine decay, the length mix, P2's solver
+# setting and the injection bias left the plateau no earlier (seeds 0, 1, up to 1 500 steps); the
+# plateau is the loss of the later positions swamping the first composition's gradient (trained
+# on positions 0-2 only, position 1 learns 10x faster), so no recipe here meets 0.9: unchanged.
 IMPLICIT_LLAMA_WORDS_CPU = dict(steps=3000, eval_every=500)
 
 
