@@ -2,7 +2,7 @@
 (bench/implicit.md, issue 28): which positions of the prefix product a model
 has learned after how many steps.
 
-    python bench/implicit_llama_probe.py MODEL L STEPS [--every N] [--eval-len L] [KEY=VALUE ...]
+    python bench/implicit_llama_probe.py MODEL L STEPS [--every N] [--eval-len L] [--loss-first K [--grow-every N]] [KEY=VALUE ...]
 
 Trains MODEL (any comparison-task model: implicit_llama, llama, implicit_mamba2, ...)
 with the words cpu preset's recipe (`trainer/seqpresets.py` and the model's preset;
@@ -10,7 +10,9 @@ KEY=VALUE as `python -m trainer train --set`), on fresh random Z60 words of leng
 each step (the task's `train_k` is the same distribution at L = 8), and every N steps
 prints one JSON line: step, seconds, token / sequence accuracy and the accuracy at each
 position on 512 fixed words of length --eval-len (default L), and the encoder's mean
-iterations.  One torch thread.  Z60 is the cyclic group: the target at position t is
+iterations.  `--loss-first K` trains on the loss of positions 0..K-1 only (the
+rest of each word is still read); with `--grow-every N` one more position every N steps
+(a curriculum over positions).  One torch thread.  Z60 is the cyclic group: the target at position t is
 (x_0 + ... + x_t) mod 60 (checked against the task's own labels at start).
 """
 from __future__ import annotations
@@ -49,6 +51,14 @@ def check_labels(task):
             raise SystemExit("words_z60 labels are not prefix sums mod 60: probe out of date")
 
 
+def loss_positions(step: int, length: int, first=None, grow_every=None) -> int:
+    """How many leading positions the loss of `step` scores: all without `first`;
+    else `first`, one more every `grow_every` steps, at most `length`."""
+    if first is None:
+        return length
+    return min(length, first + (step // grow_every if grow_every else 0))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
@@ -56,11 +66,13 @@ def main(argv=None):
     ap.add_argument("steps", type=int)
     ap.add_argument("--every", type=int, default=250)
     ap.add_argument("--eval-len", type=int, default=None)
+    ap.add_argument("--loss-first", type=int, default=None, help="train on positions 0..K-1 only")
+    ap.add_argument("--grow-every", type=int, default=None, help="with --loss-first: one more position every N steps")
     ap.add_argument("sets", nargs="*", help="KEY=VALUE, as --set")
     a = ap.parse_intermixed_args(argv)
     if not (1 <= a.length <= 64 and 0 <= a.steps <= 100_000 and 1 <= a.every
-            and 1 <= (a.eval_len or a.length) <= 64):
-        ap.error("length and --eval-len in 1..64, steps in 0..100000, --every >= 1")
+            and 1 <= (a.eval_len or a.length) <= 64 and 1 <= (a.loss_first or 1) <= a.length and 1 <= (a.grow_every or 1)):
+        ap.error("length and --eval-len in 1..64, steps in 0..100000, --every >= 1, --loss-first in 1..length, --grow-every >= 1")
     torch.set_num_threads(1)
     task = seq_task("words_z60")
     check_labels(task)
@@ -91,7 +103,8 @@ def main(argv=None):
             g["lr"] = lr_at(step, hp) * g["lr_scale"]
         x, m, y = words(rng, hp.batch_size, a.length)
         logits, _ = net(x, m)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        k = loss_positions(step, a.length, a.loss_first, a.grow_every)
+        loss = torch.nn.functional.cross_entropy(logits[:, :k].reshape(-1, logits.shape[-1]), y[:, :k].reshape(-1))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), hp.grad_clip)

@@ -337,3 +337,31 @@ def test_implicit_llama_cpu_words_preset_trains_longer():
     counting = seq_task("counting")
     assert make_seq_hparams("cpu", counting, get_encoder_spec("implicit_llama"), {}, {}).steps == \
         FAMILY["cpu"]["counting"]["steps"]
+
+
+def test_implicit_llama_injection_has_msi_bias():
+    """MSI's injection is `nn.Linear(d, 3d)` with a bias, zero at the start (ours had none,
+    bench/implicit.md 2026-11-26): while z is 0 the bias is the only token-independent part
+    of the queries and keys, so only with it can the first iterate's attention score depend
+    on the position alone (through RoPE) whatever the tokens."""
+    from rasp.errors import RaspError
+    model = build("implicit_llama").eval()
+    lin = model.core.injection
+    assert lin.bias is not None and lin.bias.shape == (3 * 16,) and not lin.bias.any()
+    assert build("implicit_llama", injection_bias=False).core.injection.bias is None
+    with pytest.raises(RaspError, match="injection_bias"):
+        build("implicit_llama", injection_bias="yes")
+    # zero the weights that read the tokens: the queries and keys at z = 0 are then the bias
+    # alone, and attention at the last position prefers one offset over the others
+    with torch.no_grad():
+        lin.weight_g.zero_()
+        lin.bias.copy_(torch.randn(3 * 16, generator=torch.Generator().manual_seed(0)) * 3)
+    reset_weight_norm(model.core)
+    x, _ = prefix_sums(2, 6, 5, 0)
+    v = model.core.inject(x)
+    attn = model.core.blocks[0].attn
+    q, k, _ = attn._qkv(torch.zeros(2, 6, 16), v)
+    q, k = attn.rope(q, k, torch.arange(6, dtype=torch.float32).expand(2, 6))
+    scores = q[:, :, -1:] @ k.transpose(-1, -2)                  # (batch, heads, 1, 6)
+    assert torch.allclose(scores[0], scores[1])                  # the same for any tokens
+    assert scores[0].std(dim=-1).min() > 1e-3                    # and not the same at every offset

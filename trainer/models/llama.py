@@ -143,6 +143,13 @@ register_encoder(EncoderSpec(
     presets=causal_presets(LLAMA_CPU, LLAMA_PAPER)))
 
 
+# The injection's bias (MSI: `nn.Linear(d, 3d)`, bias zero-initialised) is the only
+# token-independent part of the queries and keys while z is 0 (RMSNorm(0) = 0): through
+# RoPE it gives a head a purely positional score, e.g. "attend to t - 1", which the
+# recurrence of a word problem needs (bench/implicit.md, 2026-11-26, issue 28).
+IMPLICIT_LLAMA_DEFAULTS = {**LLAMA_DEFAULTS, "emb_std": 0.01, "injection_bias": True}
+
+
 class ImplicitLlamaCore(InjectedCore):
     """The f of implicit Llama (docs/models.md §7.1): embedding (std 0.01), one injection
     `Linear_{d->3d}(RMSNorm_inj(x))` = [v_q|v_k|v_v] shared by all layers, N Llama
@@ -152,7 +159,9 @@ class ImplicitLlamaCore(InjectedCore):
         super().__init__()
         if not cfg.causal:
             raise RaspError("implicit_llama is causal only (its sequential mode needs it)")
-        ex = extra_with_defaults(cfg, {**LLAMA_DEFAULTS, "emb_std": 0.01})
+        ex = extra_with_defaults(cfg, IMPLICIT_LLAMA_DEFAULTS)
+        if not isinstance(ex["injection_bias"], bool):
+            raise RaspError(f"injection_bias = {ex['injection_bias']!r}: true or false")
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.normal_(self.embedding.weight, std=ex["emb_std"])
         self.emb_dropout = nn.Dropout(cfg.dropout)
@@ -160,7 +169,9 @@ class ImplicitLlamaCore(InjectedCore):
             LlamaBlock(cfg.d_model, cfg.n_head, cfg.d_ff, ex["rope_theta"], VariationalDropout(cfg.dropout),
                        VariationalDropout(cfg.dropout), cfg.n_layer) for _ in range(cfg.n_layer))
         self.norm_inj = nn.RMSNorm(cfg.d_model, eps=1e-5)
-        self.injection = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.injection = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=bool(ex["injection_bias"]))
+        if self.injection.bias is not None:
+            nn.init.zeros_(self.injection.bias)
         self.norm_f = nn.RMSNorm(cfg.d_model, eps=1e-5)
 
     def empty_caches(self, batch: int, device=None):
