@@ -33,6 +33,7 @@ from trainer.models.base import param_groups  # noqa: E402
 from trainer.seqdata import generate_split  # noqa: E402
 from trainer.seqpresets import lr_at, make_seq_hparams, parse_set  # noqa: E402
 from trainer.seqtrain import build_model, seq_task  # noqa: E402
+from trainer.scoring import scored_positions  # noqa: E402
 
 ORDER = 60
 
@@ -49,14 +50,6 @@ def check_labels(task):
         w = np.asarray(ex.input) - 1
         if list(np.cumsum(w) % ORDER) != list(ex.target):
             raise SystemExit("words_z60 labels are not prefix sums mod 60: probe out of date")
-
-
-def loss_positions(step: int, length: int, first=None, grow_every=None) -> int:
-    """How many leading positions the loss of `step` scores: all without `first`;
-    else `first`, one more every `grow_every` steps, at most `length`."""
-    if first is None:
-        return length
-    return min(length, first + (step // grow_every if grow_every else 0))
 
 
 def main(argv=None):
@@ -103,7 +96,7 @@ def main(argv=None):
             g["lr"] = lr_at(step, hp) * g["lr_scale"]
         x, m, y = words(rng, hp.batch_size, a.length)
         logits, _ = net(x, m)
-        k = loss_positions(step, a.length, a.loss_first, a.grow_every)
+        k = min(a.length, scored_positions(step, a.loss_first or 0, a.grow_every or 0) or a.length)
         loss = torch.nn.functional.cross_entropy(logits[:, :k].reshape(-1, logits.shape[-1]), y[:, :k].reshape(-1))
         opt.zero_grad()
         loss.backward()

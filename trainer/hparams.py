@@ -79,6 +79,11 @@ class HParams:
     # ---- comparison tasks' data
     train_split: str = field(default="train", metadata=SEQ)
     valid_split: str = field(default="valid", metadata=SEQ)
+    # a curriculum over positions (per-position tasks): the loss scores each example's first
+    # loss_first targets (0: all), one more every loss_grow_every steps (0: never more);
+    # for a causal model this is training on the words' prefixes, shortest first
+    loss_first: int = field(default=0, metadata=SEQ)
+    loss_grow_every: int = field(default=0, metadata=SEQ)
     # ---- bookkeeping
     log_every: int = 50
     ckpt_every: int = 1000
@@ -165,6 +170,11 @@ class HParams:
         self.betas = [float(b) for b in self.betas]
         if not isinstance(self.extra, dict):
             raise RaspError("extra must be a mapping")
+        for k in ("loss_first", "loss_grow_every"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1_000_000:
+                raise RaspError(f"{k} = {v!r}: an integer from 0 to 1000000 (0 = off)")
+
 
 
 # What a comparison run starts from before its presets (trainer/seqpresets.py).

@@ -245,7 +245,10 @@ class SeqKind:
         model.set_progress(step, self.hp.steps)
 
     def train_batch(self, step: int, shard: slice, device):
-        return collate(self.task, self.stream.examples(step)[shard]).to(device)
+        batch = collate(self.task, self.stream.examples(step)[shard])
+        k = scoring.scored_positions(step, self.hp.loss_first, self.hp.loss_grow_every)
+        batch.targets = scoring.keep_first_targets(batch.targets, k)
+        return batch.to(device)
 
     def batch_weight(self, batch) -> float:
         return scoring.loss_weight(batch)
