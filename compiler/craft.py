@@ -77,6 +77,8 @@ class Crafter:
         self.width_raw: dict = {}       # sel_width node -> its head's BOS share 1/(w+1) (a dim)
         self.value_heads: dict = {}     # numeric aggregate -> (head, value rep, default): one key's value
         self.plan_fusion()
+        self.embedded_maps = self.plan_embedded_maps()
+        self.embedded: dict = {}        # dim the embedding writes -> its form over the input's one-hot dims
 
     # ---- helpers -------------------------------------------------------------
     def error(self, node, message):
@@ -533,7 +535,44 @@ class Crafter:
             return int(op(*args))
         return f
 
+    def plan_embedded_maps(self) -> set:
+        """Token maps (one-hot maps of the input alone) the embedding writes
+        into dims of their own, when the input is read only through them and
+        their values are fewer than its tokens: then the input's one-hot dims
+        are read by nothing after the embedding and are dropped, and a loop
+        that starts from such a map carries (and cancels) one dim per value
+        instead of one per token (words_mixed: 64 instead of 240)."""
+        inp = self.ir.input
+        users = list(self.pg.g.successors(inp)) if inp in self.pg.g else []
+        loop_ends = {x for v in (self.pg.loop_vars() if self.pg.loop is not None else ())
+                     for x in (v.init, v.update)}
+        gate = {self.gate.value, self.gate.done, self.gate.shifted} if self.gate is not None else set()
+        if not users or inp is self.ir.output or inp in loop_ends | gate:
+            return set()
+        for u in users:
+            if not (isinstance(u, ir.Map) and u.kind == ir.SOP and self.pg.stage.get(u) == "pre"
+                    and u not in self.absorbed and self.is_cat(u)
+                    and all(i is inp or isinstance(i, ir.Const) for i in u.inputs)):
+                return set()
+        if sum(len(self.vals(u)) for u in users) >= len(self.ir.vocab):
+            return set()
+        return set(users)
+
+    def embedded_map(self, node):
+        """A token map as dims the embedding writes (plan_embedded_maps)."""
+        args = [self.rep(i) for i in node.inputs]
+        rep, units = M.cat_map(self.fn(node), args, sorted(self.vals(node)), self.alloc)
+        assert not units                  # one one-hot operand: linear forms
+        out = {}
+        for w, lin in rep.vals.items():
+            dim = self.alloc(f"{self.ir.input_name}->{w}", False)
+            self.embedded[dim] = lin
+            out[w] = {dim: 1.0}
+        return Cat(out)
+
     def build_map(self, node):
+        if node in self.embedded_maps:
+            return self.embedded_map(node)
         if node in self.fused and isinstance(self.fused[node][1], tuple):
             leaves, ((coef, const, lo, hi, hv), _, _) = self.fused[node]
             lin = lin_add((float(const), NOTBOS), *[(float(a), self.rep(l).numeric()) for l, a in coef.items()])

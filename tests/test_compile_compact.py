@@ -210,3 +210,25 @@ def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
     assert cm.run_batch(batch, longer) == prog.run_batch(batch, params=longer).outputs
     # the number and done * number: one unit; a one-hot code: a table
     assert ("where output(clock) @32 (1 units)" in cm.report()) == (not wide)
+
+
+TOKEN_MAPS = """input seq: {0..29}
+m = tok_map(seq, lambda a: a % 3)
+h = tok_map(seq, lambda a: a // 10)
+acc = m
+loop 3:
+    acc = (acc + h * shift_right(acc, 1, 0)) % 3
+output acc
+"""
+
+
+def test_token_maps_in_embedding_dims_drop_the_input_dims():
+    # words_mixed's shape: the input (30 tokens) is read only through token
+    # maps (3 + 3 values), so the embedding writes the maps' dims and the
+    # input's one-hot dims, read by nothing after it, are neither cancelled
+    # nor carried by the loop, and are dropped from the residual
+    prog = rasp.loads(TOKEN_MAPS, "<token maps>")
+    cm = compile_program(prog, max_len=8)
+    names = cm.config.extra["dim_names"]
+    assert not [n for n in names if n.startswith("seq=")] and "seq->2" in names
+    assert_same(prog, cm, short_and_random(list(range(30)), 32, 7, exhaustive_to=1, per_length=3))
