@@ -256,10 +256,6 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
             if d == BOS and gated_reads:
                 layer = c                      # gated units read bos up to the commit layer
             if layer < 0:
-                if res.carry.get(d) is None:
-                    # neither the body nor the postlude reads it: it may pile
-                    # up in h, nothing reads it after the prelude
-                    continue
                 layer = 0
             _cancel(extra[layer], d, dim.signed, res.carry.get(d))
         elif dim.stage == "body" and d in writer and d not in redirected:

@@ -222,13 +222,12 @@ output acc
 """
 
 
-def test_token_maps_in_embedding_dims_drop_the_input_dims():
+def test_token_maps_in_embedding_dims_are_carried_instead_of_the_input():
     # words_mixed's shape: the input (30 tokens) is read only through token
-    # maps (3 + 3 values), so the embedding writes the maps' dims and the
-    # input's one-hot dims, read by nothing after it, are neither cancelled
-    # nor carried by the loop, and are dropped from the residual
+    # maps (3 + 3 values), so the embedding writes the maps' dims, and the
+    # loop carries those to the postlude instead of the input's one-hot dims
     prog = rasp.loads(TOKEN_MAPS, "<token maps>")
     cm = compile_program(prog, max_len=8)
     names = cm.config.extra["dim_names"]
-    assert not [n for n in names if n.startswith("seq=")] and "seq->2" in names
+    assert not [n for n in names if n.startswith("carry:seq=")] and "seq->2" in names
     assert_same(prog, cm, short_and_random(list(range(30)), 32, 7, exhaustive_to=1, per_length=3))
