@@ -139,6 +139,9 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     for t, v in enumerate(vocab):
         WE[t, crafter.input_dims[v]] = 1.0
     WE[len(vocab), BOS] = 1.0
+    for dim, lin in crafter.embedded.items():       # token maps the embedding computes
+        for t, v in enumerate(vocab):
+            WE[t, dim] = lin.get(crafter.input_dims[v], 0.0)
 
     # drop residual dims nothing reads (state dims stay: halting compares them)
     read = np.zeros(d, dtype=bool)

@@ -73,9 +73,12 @@ class Crafter:
         self.fused: dict = {}          # map node -> (leaf nodes, composed function)
         self.absorbed: set = set()      # maps computed inside a consumer's fused MLP
         self.onehots: dict = {}         # (numeric node, stage) -> its one-hot code (see onehot)
-        self.eager_squares: list = []   # square tables built before knowing a select would read them
+        self.droppable: list = []       # tables built before knowing anything reads them (drop_unread)
+        self.width_raw: dict = {}       # sel_width node -> its head's BOS share 1/(w+1) (a dim)
         self.value_heads: dict = {}     # numeric aggregate -> (head, value rep, default): one key's value
         self.plan_fusion()
+        self.embedded_maps = self.plan_embedded_maps()
+        self.embedded: dict = {}        # dim the embedding writes -> its form over the input's one-hot dims
 
     # ---- helpers -------------------------------------------------------------
     def error(self, node, message):
@@ -399,7 +402,7 @@ class Crafter:
             # once |t| ~ 1000, and read a clocked output's v + offset as itself:
             # read the output through a one-hot table instead
             out = self.to_cat(self.ir.output, out)
-        self.drop_unread_squares(out)
+        self.drop_unread(out)
         if self.pg.loop is not None:
             self.res.carry_fix(NOTBOS)          # the postlude's one/bos carry copies always exist
             out = out.map_forms(self.res.carry_fix)
@@ -412,19 +415,24 @@ class Crafter:
                         u.inp = self.res.carry_fix(u.inp)
         return out
 
-    def drop_unread_squares(self, out):
-        """Remove the square tables build_node made for a select that then
-        compared digits or one-hot codes instead (nothing reads them; a dead
-        table would still widen its layer's MLP)."""
+    def drop_unread(self, out):
+        """Remove the tables nothing reads: square tables build_node made for
+        a select that then compared digits or one-hot codes, and sel_width
+        decoders whose widths were only compared (`compare_widths`).  A dead
+        table would still widen its layer's MLP."""
         read = rep_dims(out) if not isinstance(out, ClockedNum) else \
             rep_dims(out.value) | set(out.done_value) | set(out.done)
-        for s, init in self.state.values():
-            for r in (s, init):
+        for var in self.pg.loop_vars() if self.pg.loop is not None else ():
+            # the loop's state, its init, and its update, which the commit
+            # (layers.py, after this) reads: an update that does not read the
+            # state may be a prelude value nothing else reads
+            s, init = self.state[var]
+            for r in (s, init, self.reps.get(var.update)):
                 if isinstance(r, (Cat, Num)):
                     read |= rep_dims(r)
         for op in self.ops:
             read |= op.reads()
-        dead = {id(op) for op in self.eager_squares if not set(op.writes) & read}
+        dead = {id(op) for op in self.droppable if not set(op.writes) & read}
         self.ops = [op for op in self.ops if id(op) not in dead]
 
     def numeric_clock(self) -> bool:
@@ -512,7 +520,7 @@ class Crafter:
                 and A.numeric_eq_exact([max(abs(r.lo), abs(r.hi))]):    # wider ones are compared by digits
             before = len(self.ops)
             self.add_square(node, r, points=sorted(self.vals(node)))
-            self.eager_squares += self.ops[before:]      # (none for a constant)
+            self.droppable += self.ops[before:]      # (none for a constant)
 
     # ---- element-wise maps --------------------------------------------------------
     def fn(self, node):
@@ -527,7 +535,44 @@ class Crafter:
             return int(op(*args))
         return f
 
+    def plan_embedded_maps(self) -> set:
+        """Token maps (one-hot maps of the input alone) the embedding writes
+        into dims of their own, when the input is read only through them and
+        their values are fewer than its tokens: then the input's one-hot dims
+        are read by nothing after the embedding and are dropped, and a loop
+        that starts from such a map carries (and cancels) one dim per value
+        instead of one per token (words_mixed: 64 instead of 240)."""
+        inp = self.ir.input
+        users = list(self.pg.g.successors(inp)) if inp in self.pg.g else []
+        loop_ends = {x for v in (self.pg.loop_vars() if self.pg.loop is not None else ())
+                     for x in (v.init, v.update)}
+        gate = {self.gate.value, self.gate.done, self.gate.shifted} if self.gate is not None else set()
+        if not users or inp is self.ir.output or inp in loop_ends | gate:
+            return set()
+        for u in users:
+            if not (isinstance(u, ir.Map) and u.kind == ir.SOP and self.pg.stage.get(u) == "pre"
+                    and u not in self.absorbed and self.is_cat(u)
+                    and all(i is inp or isinstance(i, ir.Const) for i in u.inputs)):
+                return set()
+        if sum(len(self.vals(u)) for u in users) >= len(self.ir.vocab):
+            return set()
+        return set(users)
+
+    def embedded_map(self, node):
+        """A token map as dims the embedding writes (plan_embedded_maps)."""
+        args = [self.rep(i) for i in node.inputs]
+        rep, units = M.cat_map(self.fn(node), args, sorted(self.vals(node)), self.alloc)
+        assert not units                  # one one-hot operand: linear forms
+        out = {}
+        for w, lin in rep.vals.items():
+            dim = self.alloc(f"{self.ir.input_name}->{w}", False)
+            self.embedded[dim] = lin
+            out[w] = {dim: 1.0}
+        return Cat(out)
+
     def build_map(self, node):
+        if node in self.embedded_maps:
+            return self.embedded_map(node)
         if node in self.fused and isinstance(self.fused[node][1], tuple):
             leaves, ((coef, const, lo, hi, hv), _, _) = self.fused[node]
             lin = lin_add((float(const), NOTBOS), *[(float(a), self.rep(l).numeric()) for l, a in coef.items()])
@@ -601,6 +646,9 @@ class Crafter:
                 return f(*a)
             # steps only between the values the operand can take (its value set at L)
             return self.tabulate(node, x, g, want_cat, points=sorted(self.vals(node.inputs[i])))
+        if op in ("lt", "le", "gt", "ge") and set(out_vals) == {0, 1} and self.compare_widths_exact() \
+                and all(i in self.width_raw and self.pg.stage.get(i) == self.stage for i in node.inputs):
+            return self.compare_widths(node, op, want_cat)
         if op in COMPARE and len(nonconst) == 2:
             a, b = args
             d = Num(lin_add(a.numeric(), (-1.0, b.numeric())), a.lo - b.hi, a.hi - b.lo)
@@ -680,6 +728,37 @@ class Crafter:
         self.mlp(self.op_label(node.op, node), units, {dim})
         vals = sorted(self.vals(node))
         return Num(lin_add(free, {dim: 1.0}), vals[0], vals[-1])
+
+    def compare_widths_exact(self) -> bool:
+        """Whether two sel_width heads' BOS shares a = 1/(w+1) (0 <= w <= L)
+        order their widths through one sharp step on x = K (a1 - a2), K =
+        (L+1)(L+2).  Exact values: for w1 < w2, a1 - a2 = (w2 - w1) /
+        ((w1+1)(w2+1)) >= 1/(L(L+1)) > 1/K, so x > 1; equal widths give 0.
+        Float32: each share is a softmax of equal scores (BOS and the w keys;
+        unselected keys at least 40 logits lower leak below 1e-15) over a sum
+        of w + 1 ones, a few ulps of a <= 1; the step's input rounds K a1 and
+        K a2 to an ulp of K each.  All of it is within 8 ulps (8 * 2^-23) of
+        each share times K, which must stay below the step's 0.25 margin (0 at
+        x <= 0.25, 1 at x >= 0.75): kept below 0.1, L <= 322 (--max-len 80).
+        Longer designs decode each width instead."""
+        return 8 * 2.0 ** -23 * (self.L + 1) * (self.L + 2) <= 0.1
+
+    def compare_widths(self, node, op, want_cat):
+        """w1 < w2 (and >, <=, >=) for two sel_width values, from their heads'
+        raw shares (one step, 2 units) instead of decoding each width (L units
+        each; a decoder nothing else reads is dropped, drop_unread)."""
+        a1, a2 = (self.width_raw[i] for i in node.inputs)
+        K = float((self.L + 1) * (self.L + 2))
+        # lt: a1 > a2; ge = not lt; gt: a2 > a1; le = not gt
+        big, small = (a1, a2) if op in ("lt", "ge") else (a2, a1)
+        x = lin_add({big: K}, (-K, {small: 1.0}))        # 0 when both are one node
+        dim = self.alloc(f"{op} of widths", False)
+        units = M.step_units(x, 1.0, {dim: 1.0})
+        self.mlp(self.op_label(f"{op} of widths", node), units, {dim})
+        strict = {dim: 1.0}
+        rest = lin_add(NOTBOS, (-1.0, strict))
+        rep = Cat({1: strict, 0: rest}) if op in ("lt", "gt") else Cat({1: rest, 0: strict})
+        return rep if want_cat else self.as_num(node, rep)
 
     def is_update(self, node):
         return self.stage == "body" and any(v.update is node for v in self.pg.loop_vars())
@@ -1258,7 +1337,10 @@ class Crafter:
         if node in self.need_sq:
             outputs.append(("num", lambda w: w * w))
         reps, units = M.selwidth_decode(raw, self.L, outputs, self.alloc)
+        before = len(self.ops)
         self.mlp(f"decode {label}", units, self.unit_writes(units))
+        self.width_raw[node] = raw
+        self.droppable += self.ops[before:]
         rep = reps[0]
         if len(reps) > 1:
             rep.sq = reps[1].lin

@@ -120,6 +120,27 @@ def test_sel_width_of_an_order_select_by_digit_heads(pred):
     assert_same(prog, cm, short_and_random([1, 2, 3, 4], 32, 6, 4, 3))
 
 
+WIDTHS = """input seq: {0, 1, 2}
+u = sel_width(select(seq, seq, eq))
+t = sel_width(select(seq == 1, full(seq, 1), eq))
+output (u PRED t) + 2 * (t PRED u)EXTRA
+"""
+
+
+@pytest.mark.parametrize("pred", ["lt", "le", "gt", "ge"])
+@pytest.mark.parametrize("extra", ["", " + 4 * u"])
+def test_sel_widths_compared_by_their_heads_shares(pred, extra):
+    # sort.rasp's `used < total`: one step on the two heads' 1/(w+1), no
+    # decoder (L units each) unless the width itself is used (extra)
+    op = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}[pred]
+    prog = rasp.loads(WIDTHS.replace("PRED", op).replace("EXTRA", extra), "<widths>")
+    cm = compile_program(prog, max_len=8)
+    report = cm.report()
+    assert f"{pred} of widths" in report
+    assert report.count("decode sel_width") == (1 if extra else 0)
+    assert_same(prog, cm, short_and_random([0, 1, 2], 32, 9, 5, 4))
+
+
 def test_positions_beyond_the_quadratic_range_compare_number_digits():
     # --max-len 96: positions up to 383 > 362, so shift_right and index_select
     # compare two digits held as numbers (craft.Crafter.number_digit_select):
@@ -208,3 +229,24 @@ def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
     assert cm.run_batch(batch, longer) == prog.run_batch(batch, params=longer).outputs
     # the number and done * number: one unit; a one-hot code: a table
     assert ("where output(clock) @32 (1 units)" in cm.report()) == (not wide)
+
+
+TOKEN_MAPS = """input seq: {0..29}
+m = tok_map(seq, lambda a: a % 3)
+h = tok_map(seq, lambda a: a // 10)
+acc = m
+loop 3:
+    acc = (acc + h * shift_right(acc, 1, 0)) % 3
+output acc
+"""
+
+
+def test_token_maps_in_embedding_dims_are_carried_instead_of_the_input():
+    # words_mixed's shape: the input (30 tokens) is read only through token
+    # maps (3 + 3 values), so the embedding writes the maps' dims, and the
+    # loop carries those to the postlude instead of the input's one-hot dims
+    prog = rasp.loads(TOKEN_MAPS, "<token maps>")
+    cm = compile_program(prog, max_len=8)
+    names = cm.config.extra["dim_names"]
+    assert not [n for n in names if n.startswith("carry:seq=")] and "seq->2" in names
+    assert_same(prog, cm, short_and_random(list(range(30)), 32, 7, exhaustive_to=1, per_length=3))
