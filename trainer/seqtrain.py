@@ -110,6 +110,21 @@ def check_splits(task: SeqTask, hp: HParams):
     for s in (hp.train_split, hp.valid_split):
         if s not in task.splits:
             raise RaspError(f"task {task.name} has no split {s!r} (splits: {', '.join(task.splits)})")
+    check_position_curriculum(task, hp)
+
+
+def check_position_curriculum(task: SeqTask, hp: HParams):
+    """A curriculum over positions must reach every target of the training examples
+    by the last step; else part of every example would silently never be trained."""
+    last = scoring.scored_positions(max(hp.steps - 1, 0), hp.loss_first, hp.loss_grow_every)
+    if not last or task.kind != "per_position":
+        return
+    sample = task.generate(np.random.default_rng([hp.seed, 7]), task.splits[hp.train_split].params, 64)
+    most = int((collate(task, sample).targets >= 0).sum(1).max())
+    if last < most:
+        raise RaspError(f"loss_first {hp.loss_first}, loss_grow_every {hp.loss_grow_every}: by the last step "
+                        f"(of {hp.steps}) the loss scores {last} positions, but {hp.train_split} examples have up "
+                        f"to {most}; raise the steps or lower loss_grow_every (0: the curriculum off)")
 
 
 class TrainStream:
