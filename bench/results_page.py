@@ -68,7 +68,9 @@ def collect(run_folder: Path, dest: Path) -> int:
     if (run_folder / "speeds.json").is_file():
         shutil.copyfile(run_folder / "speeds.json", dest / "speeds.json")
     n = 0
+    # a run `rasp compare` set aside as stale (RUN.staleK) is history, not a result
     for run in sorted(p for p in run_folder.iterdir() if p.is_dir() and not p.is_symlink()
+                      and not re.search(r"\.stale\d+$", p.name)
                       and ((p / "run.json").is_file() or (p / "failed.json").is_file())):
         names = [f.name for f in run.iterdir() if f.is_file() and not f.is_symlink()
                  and (f.name in RUN_FILES or re.fullmatch(r"eval[\w.-]*\.json", f.name))]

@@ -34,9 +34,11 @@ def test_one_command_writes_the_page_and_check_compares_it(tmp_path, capsys):
     write(runs / "flipflop__ut__cpu__s0" / "compare_run.json",
           {"run_id": "flipflop__ut__cpu__s0", "load": 2.5, "load_end": 3.0, "state": "new", "status": "finished",
            "steps": [{"step": "train", "seconds": 100.0, "exit_code": 0}]})
+    write(runs / "flipflop__ut__cpu__s0.stale1" / "run.json", {"set": "aside"})     # a run compare set aside
     results, page = tmp_path / "docs" / "results", tmp_path / "docs" / "results.md"
     assert RP.main(["--results", str(results), "--collect", str(runs)]) == 0
     kept = results / "flipflop"
+    assert not (kept / "flipflop__ut__cpu__s0.stale1").exists()
     assert (kept / "compare.json").exists() and (kept / "flipflop__ut__cpu__s0" / "eval.json").exists()
     assert not (kept / "flipflop__ut__cpu__s0" / "checkpoints").exists()         # no weights in the docs
     counting_fixture(results / "counting")
