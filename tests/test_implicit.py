@@ -325,18 +325,22 @@ def test_p2_models_cpu_words_train_at_one_length():
 
 
 def test_implicit_llama_cpu_words_preset_trains_longer():
-    """trainer/models/implicit.py IMPLICIT_LLAMA_WORDS_CPU: at the family's 800 steps implicit
-    Llama is still on its Z60 plateau (bench/implicit.md), so its cpu word-problem runs take
-    3 000 steps; implicit Mamba2 and the other families keep the family's steps."""
+    """trainer/models/implicit.py IMPLICIT_LLAMA_WORDS_CPU: on full-length words implicit Llama
+    sits on a plateau (bench/implicit.md), so its cpu word-problem runs train on a curriculum
+    over positions for 6 000 steps, a curriculum that reaches every position of each group
+    task's training words; implicit Mamba2 and the other families keep the family's recipe."""
     from trainer.seqpresets import FAMILY, make_seq_hparams
-    from trainer.seqtrain import seq_task
-    words = seq_task("words_z60")
-    assert make_seq_hparams("cpu", words, get_encoder_spec("implicit_llama"), {}, {}).steps == 3000
-    assert make_seq_hparams("cpu", words, get_encoder_spec("implicit_mamba2"), {}, {}).steps == \
-        FAMILY["cpu"]["words"]["steps"]
+    from trainer.seqtrain import check_position_curriculum, seq_task
+    for name in ("words_z60", "words_a4z5", "words_a5"):
+        words = seq_task(name)
+        hp = make_seq_hparams("cpu", words, get_encoder_spec("implicit_llama"), {}, {})
+        assert (hp.steps, hp.loss_first, hp.loss_grow_every, hp.lr) == (6000, 2, 125, 6e-3)
+        check_position_curriculum(words, hp)
+        other = make_seq_hparams("cpu", words, get_encoder_spec("implicit_mamba2"), {}, {})
+        assert other.steps == FAMILY["cpu"]["words"]["steps"] and other.loss_first == 0
     counting = seq_task("counting")
-    assert make_seq_hparams("cpu", counting, get_encoder_spec("implicit_llama"), {}, {}).steps == \
-        FAMILY["cpu"]["counting"]["steps"]
+    hp = make_seq_hparams("cpu", counting, get_encoder_spec("implicit_llama"), {}, {})
+    assert hp.steps == FAMILY["cpu"]["counting"]["steps"] and hp.loss_first == 0
 
 
 def test_implicit_llama_injection_has_msi_bias():

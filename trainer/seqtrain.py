@@ -124,7 +124,7 @@ def check_position_curriculum(task: SeqTask, hp: HParams):
     if last < most:
         raise RaspError(f"loss_first {hp.loss_first}, loss_grow_every {hp.loss_grow_every}: by the last step "
                         f"(of {hp.steps}) the loss scores {last} positions, but {hp.train_split} examples have up "
-                        f"to {most}; raise the steps or lower loss_grow_every (0: the curriculum off)")
+                        f"to {most}; raise the steps, lower loss_grow_every, or turn the curriculum off (--set loss_first=0)")
 
 
 class TrainStream:
