@@ -288,10 +288,10 @@ def test_bad_settings_are_user_errors(key, value):
 
 @pytest.mark.parametrize("name", IMPLICIT + ["mamba2", "llama"])
 def test_cpu_preset_reaches_the_encoder(name):
-    from types import SimpleNamespace
     from trainer.seqpresets import make_seq_hparams
+    from trainer.seqtrain import seq_task
     spec = get_encoder_spec(name)
-    hp = make_seq_hparams("cpu", SimpleNamespace(family="", name="words_z60"), spec, {}, {"test_max_iter": 7})
+    hp = make_seq_hparams("cpu", seq_task("words_z60"), spec, {}, {"test_max_iter": 7})
     assert (hp.d_model, hp.n_layer, hp.batch_size, hp.betas, hp.grad_clip) == (64, 1, 128, [0.9, 0.95], 0.25)
     if name.endswith("mamba2"):
         assert (hp.extra["d_state"], hp.extra["headdim"], hp.extra["expand"]) == (16, 16, 2)

@@ -162,6 +162,13 @@ def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str
     if init == "random":
         apply(hp, dict(spec.defaults))
         apply(hp, dict((spec.presets.get(preset) or {}).get(fam, {})))
+        if hp.loss_first:
+            # a family preset's curriculum over positions (implicit Llama's words) is for the words
+            # it finishes within the preset's steps; on a task of longer words (the mixed task at
+            # L 256) the preset trains every position from the start.  Flags and --set come after.
+            from trainer.seqtrain import position_curriculum_gap     # seqtrain imports this module
+            if position_curriculum_gap(task, hp):
+                hp.loss_first = hp.loss_grow_every = 0
     else:
         apply(hp, dict(INIT_DEFAULTS[init]))
     apply(hp, {k: v for k, v in flags.items() if v is not None})

@@ -113,18 +113,27 @@ def check_splits(task: SeqTask, hp: HParams):
     check_position_curriculum(task, hp)
 
 
+def position_curriculum_gap(task: SeqTask, hp: HParams) -> Optional[tuple]:
+    """(positions the loss scores at the last step, most targets of a training
+    example) where a curriculum over positions would not reach every target by
+    the last step; None where it does, or where there is none."""
+    last = scoring.scored_positions(max(hp.steps - 1, 0), hp.loss_first, hp.loss_grow_every)
+    if not last or task.kind != "per_position":
+        return None
+    sample = task.generate(np.random.default_rng([hp.seed, 7]), task.splits[hp.train_split].params, 64)
+    most = int((collate(task, sample).targets >= 0).sum(1).max())
+    return (last, most) if last < most else None
+
+
 def check_position_curriculum(task: SeqTask, hp: HParams):
     """A curriculum over positions must reach every target of the training examples
     by the last step; else part of every example would silently never be trained."""
-    last = scoring.scored_positions(max(hp.steps - 1, 0), hp.loss_first, hp.loss_grow_every)
-    if not last or task.kind != "per_position":
-        return
-    sample = task.generate(np.random.default_rng([hp.seed, 7]), task.splits[hp.train_split].params, 64)
-    most = int((collate(task, sample).targets >= 0).sum(1).max())
-    if last < most:
+    gap = position_curriculum_gap(task, hp)
+    if gap:
         raise RaspError(f"loss_first {hp.loss_first}, loss_grow_every {hp.loss_grow_every}: by the last step "
-                        f"(of {hp.steps}) the loss scores {last} positions, but {hp.train_split} examples have up "
-                        f"to {most}; raise the steps, lower loss_grow_every, or turn the curriculum off (--set loss_first=0)")
+                        f"(of {hp.steps}) the loss scores {gap[0]} positions, but {hp.train_split} examples have up "
+                        f"to {gap[1]}; raise the steps, lower loss_grow_every, or turn the curriculum off "
+                        "(--set loss_first=0)")
 
 
 class TrainStream:
