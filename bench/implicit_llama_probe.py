@@ -33,7 +33,7 @@ from trainer.models.base import param_groups  # noqa: E402
 from trainer.seqdata import generate_split  # noqa: E402
 from trainer.seqpresets import lr_at, make_seq_hparams, parse_set  # noqa: E402
 from trainer.seqtrain import build_model, seq_task  # noqa: E402
-from trainer.scoring import scored_positions  # noqa: E402
+from trainer.hparams import scored_positions  # noqa: E402
 
 ORDER = 60
 

@@ -34,7 +34,9 @@ FAMILY_TASKS = {"flipflop": "flipflop", "words": "words_z60", "listops": "listop
 SIZE_KEYS = (("d_model", "d"), ("n_layer", "layers"), ("n_head", "heads"), ("d_ff", "d_ff"),
              ("dropout", "dropout"), ("pooling", "pooling"))
 OPT_KEYS = (("batch_size", "batch"), ("steps", "steps"), ("lr", "lr"), ("schedule", ""), ("warmup", "warm-up"),
-            ("betas", "betas"), ("weight_decay", "wd"), ("grad_clip", "clip"))
+            ("betas", "betas"), ("weight_decay", "wd"), ("grad_clip", "clip"), ("loss_first", "loss_first"),
+            ("loss_grow_every", "loss_grow_every"))
+OPTIONAL_KEYS = ("warmup", "loss_first", "loss_grow_every")      # shown only where set
 
 
 def _num(v) -> str:
@@ -107,7 +109,7 @@ def _opt(hp) -> str:
     parts = []
     for key, name in OPT_KEYS:
         v = getattr(hp, key)
-        if key == "warmup" and not v:
+        if key in OPTIONAL_KEYS and not v:
             continue
         parts.append(f"{name} {_num(v)}".strip())
     return ", ".join(parts)

@@ -80,6 +80,11 @@ def damage(path: Path, data, victim: Path) -> str:
         raw = b""
     else:
         raw = b""
+    # an earlier damage may have turned a folder above into a link or a file: that damage gives way
+    base = victim.parent
+    for above in [q for q in path.parents if base in q.parents]:
+        if above.is_symlink() or above.is_file():
+            above.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
     if op == "truncate":
         path.write_bytes(raw[:data.draw(st.integers(0, max(len(raw) - 1, 0)))])

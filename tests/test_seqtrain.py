@@ -15,7 +15,7 @@ from rasp.cli import main  # noqa: E402
 from rasp.errors import RaspError  # noqa: E402
 from trainer import scoring  # noqa: E402
 from trainer.seqdata import SeqBatch, collate, generate_split, read_jsonl  # noqa: E402
-from trainer.hparams import defaults  # noqa: E402
+from trainer.hparams import defaults, scored_positions  # noqa: E402
 from trainer.seqpresets import apply, lr_at, parse_set  # noqa: E402
 
 
@@ -55,9 +55,9 @@ def test_metrics_score_exactly_the_scored_positions():
 def test_a_curriculum_over_positions_scores_each_examples_first_targets():
     """loss_first K, loss_grow_every N: the loss of step s scores each example's first
     K + s // N targets (its scored positions, not its first tokens), the rest become -1."""
-    assert [scoring.scored_positions(s, 0, 125) for s in (0, 900)] == [0, 0]           # off: all
-    assert [scoring.scored_positions(s, 3, 0) for s in (0, 900)] == [3, 3]
-    assert [scoring.scored_positions(s, 2, 125) for s in (0, 124, 125, 750)] == [2, 2, 3, 8]
+    assert [scored_positions(s, 0, 125) for s in (0, 900)] == [0, 0]           # off: all
+    assert [scored_positions(s, 3, 0) for s in (0, 900)] == [3, 3]
+    assert [scored_positions(s, 2, 125) for s in (0, 124, 125, 750)] == [2, 2, 3, 8]
     t = torch.tensor([[5, 6, 7, 8], [-1, 6, -1, 8]])
     assert scoring.keep_first_targets(t, 2).tolist() == [[5, 6, -1, -1], [-1, 6, -1, 8]]
     assert scoring.keep_first_targets(t, 0).tolist() == t.tolist()

@@ -177,6 +177,15 @@ class HParams:
 
 
 
+def scored_positions(step: int, first: int, grow_every: int) -> int:
+    """A curriculum over positions: how many leading targets per example the
+    loss of `step` scores -- `first`, one more every `grow_every` steps (0:
+    never more); 0 (first = 0) means all."""
+    if not first:
+        return 0
+    return first + (step // grow_every if grow_every else 0)
+
+
 # What a comparison run starts from before its presets (trainer/seqpresets.py).
 SEQ_DEFAULTS = {"d_model": 64, "n_head": 4, "batch_size": 32, "lr": 1e-3, "steps": 1000, "eval_every": 250,
                 "ckpt_every": 500}

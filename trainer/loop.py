@@ -80,17 +80,17 @@ def _train(kind, d, loggers) -> dict:
         raise RaspError(f"batch size {hp.batch_size} is not divisible by {d.world} processes")
     kind.prepare(device)
 
-    ckpt = checkpoint.latest(out, repair=d.main)
+    for name in RUN_FILES:          # a folder where the run writes a file: refused before any work
+        path = out / name           # (before any repair: a refused run leaves its checkpoints as they are)
+        if path.exists() and not path.is_symlink() and not path.is_file():
+            raise RaspFileError(path, "is not a file; remove it")
+    ckpt = checkpoint.latest(out, repair=d.main and cfg.resume)
     if ckpt is not None and not cfg.resume:
         raise RaspError(f"{out} already holds a run (step {checkpoint.load_state(ckpt)['step']}); "
                         f"pass --resume to continue it or choose another --out")
     if cfg.resume and ckpt is None and not out.exists():
         raise RaspError(f"--resume: {out} does not exist")
     # (--resume on a run killed before its first checkpoint starts from step 0: same result)
-    for name in RUN_FILES:          # a folder where the run writes a file: refused before any work
-        path = out / name
-        if path.exists() and not path.is_symlink() and not path.is_file():
-            raise RaspFileError(path, "is not a file; remove it")
 
     torch.manual_seed(hp.seed)
     kind.seed_rng()

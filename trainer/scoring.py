@@ -47,15 +47,6 @@ def loss_fn(logits: torch.Tensor, batch: SeqBatch, per_shard=None) -> torch.Tens
     return F.cross_entropy(logits, targets, reduction="sum") / max(per_shard, 1.0)
 
 
-def scored_positions(step: int, first: int, grow_every: int) -> int:
-    """A curriculum over positions: how many leading targets per example the
-    loss of `step` scores -- `first`, one more every `grow_every` steps (0:
-    never more); 0 (first = 0) means all."""
-    if not first:
-        return 0
-    return first + (step // grow_every if grow_every else 0)
-
-
 def keep_first_targets(targets: torch.Tensor, k: int) -> torch.Tensor:
     """Per-position targets with all but each example's first k scored ones
     unscored (-1); k = 0, or pooled targets, keep every one."""

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
+from trainer.hparams import scored_positions
 from trainer.tasks.base import Example, SeqTask
 
 
@@ -154,3 +155,15 @@ def read_jsonl(task: SeqTask, path) -> list:
     if not out:
         raise RaspFileError(path, "holds no examples")
     return out
+
+
+def position_curriculum_gap(task: SeqTask, hp) -> Optional[tuple]:
+    """(positions the loss scores at the last step, most targets of a training
+    example) where a curriculum over positions would not reach every target by
+    the last step; None where it does, or where there is none."""
+    last = scored_positions(max(hp.steps - 1, 0), hp.loss_first, hp.loss_grow_every)
+    if not last or task.kind != "per_position":
+        return None
+    sample = task.generate(np.random.default_rng([hp.seed, 7]), task.splits[hp.train_split].params, 64)
+    most = int((collate(task, sample).targets >= 0).sum(1).max())
+    return (last, most) if last < most else None

@@ -166,7 +166,7 @@ def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str
             # a family preset's curriculum over positions (implicit Llama's words) is for the words
             # it finishes within the preset's steps; on a task of longer words (the mixed task at
             # L 256) the preset trains every position from the start.  Flags and --set come after.
-            from trainer.seqtrain import position_curriculum_gap     # seqtrain imports this module
+            from trainer.seqdata import position_curriculum_gap     # torch: only where a preset has a curriculum
             if position_curriculum_gap(task, hp):
                 hp.loss_first = hp.loss_grow_every = 0
     else:

@@ -29,8 +29,8 @@ from trainer import checkpoint, loop, scoring
 from trainer.models import get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
-from trainer.seqdata import collate, example_length, read_jsonl
-from trainer.hparams import HParams, defaults
+from trainer.seqdata import collate, example_length, position_curriculum_gap, read_jsonl
+from trainer.hparams import HParams, defaults, scored_positions
 from trainer.seqpresets import lr_at
 from trainer.tasks import get_task
 from trainer.tasks.base import SeqTask
@@ -111,18 +111,6 @@ def check_splits(task: SeqTask, hp: HParams):
         if s not in task.splits:
             raise RaspError(f"task {task.name} has no split {s!r} (splits: {', '.join(task.splits)})")
     check_position_curriculum(task, hp)
-
-
-def position_curriculum_gap(task: SeqTask, hp: HParams) -> Optional[tuple]:
-    """(positions the loss scores at the last step, most targets of a training
-    example) where a curriculum over positions would not reach every target by
-    the last step; None where it does, or where there is none."""
-    last = scoring.scored_positions(max(hp.steps - 1, 0), hp.loss_first, hp.loss_grow_every)
-    if not last or task.kind != "per_position":
-        return None
-    sample = task.generate(np.random.default_rng([hp.seed, 7]), task.splits[hp.train_split].params, 64)
-    most = int((collate(task, sample).targets >= 0).sum(1).max())
-    return (last, most) if last < most else None
 
 
 def check_position_curriculum(task: SeqTask, hp: HParams):
@@ -270,7 +258,7 @@ class SeqKind:
 
     def train_batch(self, step: int, shard: slice, device):
         batch = collate(self.task, self.stream.examples(step)[shard])
-        k = scoring.scored_positions(step, self.hp.loss_first, self.hp.loss_grow_every)
+        k = scored_positions(step, self.hp.loss_first, self.hp.loss_grow_every)
         batch.targets = scoring.keep_first_targets(batch.targets, k)
         return batch.to(device)
 
