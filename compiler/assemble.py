@@ -121,19 +121,18 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     """stages: name -> (ops, n_layers) for 'pre', 'body', 'post'."""
     res = crafter.res
     d = len(res)
-    all_ops = [op for ops, _ in stages.values() for op in ops]
-    nh = max([len(Layer([o for o in ops if o.layer == i]).heads) for ops, n in stages.values()
-              for i in range(n)] + [1])
-    dh = max([op.width for op in all_ops if op.kind == "attn"] + [1])
-    dm = max([len(Layer([o for o in ops if o.layer == i]).units) for ops, n in stages.values()
-              for i in range(n)] + [1])
+    layers = {name: group(*stages[name]) for name in ("pre", "body", "post")}
+    # each block only as wide as its own ops: a wide op is paid by its layer, not by all;
+    # (nh, dh, dm) is the widest, the slots build_stage lays every layer out in
+    shapes = [layer_shape(layer) for name in ("pre", "body", "post") for layer in layers[name]]
+    nh, dh, dm = (max([s[i] for s in shapes] + [1]) for i in range(3))
     vocab = sorted(crafter.ir.vocab)
     x_bos = np.zeros(d)
     x_bos[ONE], x_bos[BOS], x_bos[IDX], x_bos[IDX2] = 1.0, 1.0, -1.0, 1.0
-    pre, e_bos = build_stage(group(*stages["pre"]), d, dh, nh, dm, x_bos)
-    body, _ = build_stage(group(*stages["body"]), d, dh, nh, dm, e_bos)
+    pre, e_bos = build_stage(layers["pre"], d, dh, nh, dm, x_bos)
+    body, _ = build_stage(layers["body"], d, dh, nh, dm, e_bos)
     post_bos = (BOS, res.carry[BOS]) if BOS in res.carry else (BOS,)
-    post, _ = build_stage(group(*stages["post"]), d, dh, nh, dm, e_bos, post_bos)
+    post, _ = build_stage(layers["post"], d, dh, nh, dm, e_bos, post_bos)
     tokens, WU, bU = unembed_rows(out_rep, d, gate)
     WE = np.zeros((len(vocab) + 1, d))
     for t, v in enumerate(vocab):
@@ -157,8 +156,6 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     remap = {int(old): i for i, old in enumerate(keep)}
     feats = [(name, remap[dim]) for name, dim in (("one", ONE), ("index", IDX), ("index_sq", IDX2))
              if dim in remap]
-    # each block only as wide as its own ops: a wide op is paid by its layer, not by all
-    shapes = [layer_shape(layer) for ops, n in stages.values() for layer in group(ops, n)]
     cfg = LoopedConfig(vocab_size=len(vocab), out_vocab_size=len(tokens), d_model=len(keep), n_head=nh,
                        d_head=dh, d_mlp=dm, n_prelude=len(pre), n_body=len(body), n_postlude=len(post),
                        block_shapes=[list(s) for s in shapes],

@@ -52,14 +52,22 @@ def copy_ops(ops: list) -> list:
     return list(new.values())
 
 
-def widths(ops: list, n_layers: int) -> tuple:
-    """(most MLP units, most heads) in one layer of a stage."""
-    units, heads = [0] * max(n_layers, 1), [0] * max(n_layers, 1)
+def layer_loads(ops: list, n_layers: int) -> tuple:
+    """Per layer of a stage: (MLP units, heads, widest head) lists."""
+    n = max(n_layers, 1)
+    units, heads, d_head = [0] * n, [0] * n, [0] * n
     for op in ops:
         if op.kind == "attn":
             heads[op.layer] += 1
+            d_head[op.layer] = max(d_head[op.layer], op.width)
         else:
             units[op.layer] += len(op.units)
+    return units, heads, d_head
+
+
+def widths(ops: list, n_layers: int) -> tuple:
+    """(most MLP units, most heads) in one layer of a stage."""
+    units, heads, _ = layer_loads(ops, n_layers)
     return max(units), max(heads)
 
 
@@ -67,15 +75,8 @@ def stage_weights(ops: list, n_layers: int, d_model: int) -> int:
     """Weights of a stage's blocks, each only as wide as its own ops
     (assemble.layer_shape): heads x the layer's widest head for q, k, v, o,
     two per MLP unit, and the two residual biases every block has."""
-    units, heads, d_head = [0] * n_layers, [0] * n_layers, [0] * n_layers
-    for op in ops:
-        if op.kind == "attn":
-            heads[op.layer] += 1
-            d_head[op.layer] = max(d_head[op.layer], op.width)
-        else:
-            units[op.layer] += len(op.units)
     return sum(4 * d_model * h * w + (2 * d_model + 1) * u + 2 * d_model
-               for u, h, w in zip(units, heads, d_head))
+               for u, h, w in zip(*layer_loads(ops, n_layers)))
 
 
 def schedule_compact(stages: dict, fixed: int, d_model: int) -> tuple:

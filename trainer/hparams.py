@@ -176,7 +176,6 @@ class HParams:
                 raise RaspError(f"{k} = {v!r}: an integer from 0 to 1000000 (0 = off)")
 
 
-
 def scored_positions(step: int, first: int, grow_every: int) -> int:
     """A curriculum over positions: how many leading targets per example the
     loss of `step` scores -- `first`, one more every `grow_every` steps (0:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
-from trainer.hparams import scored_positions
+from trainer.hparams import HParams, scored_positions
 from trainer.tasks.base import Example, SeqTask
 
 
@@ -157,7 +157,7 @@ def read_jsonl(task: SeqTask, path) -> list:
     return out
 
 
-def position_curriculum_gap(task: SeqTask, hp) -> Optional[tuple]:
+def position_curriculum_gap(task: SeqTask, hp: HParams) -> Optional[tuple]:
     """(positions the loss scores at the last step, most targets of a training
     example) where a curriculum over positions would not reach every target by
     the last step; None where it does, or where there is none."""

@@ -195,26 +195,14 @@ def implicit_presets(cpu: dict, paper: dict) -> dict:
     return causal_presets(with_deq(cpu, DEQ_CPU), with_deq(paper, DEQ_PAPER))
 
 
-# Implicit Llama on the word problems, cpu preset: 3 000 steps (the family's 800 and the
-# rest of its cpu recipe otherwise).  Measured 2026-11-25 on words_z60, seed 0, one torch
-# thread, load 4-5 on the shared 2-core machine (bench/implicit.md): at 800 steps the model
-# is still on the plateau where only position 0 is right (token accuracy 0.17 at L 8, the
-# same with rope_theta 1e4, one head, lr 3e-3, no weight norm, f_tol 0.001, or 8 unrolled
-# exact-gradient iterations throughout); it leaves the plateau between steps 750 and 1 000 and reaches
-# token 0.62 / sequence 0.07 at L 8 by step 3 000 (750 s of training), still rising; seed 1
-# only token 0.34 / sequence 0.00 (1 295 s at load 6-8).  3 000
-# steps is what fits the ~15 min a cpu run may take; it does not reach P3's 0.9.
-# 2026-11-26 (bench/implicit.md): lr 3e-3 with a 200-step warm-up took seed 1 to 0.756 sequence
-# accuracy at L 8 in 3 000 steps but seed 0 only to 0.050 (0.066 at 1e-3): unchanged until three seeds decide.
-# 2026-11-26, later (bench/implicit.md): lr 6e-3 with a cosine decay, the length mix, P2's solver
-# setting and the injection bias left the plateau no earlier (seeds 0, 1, up to 1 500 steps); the
-# plateau is the loss of the later positions swamping the first composition's gradient (trained
-# on positions 0-2 only, position 1 learns 10x faster).  A curriculum over the loss's positions
-# (probe only, not yet a trainer option) reached token 0.70 at L 8 by step 750 on seeds 0 and 1;
-# until it is a trainer option run to the criterion on three seeds, this preset is unchanged.
-# 2026-11-26, last (bench/implicit.md, top section): that curriculum as the trainer's loss_first /
-# loss_grow_every, lr 6e-3 with a 100-step warm-up, 6 000 steps: valid (L 8, 500 words) sequence
-# accuracy 0.922 / 0.922 / 0.940 on seeds 0 / 1 / 2 (P3's 0.9 on each); 26 min a run on one idle core.
+# Implicit Llama on the word problems, cpu preset (bench/implicit.md has every run behind it).
+# Trained on every position of L-8 words from the first step, this d-64 one-layer model sits for
+# thousands of steps with only position 0 right: the loss of the positions it cannot yet compute
+# swamps the first composition's gradient (a larger or decaying lr, P2's solver setting, the length
+# mix and the injection bias did not shorten it).  So it trains on a curriculum over positions
+# (loss_first / loss_grow_every: the first 2 targets, one more every 125 steps, all 8 by step 750)
+# at lr 6e-3 after a 100-step warm-up, 6 000 steps: valid (L 8, 500 words) sequence accuracy
+# 0.922 / 0.922 / 0.940 on seeds 0 / 1 / 2 (P3's 0.9 on each); about 25 min a run on one idle core.
 IMPLICIT_LLAMA_WORDS_CPU = dict(steps=6000, eval_every=250, lr=6e-3, warmup=100, loss_first=2, loss_grow_every=125)
 
 
