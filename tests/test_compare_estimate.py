@@ -3,6 +3,7 @@ speeds (a finished run's compare_run.json, DIR/speeds.json) or a probe, and
 says which; the fake trainer of test_compare stands in for training."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -188,3 +189,32 @@ def test_a_reference_measurement_times_steps_validation_and_extrapolates_evaluat
     assert m["eval_s"] == pytest.approx(3.0 + 1.5 + 0.5 * 15)                     # start-up + n=1 + 15 more examples
     assert m["settings"] == E.settings_key(spec) and m["source"] == "reference"
     assert not (tmp_path / spec.run_id).exists()
+
+
+def test_a_reference_measurement_compresses_a_curriculum_over_positions(tmp_path):
+    """Implicit Llama's words preset scores one more position every 125 of its
+    6000 steps: squeezed into 10 steps that curriculum would end with 2 of 8
+    positions scored, which the trainer refuses; the measurement compresses
+    it as it does a length curriculum."""
+    from trainer.cli import planned_hparams
+    from trainer.hparams import HParams
+    from trainer.tasks import get_task
+    from trainer.seqtrain import check_position_curriculum
+    words = load_suite("words")
+    spec = G.expand(words, "cpu", seeds=1, tasks=["z60_k8"], models=["implicit_llama"])[0]
+    assert (E.planned(spec) or {}).get("loss_first", 0) > 0      # the preset this test is about
+    trained = []
+
+    def call(argv):
+        if argv[0] == "train":
+            hp = HParams.from_dict(planned_hparams(argv[1:]), kind="seq")
+            check_position_curriculum(get_task(spec.task), hp)        # raises on the uncompressed run
+            trained.append(hp)
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(parents=True)
+            write(out / "summary.json", json.dumps({"seconds": 2.0, "step": 10}))
+            write(out / "metrics.jsonl", json.dumps({"step": 10, "steps_per_s": 5.0}) + "\n")
+        return 0
+
+    E.reference_measurement(dataclasses.replace(spec, evals=[]), tmp_path, 10, call, 1.0, "test machine")
+    assert trained and trained[0].steps == 10 and trained[0].loss_grow_every == 1

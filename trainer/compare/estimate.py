@@ -267,6 +267,11 @@ def reference_measurement(spec: RunSpec, workdir: Path, steps: int, call, startu
     short = {**spec.train, "steps": steps, "eval_every": steps, "log_every": max(1, steps // 10), "ckpt_every": steps}
     if isinstance(hp.get("interval"), int) and hp.get("max_train_n"):
         short["interval"] = max(1, round(hp["interval"] * steps / full))
+    if hp.get("loss_first") and isinstance(hp.get("loss_grow_every"), int) and hp["loss_grow_every"] > 0:
+        # a curriculum over positions, compressed like the length curriculum (the
+        # trainer refuses one that would not reach the last target in `steps`)
+        grow = max(1, hp["loss_grow_every"] * steps // full)
+        short["set"] = list(spec.train.get("set") or []) + [f"loss_grow_every={grow}"]
     run_dir = Path(workdir) / spec.run_id
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
