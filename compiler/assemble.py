@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from model import LoopedConfig, LoopedTransformer
+from model.looped import position_feature
 
 from .basis import BOS, GATE, IDX, IDX2, ONE, Cat, ClockedNum
 from .clock import DONE_LOGIT, OPEN_LOGIT
@@ -129,6 +130,15 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     vocab = sorted(crafter.ir.vocab)
     x_bos = np.zeros(d)
     x_bos[ONE], x_bos[BOS], x_bos[IDX], x_bos[IDX2] = 1.0, 1.0, -1.0, 1.0
+    features = [("one", ONE), ("index", IDX), ("index_sq", IDX2)]
+    if getattr(crafter, "rot_dims", None) is not None:
+        # the rotary features at BOS (position -1), as the model computes them
+        period = crafter.rot_period
+        names = (f"index_cos:{period}", f"index_sin:{period}")
+        bos_pos = torch.tensor([-1.0], dtype=torch.float32)
+        for name, dim in zip(names, crafter.rot_dims):
+            x_bos[dim] = float(position_feature(name, bos_pos)[0])
+            features.append((name, dim))
     pre, e_bos = build_stage(layers["pre"], d, dh, nh, dm, x_bos)
     body, _ = build_stage(layers["body"], d, dh, nh, dm, e_bos)
     post_bos = (BOS, res.carry[BOS]) if BOS in res.carry else (BOS,)
@@ -154,8 +164,7 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     read[[ONE, BOS]] = True
     keep = np.flatnonzero(read)
     remap = {int(old): i for i, old in enumerate(keep)}
-    feats = [(name, remap[dim]) for name, dim in (("one", ONE), ("index", IDX), ("index_sq", IDX2))
-             if dim in remap]
+    feats = [(name, remap[dim]) for name, dim in features if dim in remap]
     cfg = LoopedConfig(vocab_size=len(vocab), out_vocab_size=len(tokens), d_model=len(keep), n_head=nh,
                        d_head=dh, d_mlp=dm, n_prelude=len(pre), n_body=len(body), n_postlude=len(post),
                        block_shapes=[list(s) for s in shapes],

@@ -10,6 +10,8 @@ which works at any length (no position table).
 """
 from __future__ import annotations
 
+import math
+
 from .basis import NOTBOS, ONE, lin_add, lin_scale
 
 SEL = 40.0
@@ -35,6 +37,27 @@ def numeric_eq_exact(magnitudes) -> bool:
     to --max-len 90; wider numbers are compared through one-hot codes."""
     m = max(magnitudes)
     return 8 * 2.0 ** -23 * EQ_GAP * m * m < 5.0
+
+
+# float32 roundings in a rotary equality score, in units of 2^-24 R (R = rot_scale):
+# the features (4), the query's rotation by a constant offset (4), a head's copy
+# of a key's features (8: softmax leakage and the weighted sum), the three products
+# and their sum (12), with margin
+ROT_ROUNDINGS = 32
+
+
+def rot_scale(period: int) -> float:
+    """R with R (1 - cos(2 pi / P)) = EQ_GAP: the drop for |k - q| = 1."""
+    return EQ_GAP / (1.0 - math.cos(2.0 * math.pi / period))
+
+
+def rot_eq_exact(period: int) -> bool:
+    """The rotary equality score SEL - R + R cos(2 pi (k - q) / P) is summed
+    from terms of size R; its float32 rounding must stay below 5 logits, as
+    numeric_eq_exact's.  Keys with 1 <= |k - q| <= P - 1 score at most
+    SEL - EQ_GAP; so a period up to about 1,130: positions to design length
+    about 1,070 (numeric_eq_exact's quadratic score stops at 362)."""
+    return ROT_ROUNDINGS * 2.0 ** -24 * rot_scale(period) < 5.0
 
 
 def score_rows(kind, k, q, pred, sel):
@@ -78,6 +101,13 @@ def score_rows(kind, k, q, pred, sel):
             dq, dk = score_rows("num", kd, qd, "eq", sel if i == 0 else 0.0)
             qs += dq
             ks += dk
+        return qs, ks
+    if kind == "rot":
+        # k = (cos, sin), q = (cos, sin, R) forms of the angles 2 pi v / P, |k - q| < P:
+        # sel - R + R cos(2 pi (k - q) / P): sel at k = q, <= sel - EQ_GAP elsewhere
+        r = q[2]
+        qs = [lin_scale(q[0], r), lin_scale(q[1], r), lin_scale(NOTBOS, sel - r)]
+        ks = [k[0], k[1], {ONE: 1.0}]
         return qs, ks
     # numeric equality: sel - EQ_GAP * (k - q)^2
     b = EQ_GAP

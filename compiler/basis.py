@@ -114,12 +114,17 @@ class Cat:
 class Num:
     """Numeric: the value itself is a linear form (exact at integers up to small
     float noise).  `sq` is a form for its square when one is available (for
-    equality attention); `affine` = (a, b) when the value is a*index + b."""
+    equality attention); `affine` = (a, b) when the value is a*index + b;
+    `rot` = (cos form, sin form, lo, hi): cos and sin of the angle 2 pi v / P
+    for the values v in [lo, hi], both 0 for the others (P the compile's
+    rotary period: equality attention past the quadratic score's range,
+    craft.Crafter.rot_of)."""
     lin: dict
     lo: float
     hi: float
     sq: Optional[dict] = None
     affine: Optional[tuple] = None
+    rot: Optional[tuple] = None
 
     def numeric(self) -> dict:
         return self.lin
@@ -128,7 +133,8 @@ class Num:
         return self.sq
 
     def map_forms(self, f) -> "Num":
-        return Num(f(self.lin), self.lo, self.hi, f(self.sq) if self.sq is not None else None, self.affine)
+        return Num(f(self.lin), self.lo, self.hi, f(self.sq) if self.sq is not None else None, self.affine,
+                   None if self.rot is None else (f(self.rot[0]), f(self.rot[1])) + self.rot[2:])
 
 
 @dataclass
@@ -153,4 +159,6 @@ def rep_dims(rep) -> set:
     out = set(rep.lin)
     if rep.sq:
         out |= set(rep.sq)
+    if rep.rot:
+        out |= set(rep.rot[0]) | set(rep.rot[1])
     return out

@@ -804,6 +804,12 @@ class Crafter:
                     rep.affine = (aff[0], aff[1] + c)
                 else:
                     rep.affine = (aff[0], aff[1] - c) if forms[0] is x else (-aff[0], c - aff[1])
+        if len(nonconst) == 1 and getattr(nonconst[0], "rot", None) is not None and op in ("neg", "add", "sub"):
+            x = nonconst[0]
+            c = next((a for a in forms if isinstance(a, int)), 0)
+            sign, off = (-1, 0) if op == "neg" else (1, c) if op == "add" else \
+                (1, -c) if forms[0] is x else (-1, c)
+            rep.rot = self.rotated(x.rot, sign, off)
         return rep
 
     def as_num(self, node, cat: Cat):
@@ -874,6 +880,10 @@ class Crafter:
             if self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE:
                 return self.digit_select(sel, k, q)
             return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
+        if sel.pred == "eq" and (self.FORCE_ROT or not A.numeric_eq_exact(self.magnitudes(k, q))):
+            rot = self.rot_pair(k, q)
+            if rot is not None:
+                return rot
         if sel.pred == "eq" and not self.FORCE_DIGITS and not A.numeric_eq_exact(self.magnitudes(k, q)):
             k, q = self.narrowed(sel, k, q, square=True)
         if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(self.magnitudes(k, q))):
@@ -1016,6 +1026,80 @@ class Crafter:
         return Num({dims[0]: 1.0}, lo, hi, {dims[1]: 1.0} if len(dims) > 1 else None)
 
     FORCE_DIGITS = False     # tests: compare every numeric equality by digits (digit_select)
+    FORCE_ROT = False        # tests: compare positions by rotary codes wherever they have them
+    ROT_OFFSETS = 64         # the rotary period is L + this: offsets up to it from a position
+
+    @property
+    def rot_period(self) -> int:
+        return self.L + self.ROT_OFFSETS
+
+    def rot_wanted(self) -> bool:
+        """Positions are compared by rotary codes where the quadratic score is
+        not exact at this length and the rotary score is (attn.rot_eq_exact)."""
+        return not self.FORCE_DIGITS and (self.FORCE_ROT or not A.numeric_eq_exact([self.L])) \
+            and A.rot_eq_exact(self.rot_period)
+
+    def index_rot(self) -> tuple:
+        """(cos, sin) forms of 2 pi i / P: two position features of the
+        embedding (model.looped.position_feature), allocated on first use."""
+        if getattr(self, "rot_dims", None) is None:
+            self.rot_dims = (self.res.new("index_cos", "pre", True), self.res.new("index_sin", "pre", True))
+        return {self.rot_dims[0]: 1.0}, {self.rot_dims[1]: 1.0}
+
+    def rotated(self, rot, sign: int, offset) -> tuple:
+        """The rot of sign * v + offset from the rot of v (sign +-1): a rotation,
+        linear in the forms; its range moves with the value."""
+        c, s_, lo, hi = rot
+        a = 2.0 * np.pi * float(offset) / self.rot_period
+        ca, sa = float(np.cos(a)), float(np.sin(a))
+        s_ = lin_scale(s_, float(sign))
+        lo, hi = sorted((sign * lo + offset, sign * hi + offset))
+        return lin_add((ca, c), (-sa, s_)), lin_add((ca, s_), (sa, c)), lo, hi
+
+    def rot_of(self, r):
+        """r's rot: its own (a head's copy of a key's, see build_aggregate_kind)
+        or, for a value +-index + b, the index's rotated; None where positions
+        are not compared this way at this length."""
+        if not isinstance(r, Num) or not self.rot_wanted():
+            return None
+        if r.rot is not None:
+            return r.rot
+        aff = r.affine
+        if aff is not None and aff[0] in (1, -1):
+            c, s_ = self.index_rot()
+            return self.rotated((c, s_, 0, self.L - 1), int(aff[0]), aff[1])
+        return None
+
+    def rot_pair(self, k, q):
+        """("rot", key forms, query forms) for k == q by rotary codes, or None:
+        both sides need rot, differences on the circle below the period, and a
+        side's values off the circle (a default outside its positions) must
+        equal nothing on the other side."""
+        rk, rq = self.rot_of(k), self.rot_of(q)
+        if rk is None or rq is None:
+            return None
+        if max(rk[3] - rq[2], rq[3] - rk[2]) >= self.rot_period:
+            return None
+        for r, rr, o in ((k, rk, q), (q, rq, k)):
+            off = [(r.lo, rr[2] - 1), (rr[3] + 1, r.hi)]
+            if any(a <= b and a <= o.hi and o.lo <= b for a, b in off):
+                return None
+        return "rot", rk[:2], rq[:2] + (A.rot_scale(self.rot_period),)
+
+    def rot_value_rows(self, v, default):
+        """Value rows copying a key's rot through a head that returns one key's
+        value: (rows, BOS values, (lo, hi)); the default is off the circle
+        (0, 0) where it lies outside the values' range."""
+        rot = self.rot_of(v)
+        if rot is None:
+            return None
+        lo, hi = rot[2], rot[3]
+        if lo <= default <= hi:
+            a = 2.0 * np.pi * float(default) / self.rot_period
+            bos = [float(np.cos(a)), float(np.sin(a))]
+        else:
+            bos = [0.0, 0.0]
+        return [rot[0], rot[1]], bos, (lo, hi)
 
     def digit_select(self, sel, k, q):
         """Numeric equality of wide numbers (|value| > 362, where the quadratic
@@ -1165,6 +1249,13 @@ class Crafter:
         key = Num(lin_add({IDX: 1.0}, (float(t), NOTBOS)), t, self.L - 1 + t,
                   lin_add({IDX2: 1.0}, (2.0 * t, {IDX: 1.0}), (float(t * t), NOTBOS)), (1, t))
         q = self.reps_indices()
+        kind = "num"
+        if self.FORCE_ROT or not A.numeric_eq_exact(self.magnitudes(key, q)):
+            rot = self.rot_pair(key, q)
+            if rot is None:
+                raise self.error(node, f"this select compares positions {t} apart, at design length {self.L} "
+                                 "beyond what one head compares exactly in float32 (use a smaller --max-len)")
+            kind, key, q = rot
         out_vals = sorted(self.vals(node))
         if isinstance(prefix_rep, Cat):
             dims, rows, bos, outs = {}, [], [], []
@@ -1173,10 +1264,10 @@ class Crafter:
                 rows.append(prefix_rep.vals.get(w, {}))
                 bos.append(1.0 if w == default else 0.0)
                 outs.append({dims[w]: 1.0})
-            self.attn(label + " (lag)", A.head("num", key, q, "eq", rows, bos), outs)
+            self.attn(label + " (lag)", A.head(kind, key, q, "eq", rows, bos), outs)
             return Cat({w: {d: 1.0} for w, d in dims.items()})
         dim = self.alloc(label + " lag")
-        self.attn(label + " (lag)", A.head("num", key, q, "eq", [prefix_rep.numeric()], [float(default)]),
+        self.attn(label + " (lag)", A.head(kind, key, q, "eq", [prefix_rep.numeric()], [float(default)]),
                   [{dim: 1.0}])
         return Num({dim: 1.0}, min(out_vals), max(out_vals))
 
@@ -1279,6 +1370,13 @@ class Crafter:
             bos.append(float(default) ** 2)
             outs.append({sdim: 1.0})
             rep.sq = {sdim: 1.0}
+        rot = self.rot_value_rows(v, default) if node in self.need_sq else None
+        if rot is not None:
+            cdim, sdim = self.alloc(label + " cos"), self.alloc(label + " sin")
+            rows += rot[0]
+            bos += rot[1]
+            outs += [{cdim: 1.0}, {sdim: 1.0}]
+            rep.rot = ({cdim: 1.0}, {sdim: 1.0}) + rot[2]
         op = self.attn(label, A.head(kind, k, q, sel.pred, rows, bos, rank, span), outs)
         if not want_cat:
             self.value_heads[node] = (op, v, default)

@@ -21,7 +21,7 @@ from pathlib import Path
 from rasp.atomic import write_text_atomic
 from rasp.errors import RaspFileError
 
-from .looped import ACTIVATIONS, LoopedConfig, LoopedTransformer
+from .looped import ACTIVATIONS, ROTARY_FEATURE, LoopedConfig, LoopedTransformer
 
 MANIFEST = "manifest.json"
 MAX_DIM = 1 << 20            # any single width or vocabulary
@@ -236,9 +236,11 @@ def check_config(cfg: dict, path, where: str = ""):
                 p + "attn_scale", "null or a finite number", a)
     feats = cfg["position_features"]
     ok = isinstance(feats, list) and all(
-        isinstance(f, list) and len(f) == 2 and f[0] in ("one", "index", "index_sq")
+        isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)
+        and (f[0] in ("one", "index", "index_sq") or ROTARY_FEATURE.fullmatch(f[0]))
         and is_int(f[1], 0, cfg["d_model"] - 1) for f in feats)
-    check_value(path, ok, p + "position_features", "[[one|index|index_sq, residual dim], ...]", feats)
+    check_value(path, ok, p + "position_features",
+                "[[one|index|index_sq|index_cos:P|index_sin:P, residual dim], ...]", feats)
     check_value(path, isinstance(cfg["extra"], dict), p + "extra", "an object", cfg["extra"])
     try:
         return LoopedConfig.from_dict(cfg)

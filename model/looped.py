@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Optional
@@ -83,15 +84,26 @@ class LoopedConfig:
         return cls(**d)
 
 
+ROTARY_FEATURE = re.compile(r"index_(cos|sin):([1-9][0-9]{0,6})")
+
+
 def position_feature(name: str, pos: torch.Tensor) -> torch.Tensor:
     """Fixed (not learned) numeric functions of the position index i (BOS is -1
-    when present, so the first real token is 0)."""
+    when present, so the first real token is 0).  `index_cos:P` and
+    `index_sin:P` are cos and sin of 2 pi i / P, computed in float64 from i mod
+    P and rounded once: the compiler compares positions past the quadratic
+    score's float32 range by them (compiler/attn.py, rot_eq_exact)."""
     if name == "one":
         return torch.ones_like(pos)
     if name == "index":
         return pos
     if name == "index_sq":
         return pos * pos
+    m = ROTARY_FEATURE.fullmatch(name)
+    if m:
+        period = int(m.group(2))
+        angle = torch.remainder(pos.to(torch.float64), period) * (2.0 * math.pi / period)
+        return (torch.cos(angle) if m.group(1) == "cos" else torch.sin(angle)).to(pos.dtype)
     raise ValueError(f"unknown position feature {name!r}")
 
 
