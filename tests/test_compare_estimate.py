@@ -218,3 +218,26 @@ def test_a_reference_measurement_compresses_a_curriculum_over_positions(tmp_path
 
     E.reference_measurement(dataclasses.replace(spec, evals=[]), tmp_path, 10, call, 1.0, "test machine")
     assert trained and trained[0].steps == 10 and trained[0].loss_grow_every == 1
+
+
+def test_a_reference_measurement_of_a_run_without_steps_times_its_start_and_evaluations(tmp_path):
+    """The compiled rows train 0 steps: measured with 0 (a 10-step fine-tune of
+    a compiled words model took minutes of guard evaluations)."""
+    words = load_suite("words")
+    spec = G.expand(words, "cpu", seeds=1, tasks=["z60_k8"], models=["compiled"])[0]
+    argvs = []
+
+    def call(argv):
+        argvs.append(argv)
+        if argv[0] == "train":
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(parents=True)
+            write(out / "summary.json", json.dumps({"seconds": 0.5, "step": 0}))
+            write(out / "metrics.jsonl", "")
+        return 0
+
+    m = E.reference_measurement(dataclasses.replace(spec, evals=[]), tmp_path, 10, call, 1.0, "test machine")
+    assert argvs[0][argvs[0].index("--steps") + 1] == "0"
+    assert m["steps"] == 0 and m["per_step_s"] == 0.0
+    est = E.reference_estimate(spec, "new", m)
+    assert est.seconds == pytest.approx(m["startup_s"] + m["eval_s"]) and "(none measured)" in est.note

@@ -153,7 +153,8 @@ def reference_estimate(spec: RunSpec, state: str, m: dict) -> "Estimate":
     if state == "evaluate":
         return Estimate(m["eval_s"], "reference", f"evaluation only; {label}")
     seconds = m["startup_s"] + m["per_step_s"] * steps + m["valid_s"] * validations + m["eval_s"]
-    note = f"{steps} steps at {1 / m['per_step_s']:.3g} steps/s, {validations} validations; {label}"
+    speed = f"at {1 / m['per_step_s']:.3g} steps/s" if m["per_step_s"] > 0 else "(none measured)"
+    note = f"{steps} steps {speed}, {validations} validations; {label}"
     return Estimate(seconds, "reference", note + ("; resumes: at most this" if state == "resume" else ""))
 
 
@@ -263,8 +264,11 @@ def reference_measurement(spec: RunSpec, workdir: Path, steps: int, call, startu
     itself, whatever the load while measuring (the wall clock only splits
     the training process's CPU time between its steps and its validation)."""
     hp = planned(spec) or {}
+    if hp.get("steps") == 0:
+        steps = 0         # a run that trains nothing (a compiled start as it is): time its start and evaluations
     full = hp.get("steps") if isinstance(hp.get("steps"), int) and hp["steps"] > 0 else steps
-    short = {**spec.train, "steps": steps, "eval_every": steps, "log_every": max(1, steps // 10), "ckpt_every": steps}
+    short = {**spec.train, "steps": steps, "eval_every": max(1, steps), "log_every": max(1, steps // 10),
+             "ckpt_every": max(1, steps)}
     if isinstance(hp.get("interval"), int) and hp.get("max_train_n"):
         short["interval"] = max(1, round(hp["interval"] * steps / full))
     if hp.get("loss_first") and isinstance(hp.get("loss_grow_every"), int) and hp["loss_grow_every"] > 0:
@@ -284,7 +288,7 @@ def reference_measurement(spec: RunSpec, workdir: Path, steps: int, call, startu
     summary = read_json(run_dir / "summary.json") or {}
     loop = float(summary.get("seconds") or wall)
     trained, in_windows = window_seconds(run_dir / "metrics.jsonl")
-    if trained < 1:
+    if trained < 1 and steps:
         raise RaspError(f"reference measurement of {spec.run_id}: no logged training steps")
     eval_s = 0.0
     for e in spec.evals:
@@ -300,7 +304,7 @@ def reference_measurement(spec: RunSpec, workdir: Path, steps: int, call, startu
         per_unit = max(0.0, (times[1] - times[0]) / (sizes[1] - 1)) if key else 0.0
         eval_s += startup_s + times[0] + (per_unit * (e.options[key] - 1) if key else 0.0)
     shutil.rmtree(run_dir, ignore_errors=True)
-    return {"steps": trained, "per_step_s": round(in_windows * share / trained, 5),
+    return {"steps": trained, "per_step_s": round(in_windows * share / trained, 5) if trained else 0.0,
             "valid_s": round(max(0.0, loop - in_windows) * share, 3),
             "startup_s": round(startup_s + max(0.0, wall - loop) * share, 2), "eval_s": round(eval_s, 2),
             "load": max(x for x in (load, load_average(), -1.0) if x is not None),
