@@ -121,7 +121,8 @@ def main(argv=None) -> int:
                 except RaspError as e:
                     print(f"{key}: {e}", file=sys.stderr, flush=True)
                     continue
-                print(f"{key}: {1 / m['per_step_s']:.3g} steps/s, validation {m['valid_s']:.2f} s, "
+                speed = f"{1 / m['per_step_s']:.3g} steps/s" if m["per_step_s"] > 0 else "no steps"
+                print(f"{key}: {speed}, validation {m['valid_s']:.2f} s, "
                       f"evaluation {m['eval_s']:.1f} s (load {m['load']:g})", flush=True)
                 # read again (another bench may have written cells meanwhile), written after every
                 # cell (an interrupted bench keeps its work)

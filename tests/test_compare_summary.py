@@ -173,3 +173,21 @@ def test_a_plot_with_eleven_models_has_two_panels_and_the_legend_outside(tmp_pat
         made["fig"].canvas.draw()
         box, data = legend.get_window_extent(), ax.get_window_extent()
         assert box.x0 >= data.x1                                     # entirely right of the data
+
+
+def test_the_runner_up_is_another_model_not_another_row_of_the_best():
+    """Fan's looped model has a row per stopping rule: the summary compares
+    its best row with the best row of another model."""
+    def cell(model, values):
+        mean = sum(values) / len(values)
+        return {"ours": {"status": "ok", "mean": mean, "se": 0.0, "values": values}, "attrs": {"model": model}}
+    table = {"title": "Parity", "id": "parity", "columns": [{"label": "n 15"}], "rows": [
+        {"label": "Looped, oracle stop", "cells": [cell("looped", [0.9, 0.95, 0.92])]},
+        {"label": "Looped, depth law", "cells": [cell("looped", [0.9, 0.95, 0.91])]},
+        {"label": "NTP-Pause", "cells": [cell("ntp_pause", [0.6, 0.7, 0.65])]},
+        {"label": "NTP-Loop", "cells": [cell("ntp_loop", [0.5, 0.55, 0.6])]}]}
+    (row,) = ranking.rank_table(table)
+    assert (row["best"], row["second"], row["models"]) == ("Looped, oracle stop", "NTP-Pause", 3)
+    assert row["beyond_noise"] and row["margin"] == pytest.approx(0.9233333 - 0.65, abs=1e-6)
+    alone = {**table, "rows": table["rows"][:2]}
+    assert ranking.rank_table(alone)[0]["why"] == "one model with a value"

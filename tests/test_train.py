@@ -270,8 +270,9 @@ def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_pa
 
 def test_compiled_addition_finetunes_at_the_cpu_preset(tmp_path):
     """Issue 27: `--init compiled` fine-tunes addition (compiled at its 102-token
-    length, 248k parameters now that each block is as wide as its own ops; 993k
-    before) at the cpu preset in seconds: exact at step 0 and after, beyond the
+    length, 179k parameters now that each block is as wide as its own ops and
+    positions past 362 are compared by rotary codes; 993k before) at the cpu
+    preset in seconds: exact at step 0 and after, beyond the
     training lengths too, the loss finite, the circuit's zeros still zero.  The
     fragile-tensor probe (tested on parity above) is off here: it is most of the
     start's time (about a minute of CPU on addition)."""

@@ -62,8 +62,9 @@ def model_axis(table: dict) -> str:
 
 
 def contenders(table: dict, ranked: Optional[set] = None) -> dict:
-    """{range heading: [(model name, cell's ours)]} over the shown cells with
-    a value; models whose entry is not ranked (compiled, not learned) are left out."""
+    """{range heading: [(row name, cell's ours, model entry)]} over the shown
+    cells with a value; models whose entry is not ranked (compiled, not
+    learned) are left out."""
     out: dict = {}
     by_columns = model_axis(table) == "columns"
     for row in table["rows"]:
@@ -79,26 +80,31 @@ def contenders(table: dict, ranked: Optional[set] = None) -> dict:
                 else (row["label"], col.get("heading", col["label"]))
             out.setdefault(where, [])
             if ours.get("status") == "ok":
-                out[where].append((name, ours))
+                out[where].append((name, ours, attrs.get("model", name)))
     return out
 
 
 def rank_table(table: dict, ranked: Optional[set] = None) -> list:
-    """One summary row per range of the table that has at least one value."""
+    """One summary row per range of the table that has at least one value.
+    Models are ranked, not rows: where a model has several rows (the looped
+    model under each stopping rule), its best row stands for it and the
+    runner-up is the best row of another model."""
     rows = []
     for where, cells in contenders(table, ranked).items():
         if not cells:
             continue
         cells = sorted(cells, key=lambda c: -c[1]["mean"])
-        best_name, best = cells[0]
+        best_name, best, best_model = cells[0]
+        others = [c for c in cells if c[2] != best_model]
+        others = [c for i, c in enumerate(others) if c[2] not in {o[2] for o in others[:i]}]   # each model's best
         row = {"table": table["title"], "table_id": table["id"], "scale": table.get("scale", 1),
                "digits": table.get("digits", 1), "range": where, "best": best_name, "best_mean": best["mean"],
-               "best_se": best.get("se"), "best_n": len(best["values"]), "models": len(cells)}
-        if len(cells) == 1:
+               "best_se": best.get("se"), "best_n": len(best["values"]), "models": 1 + len(others)}
+        if not others:
             row.update(second=None, margin=None, p=None, beyond_noise=False, why="one model with a value")
         else:
-            second_name, second = cells[1]
-            tied = [n for n, c in cells[1:] if c["mean"] == best["mean"]]
+            second_name, second, _ = others[0]
+            tied = [n for n, c, _ in others if c["mean"] == best["mean"]]
             test = margin_test(best["values"], second["values"])
             row.update(second=second_name, second_mean=second["mean"], second_n=len(second["values"]),
                        margin=best["mean"] - second["mean"], p=test["p"], beyond_noise=test["beyond_noise"],

@@ -389,8 +389,9 @@ def summary_markdown(s: dict, h: str) -> list:
         return []
     lines = [f"{h} {SUMMARY_TITLE}", "",
              f"Per range (a column of the tables below, or a row where the table puts its models in columns): the "
-             f"model with the highest mean over its seeds, the runner-up, and the margin between their means (in "
-             f"the table's unit).  Beyond noise: {summ['test']}, best > second, p ≤ {summ['alpha']:g}; with 3 "
+             f"model with the highest mean over its seeds, the runner-up (another model: a model with several "
+             f"rows, such as the looped model under each stopping rule, is ranked by its best row), and the "
+             f"margin between their means (in the table's unit).  Beyond noise: {summ['test']}, best > second, p ≤ {summ['alpha']:g}; with 3 "
              f"seeds against 3 that needs every seed of the best above every seed of the second, and with one "
              f"seed no test is possible."
              + (f"  Not ranked (exact by construction, not learned): {', '.join(summ['unranked'])}."
