@@ -146,3 +146,20 @@ def test_programs_at_max_len_256_exact_to_the_design_length(name):
         if len(x) <= 1024:
             batch.append(x)
     assert_same(prog, cm, batch)
+
+
+def test_model_files_accept_rotary_features_and_refuse_others(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    from model.files import check_config
+    from rasp.errors import RaspFileError
+    prog = rasp.load(ROOT / "programs" / "flip_flop.rasp")
+    cfg = json.loads(json.dumps(asdict(compile_program(prog, max_len=256).model.cfg)))
+    names = [f for f, _ in cfg["position_features"]]
+    assert {"index_cos:1088", "index_sin:1088"} <= set(names)
+    assert check_config(cfg, tmp_path / "config.json").position_features == [tuple(f) for f in cfg["position_features"]]
+    for bad in ("index_cos:0", "index_tan:1088", "index_cos:-5", "index_sin:1088x"):
+        broken = {**cfg, "position_features": [[bad, 0]]}
+        with pytest.raises(RaspFileError, match="position_features"):
+            check_config(broken, tmp_path / "config.json")
