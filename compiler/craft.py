@@ -897,16 +897,22 @@ class Crafter:
             return "num", k, q
         ka, qa = getattr(k, "affine", None), getattr(q, "affine", None)
         if ka and qa and ka[0] == qa[0] and ka[0] != 0:
-            # pred(a*j + b1, a*i + b2) for every j <= i: true for all keys?
+            # pred(a*j + b1, a*i + b2) for the keys j <= i: an order between
+            # integers depends on key - query = (b1 - b2) - a d alone, d = i - j,
+            # so one pass over every distance the design length allows decides
+            # it (checking small distances only took `indices + 60 >= indices`
+            # for always true: wrong past 60)
             test = A.PREDS[sel.pred]
-            a, b1, b2 = ka[0], ka[1], qa[1]
-            always = all(test(a * j + b1, a * i + b2) for i in range(0, 50) for j in range(0, i + 1))
-            if always:
+            a, c = ka[0], ka[1] - qa[1]
+            holds = [bool(test(c - a * d, 0)) for d in range(self.L)]
+            if all(holds):
                 return "always", k, q
+            if not any(holds):
+                return "never", k, q
             # selected exactly when j <= i - t (t >= 1): a prefix ending t positions back
-            for t in range(1, 33):
-                if all(test(a * j + b1, a * i + b2) == (j <= i - t) for i in range(0, 80) for j in range(0, i + 1)):
-                    return ("lag", t), k, q
+            t = holds.index(True)
+            if t <= 32 and all(holds[t:]):
+                return ("lag", t), k, q
         counted = isinstance(agg_node, ir.SelWidth)
         if (several or counted) and sel.pred in ("lt", "le", "gt", "ge") \
                 and (self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE):
@@ -1277,6 +1283,9 @@ class Crafter:
     def build_aggregate(self, node):
         sel, red = node.selector, node.reduction
         kind, k, q = self.select_kind(sel, node)
+        if kind == "never":              # no key is ever selected: the default everywhere
+            d = self.default_of(node)
+            return Cat({d: dict(NOTBOS)}) if self.is_cat(node) else Num(lin_scale(NOTBOS, float(d)), d, d)
         if kind == ("order digits",):
             return self.build_order_digits(node, k, q)
         if isinstance(kind, tuple):          # lag t: aggregate the prefix, then shift by t
@@ -1411,6 +1420,8 @@ class Crafter:
     def build_selwidth(self, node):
         sel = node.inputs[0]
         kind, k, q = self.select_kind(sel, node)
+        if kind == "never":
+            return Num({}, 0, 0, {})
         if isinstance(kind, tuple) and kind[0] == "lag":     # j <= i - t: max(0, i - t + 1), a table of the index
             t = kind[1]
             rep = self.tabulate(node, self.reps_indices(), lambda i: max(0, i - t + 1), False)

@@ -490,3 +490,15 @@ if __name__ == "__main__":          # a quick look at a few samples
     for name in REFERENCES:
         x = SAMPLERS[name](rng, 5)
         print(name, " ".join(map(str, x)), "->", " ".join(map(str, REFERENCES[name](x))))
+
+
+def sampled_inputs(prog, name, count, max_n, max_len, seed):
+    """`count` inputs of program `name` parsed by `prog`, drawn by its sampler at
+    sizes 1..max_n (a seeded stream), keeping those of at most `max_len` tokens."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        x = prog.parse_input(" ".join(map(str, SAMPLERS[name](rng, rng.randint(1, max_n)))))
+        if len(x) <= max_len:
+            out.append(x)
+    return out

@@ -74,10 +74,4 @@ def test_forced_digits_library_shapes_exact(forced_digits, expr):
 def test_forced_digits_programs_exact(forced_digits, name):
     prog = rasp.load(ROOT / "programs" / f"{name}.rasp")
     cm = compile_program(prog, max_len=6)
-    rng = random.Random(3)
-    batch = []
-    while len(batch) < 40:
-        x = prog.parse_input(" ".join(map(str, R.SAMPLERS[name](rng, rng.randint(1, 8)))))
-        if len(x) <= 24:
-            batch.append(x)
-    assert_same(prog, cm, batch)
+    assert_same(prog, cm, R.sampled_inputs(prog, name, 40, 8, 24, 3))

@@ -139,13 +139,7 @@ def test_a_lag_beyond_the_period_is_refused_with_its_line(monkeypatch):
 def test_programs_at_max_len_256_exact_to_the_design_length(name):
     prog = rasp.load(ROOT / "programs" / f"{name}.rasp")
     cm = compile_program(prog, max_len=256)
-    rng = random.Random(13)
-    batch = []
-    while len(batch) < 12:
-        x = prog.parse_input(" ".join(map(str, R.SAMPLERS[name](rng, rng.randint(1, 500)))))
-        if len(x) <= 1024:
-            batch.append(x)
-    assert_same(prog, cm, batch)
+    assert_same(prog, cm, R.sampled_inputs(prog, name, 12, 500, 1024, 13))
 
 
 def test_model_files_accept_rotary_features_and_refuse_others(tmp_path):
