@@ -191,3 +191,24 @@ def test_the_runner_up_is_another_model_not_another_row_of_the_best():
     assert row["beyond_noise"] and row["margin"] == pytest.approx(0.9233333 - 0.65, abs=1e-6)
     alone = {**table, "rows": table["rows"][:2]}
     assert ranking.rank_table(alone)[0]["why"] == "one model with a value"
+
+
+def test_a_split_the_preset_does_not_evaluate_is_no_column_even_while_runs_are_incomplete(tmp_path):
+    """words at cpu evaluates valid, test_16 and test_32: P3 Table 2's 3X (test_24)
+    column is left out although a run still in progress has no splits yet."""
+    out = tmp_path / "out"
+    splits = {s: {"n": 500, "metrics": {"seq_acc": {"mean": 0.5, "se": 0.02}}, "by_length": {}, "by_group": {},
+                  "stats": {}} for s in ("valid", "test_16", "test_32")}
+    for seed in range(3):
+        run = out / f"z60_k8__lstm__cpu__s{seed}"
+        write(run / "run.json", {})
+        write(run / "summary.json", {"finished": True})
+        write(run / "eval.json", {"task": "words_z60", "model": "lstm", "splits": splits})
+    write(out / "z60_k8__gru__cpu__s0" / "run.json", {})          # started, not finished
+    R.record_selection(out, load_suite("words"), "cpu", None, ["lstm", "gru"], ["z60_k8"])
+    doc = R.write_report(out, plots=False)
+    table = next(t for t in doc["suites"][0]["tables"] if t["id"] == "p3_table2")
+    shown = [c["label"] for c in table["columns"] if c.get("shown", True)]
+    assert shown == ["Z60 1X", "Z60 2X", "Z60 4X"]
+    gru = next(r for r in table["rows"] if r["label"] == "GRU")
+    assert gru["cells"][0]["ours"]["status"] == "incomplete"

@@ -85,6 +85,14 @@ def _write_atomic(path: Path, text: str):
 
 # ---- cells -----------------------------------------------------------------------
 
+def evaluated_split(spec, eval_name: str, split: str) -> bool:
+    """Whether the run's evaluation `eval_name` covers `split` (True where it
+    names no splits: the evaluation's own default)."""
+    opts = next((e.options for e in spec.evals if e.name == eval_name), {})
+    named = opts.get("splits")
+    return not isinstance(named, str) or split in named.split(",")
+
+
 def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite) -> dict:
     """Aggregate one table cell over the seeds' runs."""
     if not results:
@@ -117,6 +125,12 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
         # every seed's reason, most serious first; a single kind reads as one word ("failed")
         kinds = [k for k in ("failed", "stale", "incomplete", "missing") if counts[k]]
         status = kinds[0] if kinds else ("; ".join(sorted(why_none)) or "missing")
+        if not evaluated_split(results[0].spec, eval_name, attrs.get("split", "test")):
+            # the suite's evaluation at this preset leaves this split out: no seed will
+            # have it, finished or still running (the column is not ours)
+            status = text = f"no split {attrs.get('split', 'test')!r}"
+            cell.update(status=status, text=text)
+            return cell
         if kinds == [status] and not why_none:
             text = status                             # every seed alike: one word
         else:
