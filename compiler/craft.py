@@ -911,7 +911,7 @@ class Crafter:
                 return "never", k, q
             # selected exactly when j <= i - t (t >= 1): a prefix ending t positions back
             t = holds.index(True)
-            if t <= 32 and all(holds[t:]):
+            if t <= 32 and all(holds[t:]) and (isinstance(agg_node, ir.SelWidth) or self.shift_head(t)):
                 return ("lag", t), k, q
         counted = isinstance(agg_node, ir.SelWidth)
         if (several or counted) and sel.pred in ("lt", "le", "gt", "ge") \
@@ -1250,18 +1250,20 @@ class Crafter:
             return d.inputs[0].value
         raise self.error(node, "the default of an aggregate must be a constant for the compiler")
 
-    def lagged(self, node, t, prefix_rep, default, label):
-        """value at i = prefix_rep at i - t (default for i < t): one shift head."""
+    def shift_head(self, t):
+        """(kind, key, query) of the head selecting the key t positions back:
+        the quadratic score while it is exact, else rotary codes; None where
+        neither is exact at this length (select_kind then takes the general path)."""
         key = Num(lin_add({IDX: 1.0}, (float(t), NOTBOS)), t, self.L - 1 + t,
                   lin_add({IDX2: 1.0}, (2.0 * t, {IDX: 1.0}), (float(t * t), NOTBOS)), (1, t))
         q = self.reps_indices()
-        kind = "num"
         if self.FORCE_ROT or not A.numeric_eq_exact(self.magnitudes(key, q)):
-            rot = self.rot_pair(key, q)
-            if rot is None:
-                raise self.error(node, f"this select compares positions {t} apart, at design length {self.L} "
-                                 "beyond what one head compares exactly in float32 (use a smaller --max-len)")
-            kind, key, q = rot
+            return self.rot_pair(key, q)
+        return "num", key, q
+
+    def lagged(self, node, t, prefix_rep, default, label):
+        """value at i = prefix_rep at i - t (default for i < t): one shift head."""
+        kind, key, q = self.shift_head(t)
         out_vals = sorted(self.vals(node))
         if isinstance(prefix_rep, Cat):
             dims, rows, bos, outs = {}, [], [], []

@@ -124,14 +124,17 @@ def test_an_offset_beyond_the_period_falls_back_to_digits():
     assert_same(prog, cm, [[rng.choice([0, 1]) for _ in range(n)] for n in (99, 101, 250, 400)])
 
 
-def test_a_lag_beyond_the_period_is_refused_with_its_line(monkeypatch):
-    # a prefix select lagged 30 back is a 'lag' (craft.select_kind); past P it is refused
-    prog = rasp.loads("input seq: {0, 1}\n"
+def test_a_lag_beyond_the_period_takes_the_general_path(monkeypatch):
+    # a prefix select lagged 30 back is a 'lag' (craft.select_kind): a prefix head and
+    # a shift head; with the shift past the rotary period it is an order select instead
+    prog = rasp.loads("input seq: {0, 1, 2}\n"
                       "output aggr(select(indices(seq), indices(seq) - 30, le), seq, 0, max)\n", "<lag>")
-    compile_program(prog, max_len=100)                                  # 30 < 64: fine
+    assert "(lag)" in compile_program(prog, max_len=100).report()
     monkeypatch.setattr(Crafter, "ROT_OFFSETS", 8)
-    with pytest.raises(RaspError, match=":2:8: error: this select compares positions 30 apart"):
-        compile_program(prog, max_len=100)
+    cm = compile_program(prog, max_len=100)
+    assert "(lag)" not in cm.report()
+    rng = random.Random(4)
+    assert_same(prog, cm, [[rng.choice([0, 1, 2]) for _ in range(n)] for n in (1, 31, 200, 400)])
 
 
 @pytest.mark.slow
