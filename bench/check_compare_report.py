@@ -183,8 +183,10 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
         for where, cells in ranges.items():
             cells.sort(key=lambda c: -math.fsum(c[1]) / len(c[1]))
             # models, not rows: the runner-up is the best row of another model
-            firsts = [c for i, c in enumerate(cells) if c[2] not in {o[2] for o in cells[:i]}]
-            want.append((t["title"], where, firsts))
+            by_model: dict = {}
+            for c in cells:
+                by_model.setdefault(c[2], c)
+            want.append((t["title"], where, list(by_model.values())))
     got = summ["rows"]
     problems = []
     if [(r["table"], r["range"]) for r in got] != [(w[0], w[1]) for w in want]:

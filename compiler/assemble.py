@@ -131,7 +131,7 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     x_bos = np.zeros(d)
     x_bos[ONE], x_bos[BOS], x_bos[IDX], x_bos[IDX2] = 1.0, 1.0, -1.0, 1.0
     features = [("one", ONE), ("index", IDX), ("index_sq", IDX2)]
-    if getattr(crafter, "rot_dims", None) is not None:
+    if crafter.rot_dims is not None:
         # the rotary features at BOS (position -1), as the model computes them
         period = crafter.rot_period
         names = (f"index_cos:{period}", f"index_sin:{period}")

@@ -79,6 +79,7 @@ class Crafter:
         self.plan_fusion()
         self.embedded_maps = self.plan_embedded_maps()
         self.embedded: dict = {}        # dim the embedding writes -> its form over the input's one-hot dims
+        self.rot_dims = None            # (cos, sin) position-feature dims, allocated on first use (index_rot)
 
     # ---- helpers -------------------------------------------------------------
     def error(self, node, message):
@@ -782,34 +783,20 @@ class Crafter:
             lin = lin_scale(num(next(a for a in forms if not isinstance(a, int))), float(c))
         rep = Num(lin, min(vals), max(vals))
         nonconst = [a for a in forms if not isinstance(a, int)]
-        if len(nonconst) == 1 and nonconst[0].square() is not None:
-            x = nonconst[0]
-            xs, xl = x.square(), x.numeric()
-            c = next((a for a in forms if isinstance(a, int)), 0)
-            if op == "neg":
-                rep.sq = xs
-            elif op == "mul":
-                rep.sq = lin_scale(xs, float(c * c))
-            else:
-                s = 1.0 if op == "add" or forms[0] is x else -1.0    # rep = s*x + c'
-                cc = float(c) if op == "add" else (-float(c) if forms[0] is x else float(c))
-                rep.sq = lin_add(xs, (2.0 * s * cc, xl), (cc * cc, NOTBOS))
-            aff = getattr(x, "affine", None)
-            if aff is not None:
-                if op == "neg":
-                    rep.affine = (-aff[0], -aff[1])
-                elif op == "mul":
-                    rep.affine = (aff[0] * c, aff[1] * c)
-                elif op == "add":
-                    rep.affine = (aff[0], aff[1] + c)
-                else:
-                    rep.affine = (aff[0], aff[1] - c) if forms[0] is x else (-aff[0], c - aff[1])
-        if len(nonconst) == 1 and getattr(nonconst[0], "rot", None) is not None and op in ("neg", "add", "sub"):
+        if len(nonconst) == 1:
             x = nonconst[0]
             c = next((a for a in forms if isinstance(a, int)), 0)
-            sign, off = (-1, 0) if op == "neg" else (1, c) if op == "add" else \
-                (1, -c) if forms[0] is x else (-1, c)
-            rep.rot = self.rotated(x.rot, sign, off)
+            # rep = scale * x + off
+            scale, off = (c, 0) if op == "mul" else (-1, 0) if op == "neg" else (1, c) if op == "add" \
+                else (1, -c) if forms[0] is x else (-1, c)
+            if x.square() is not None:
+                rep.sq = lin_add((float(scale * scale), x.square()), (2.0 * scale * off, x.numeric()),
+                                 (float(off * off), NOTBOS))
+                aff = getattr(x, "affine", None)
+                if aff is not None:
+                    rep.affine = (aff[0] * scale, aff[1] * scale + off)
+            if getattr(x, "rot", None) is not None and op != "mul":
+                rep.rot = self.rotated(x.rot, scale, off)
         return rep
 
     def as_num(self, node, cat: Cat):
@@ -880,11 +867,12 @@ class Crafter:
             if self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE:
                 return self.digit_select(sel, k, q)
             return "cat", self.onehot(sel.key, k), self.onehot(sel.query, q)
-        if sel.pred == "eq" and (self.FORCE_ROT or not A.numeric_eq_exact(self.magnitudes(k, q))):
+        quadratic = sel.pred == "eq" and A.numeric_eq_exact(self.magnitudes(k, q))
+        if sel.pred == "eq" and (self.FORCE_ROT or not quadratic):
             rot = self.rot_pair(k, q)
             if rot is not None:
                 return rot
-        if sel.pred == "eq" and not self.FORCE_DIGITS and not A.numeric_eq_exact(self.magnitudes(k, q)):
+        if sel.pred == "eq" and not self.FORCE_DIGITS and not quadratic:
             k, q = self.narrowed(sel, k, q, square=True)
         if sel.pred == "eq" and (self.FORCE_DIGITS or not A.numeric_eq_exact(self.magnitudes(k, q))):
             # the quadratic score's float32 rounding would reach the selection
@@ -911,8 +899,13 @@ class Crafter:
                 return "never", k, q
             # selected exactly when j <= i - t (t >= 1): a prefix ending t positions back
             t = holds.index(True)
-            if t <= 32 and all(holds[t:]) and (isinstance(agg_node, ir.SelWidth) or self.shift_head(t)):
-                return ("lag", t), k, q
+            if t <= 32 and all(holds[t:]):
+                # a width needs no shift head (a table of the index); an aggregate
+                # whose shift head is not exact at this length takes the general path
+                counted = isinstance(agg_node, ir.SelWidth)
+                head = None if counted else self.shift_head(t)
+                if counted or head is not None:
+                    return ("lag", t, head), k, q
         counted = isinstance(agg_node, ir.SelWidth)
         if (several or counted) and sel.pred in ("lt", "le", "gt", "ge") \
                 and (self.FORCE_DIGITS or self.span(k, q) + 1 > self.DIGITS_ABOVE):
@@ -1048,16 +1041,20 @@ class Crafter:
     def index_rot(self) -> tuple:
         """(cos, sin) forms of 2 pi i / P: two position features of the
         embedding (model.looped.position_feature), allocated on first use."""
-        if getattr(self, "rot_dims", None) is None:
+        if self.rot_dims is None:
             self.rot_dims = (self.res.new("index_cos", "pre", True), self.res.new("index_sin", "pre", True))
         return {self.rot_dims[0]: 1.0}, {self.rot_dims[1]: 1.0}
+
+    def rot_point(self, v) -> tuple:
+        """(cos, sin) of 2 pi v / P."""
+        a = 2.0 * np.pi * float(v) / self.rot_period
+        return float(np.cos(a)), float(np.sin(a))
 
     def rotated(self, rot, sign: int, offset) -> tuple:
         """The rot of sign * v + offset from the rot of v (sign +-1): a rotation,
         linear in the forms; its range moves with the value."""
         c, s_, lo, hi = rot
-        a = 2.0 * np.pi * float(offset) / self.rot_period
-        ca, sa = float(np.cos(a)), float(np.sin(a))
+        ca, sa = self.rot_point(offset)
         s_ = lin_scale(s_, float(sign))
         lo, hi = sorted((sign * lo + offset, sign * hi + offset))
         return lin_add((ca, c), (-sa, s_)), lin_add((ca, s_), (sa, c)), lo, hi
@@ -1100,11 +1097,7 @@ class Crafter:
         if rot is None:
             return None
         lo, hi = rot[2], rot[3]
-        if lo <= default <= hi:
-            a = 2.0 * np.pi * float(default) / self.rot_period
-            bos = [float(np.cos(a)), float(np.sin(a))]
-        else:
-            bos = [0.0, 0.0]
+        bos = list(self.rot_point(default)) if lo <= default <= hi else [0.0, 0.0]
         return [rot[0], rot[1]], bos, (lo, hi)
 
     def digit_select(self, sel, k, q):
@@ -1261,9 +1254,10 @@ class Crafter:
             return self.rot_pair(key, q)
         return "num", key, q
 
-    def lagged(self, node, t, prefix_rep, default, label):
-        """value at i = prefix_rep at i - t (default for i < t): one shift head."""
-        kind, key, q = self.shift_head(t)
+    def lagged(self, node, head, prefix_rep, default, label):
+        """value at i = prefix_rep at i - t (default for i < t): one shift head
+        (shift_head(t): its kind, key and query)."""
+        kind, key, q = head
         out_vals = sorted(self.vals(node))
         if isinstance(prefix_rep, Cat):
             dims, rows, bos, outs = {}, [], [], []
@@ -1291,10 +1285,9 @@ class Crafter:
         if kind == ("order digits",):
             return self.build_order_digits(node, k, q)
         if isinstance(kind, tuple):          # lag t: aggregate the prefix, then shift by t
-            t = kind[1]
             prefix = self.build_aggregate_kind(node, "always", k, q)
             self.value_heads.pop(node, None)     # that head returns the prefix, not the node
-            rep = self.lagged(node, t, prefix, self.default_of(node), self.op_label(red, node))
+            rep = self.lagged(node, kind[2], prefix, self.default_of(node), self.op_label(red, node))
             return self.to_cat(node, rep) if self.is_cat(node) and isinstance(rep, Num) else rep
         return self.build_aggregate_kind(node, kind, k, q)
 

@@ -269,9 +269,9 @@ def reference_measurement(spec: RunSpec, workdir: Path, steps: int, call, startu
     full = hp.get("steps") if isinstance(hp.get("steps"), int) and hp["steps"] > 0 else steps
     short = {**spec.train, "steps": steps, "eval_every": max(1, steps), "log_every": max(1, steps // 10),
              "ckpt_every": max(1, steps)}
-    if isinstance(hp.get("interval"), int) and hp.get("max_train_n"):
+    if steps and isinstance(hp.get("interval"), int) and hp.get("max_train_n"):
         short["interval"] = max(1, round(hp["interval"] * steps / full))
-    if hp.get("loss_first") and isinstance(hp.get("loss_grow_every"), int) and hp["loss_grow_every"] > 0:
+    if steps and hp.get("loss_first") and isinstance(hp.get("loss_grow_every"), int) and hp["loss_grow_every"] > 0:
         # a curriculum over positions, compressed like the length curriculum (the
         # trainer refuses one that would not reach the last target in `steps`)
         grow = max(1, hp["loss_grow_every"] * steps // full)

@@ -93,10 +93,10 @@ def rank_table(table: dict, ranked: Optional[set] = None) -> list:
     for where, cells in contenders(table, ranked).items():
         if not cells:
             continue
-        cells = sorted(cells, key=lambda c: -c[1]["mean"])
-        best_name, best, best_model = cells[0]
-        others = [c for c in cells if c[2] != best_model]
-        others = [c for i, c in enumerate(others) if c[2] not in {o[2] for o in others[:i]}]   # each model's best
+        by_model: dict = {}
+        for c in sorted(cells, key=lambda c: -c[1]["mean"]):
+            by_model.setdefault(c[2], c)           # each model's best row, best model first
+        (best_name, best, _), *others = by_model.values()
         row = {"table": table["title"], "table_id": table["id"], "scale": table.get("scale", 1),
                "digits": table.get("digits", 1), "range": where, "best": best_name, "best_mean": best["mean"],
                "best_se": best.get("se"), "best_n": len(best["values"]), "models": 1 + len(others)}

@@ -123,14 +123,14 @@ def our_cell(table: Table, attrs: dict, results: list, seeds: int, suite: Suite)
             "by_run": by_run, **{k: v for k, v in counts.items() if v}}
     if not values:
         # every seed's reason, most serious first; a single kind reads as one word ("failed")
-        kinds = [k for k in ("failed", "stale", "incomplete", "missing") if counts[k]]
-        status = kinds[0] if kinds else ("; ".join(sorted(why_none)) or "missing")
         if not evaluated_split(results[0].spec, eval_name, attrs.get("split", "test")):
             # the suite's evaluation at this preset leaves this split out: no seed will
             # have it, finished or still running (the column is not ours)
-            status = text = f"no split {attrs.get('split', 'test')!r}"
-            cell.update(status=status, text=text)
+            status = f"no split {attrs.get('split', 'test')!r}"
+            cell.update(status=status, text=status)
             return cell
+        kinds = [k for k in ("failed", "stale", "incomplete", "missing") if counts[k]]
+        status = kinds[0] if kinds else ("; ".join(sorted(why_none)) or "missing")
         if kinds == [status] and not why_none:
             text = status                             # every seed alike: one word
         else:
