@@ -164,7 +164,7 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
     unranked = set(summ.get("unranked_models", []))
     want = []
     for t in s["tables"]:
-        if not t["selected"]:
+        if not t["selected"] or t.get("withheld"):     # shown, but its runs cannot rank models
             continue
         by_columns = any("model" in (c.get("attrs") or {}) for c in t["columns"])
         ranges: dict = {}

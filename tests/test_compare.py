@@ -654,6 +654,26 @@ def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_p
             load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('seeds = 2', 'seeds = 2\n' + bad))))
 
 
+def test_a_table_that_cannot_rank_its_models_is_shown_but_kept_out_of_the_summary(tmp_path):
+    text = SUITE.replace('scale = 100\n', 'scale = 100\nno_summary = { cpu = "Every model at zero." }\n', 1)
+    s = load_suite(str(write(tmp_path / "zero.toml", text)))
+    out = tmp_path / "out"
+    for seed in (0, 1):
+        finished_run(out / f"flip__gru__cpu__s{seed}", {"dense": 0.9, "sparse": 0.5})
+        finished_run(out / f"flip__tf__cpu__s{seed}", {"dense": 0.6, "sparse": 0.5})
+    R.record_selection(out, s, "cpu", None, None, ["flip"])
+    summ = R.write_report(out, plots=False)["suites"][0]["summary"]
+    assert summ["rows"] == [] and summ["withheld"] is None
+    assert summ["withheld_tables"] == [{"table": "Accuracy", "why": "Every model at zero."}]
+    md = (out / "report.md").read_text()
+    assert md.count("Every model at zero.") == 2 and "| GRU | 90.0 ± 0.0 (2 seeds)" in md
+    # without the sentence the same runs are ranked (the test above fails on a report that ignores it)
+    R.record_selection(out, load_suite(str(write(tmp_path / "ranked.toml", SUITE))), "cpu", None, None, ["flip"])
+    assert [r["best"] for r in R.write_report(out, plots=False)["suites"][0]["summary"]["rows"]] == ["GRU", "GRU"]
+    with pytest.raises(RaspError, match=r"\[\[tables\]\] t1: no_summary must be a sentence"):
+        load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('scale = 100\n', 'scale = 100\nno_summary = 1\n', 1))))
+
+
 def test_a_column_only_the_paper_preset_evaluates_is_left_out_at_cpu(tmp_path):
     text = SUITE.replace('{ label = "sparse", split = "sparse",', '{ label = "sparse", split = { paper = "sparse" },')
     s = load_suite(str(write(tmp_path / "paper_col.toml", text)))

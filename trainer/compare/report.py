@@ -249,7 +249,7 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
     return {"id": table.id, "selected": selected, "published_only": published_only, "title": table.title, "paper_table": table.paper_table, "source": src.key,
             "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "digits": table.digits,
             "criterion": table.criterion, "criterion_rule": table.criterion_rule, "note": table.note,
-            "columns": columns, "rows": rows}
+            "withheld": resolve(table.no_summary, preset), "columns": columns, "rows": rows}
 
 
 # ---- the whole report ------------------------------------------------------------
@@ -275,11 +275,16 @@ def suite_report(out: Path, sel: dict) -> dict:
     ranked = {m.name for m in suite.models if m.ranked}
     # a preset whose runs cannot rank the models (every model at chance) says why instead of ranking noise
     withheld = resolve(suite.no_summary, preset)
-    summary_rows = [] if withheld else [x for t in tables if t["selected"] for x in rank_table(t, ranked)]
+    summary_rows = [] if withheld else [x for t in tables if t["selected"] and not t["withheld"]
+                                        for x in rank_table(t, ranked)]
+    # a table whose runs cannot rank its models (every model at chance) is shown, not ranked
+    withheld_tables = [] if withheld else [{"table": t["title"], "why": t["withheld"]} for t in tables
+                                           if t["selected"] and t["withheld"]]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
             "seeds_by_model": fewer,
             "note": suite.note, "runs": {"total": len(results), **status},
             "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows, "withheld": withheld,
+                        "withheld_tables": withheld_tables,
                         "unranked": [m.label for m in suite.models if not m.ranked],
                         "unranked_models": [m.name for m in suite.models if not m.ranked]},
             "run_status": [_run_row(r) for r in results], "tables": tables, "_results": results, "_suite": suite}
@@ -399,8 +404,9 @@ def summary_markdown(s: dict, h: str) -> list:
     summ = s.get("summary") or {}
     if summ.get("withheld"):
         return [f"{h} {SUMMARY_TITLE}", "", f"Not ranked at preset `{s['preset']}`: {summ['withheld']}", ""]
+    kept_out = [f"Not ranked at preset `{s['preset']}`: {w['table']}: {w['why']}" for w in summ.get("withheld_tables", [])]
     if not summ.get("rows"):
-        return []
+        return [f"{h} {SUMMARY_TITLE}", "", *(x for k in kept_out for x in (k, ""))] if kept_out else []
     lines = [f"{h} {SUMMARY_TITLE}", "",
              f"Per range (a column of the tables below, or a row where the table puts its models in columns): the "
              f"model with the highest mean over its seeds, the runner-up (another model: a model with several "
@@ -418,7 +424,7 @@ def summary_markdown(s: dict, h: str) -> list:
             cells[0] = ""
         shown_title = row["table"]
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
-    return lines + [""]
+    return lines + [""] + [x for k in kept_out for x in (k, "")]
 
 
 def _md_table(t: dict, h: str = "###") -> list:
@@ -456,6 +462,8 @@ def _md_table(t: dict, h: str = "###") -> list:
                   + ", ".join(hidden) + ".", ""]
     if t.get("note"):
         lines += [t["note"], ""]
+    if t.get("withheld"):
+        lines += [f"Not ranked in the summary: {t['withheld']}", ""]
     return lines
 
 

@@ -115,6 +115,8 @@ class Table:
     criterion: Optional[float] = None   # published marks are pass/fail at this (unscaled) threshold
     criterion_rule: str = "mean"        # "mean" of the seeds, or "majority" of seeds passing
     note: str = ""
+    # preset -> why this table's runs cannot rank its models (the suite's no_summary, for one table)
+    no_summary: Any = None
 
 
 @dataclass
@@ -405,15 +407,15 @@ class _Parser:
         suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=counts,
                       presets=tuple(presets), sources=sources, tasks=tasks, models=models, evals=evals, tables=[],
                       train=self._options(self.doc, "train", "suite", 1), eval=self._options(self.doc, "eval", "suite", 1),
-                      note=head.get("note", ""), no_summary=self._no_summary(head.get("no_summary"), presets, hl))
+                      note=head.get("note", ""), no_summary=self._no_summary(head.get("no_summary"), presets, hl, "[suite]"))
         suite.tables = self.tables(suite)
         return suite
 
-    def _no_summary(self, value, presets: list, line: int):
+    def _no_summary(self, value, presets: list, line: int, where: str):
         """A sentence, or a table of one sentence per preset it applies to."""
         sentences = value if isinstance(value, dict) else {p: value for p in presets} if value is not None else {}
         if set(sentences) - set(presets) or not all(isinstance(x, str) and x.strip() for x in sentences.values()):
-            self._fail("[suite]: no_summary must be a sentence, or a table of sentences keyed by preset "
+            self._fail(f"{where}: no_summary must be a sentence, or a table of sentences keyed by preset "
                        f"({', '.join(presets)})", "no_summary", after=line)
         return value
 
@@ -507,7 +509,7 @@ class _Parser:
         extra_attrs = set()            # template names used by rows/columns (e.g. k)
         for t, line in entries:
             allowed = {"id", "title", "source", "paper_table", "statistic", "scale", "digits", "criterion",
-                       "criterion_rule", "note", "columns", "rows", "attrs"} | CELL_KEYS
+                       "criterion_rule", "note", "columns", "rows", "attrs", "no_summary"} | CELL_KEYS
             self._known(t, allowed, "[[tables]]", line)
             tid = self._str(t, "id", "[[tables]]", line)
             where = f"[[tables]] {tid}"
@@ -574,7 +576,8 @@ class _Parser:
             table = Table(tid, self._str(t, "title", where, line), source,
                           self._str(t, "paper_table", where, line), base, columns, rows,
                           t.get("statistic", ""), float(t.get("scale", 1.0)), int(t.get("digits", 1)),
-                          t.get("criterion"), t.get("criterion_rule", "mean"), t.get("note", ""))
+                          t.get("criterion"), t.get("criterion_rule", "mean"), t.get("note", ""),
+                          self._no_summary(t.get("no_summary"), list(suite.presets), line, where))
             self._check_cells(suite, table)
             out.append(table)
         return out
