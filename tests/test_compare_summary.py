@@ -148,6 +148,11 @@ def test_plots_use_the_table_names_at_most_eight_lines_a_panel():
     names = P.legend_names(suite, tables)
     assert names[("looped_noinj", "oracle")] == "No input injection, oracle"      # the table's row, not the entry's label
     assert names[("looped", "confidence")] == "Looped, max. confidence"
+    # an eval no table shows (the compiled start's depth-law stop) is no line of the plot
+    series = {("test", m, ev): {1: [1.0]} for m, ev in [("looped_compiled", "depth_law"), ("looped_noinj", "oracle"),
+                                                         ("looped_noinj", "confidence")]}
+    assert list(P.table_series(series, names)) == [("test", "looped_noinj", "oracle")]
+    assert P.table_series(series, {}) == series
 
 
 def test_a_plot_with_eleven_models_has_two_panels_and_the_legend_outside(tmp_path, monkeypatch):

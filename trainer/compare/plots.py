@@ -57,6 +57,13 @@ def legend_names(suite, tables: list) -> dict:
     return names
 
 
+def table_series(series: dict, names: dict) -> dict:
+    """The series of `series` ({(split, model entry, eval): ...}) that a table
+    names, so that every legend entry is a row of the report; all of them
+    where no table names any."""
+    return {k: v for k, v in series.items() if not names or k[1:] in names}
+
+
 def _label(suite, key, names: dict) -> str:
     if (key[1], key[2]) in names:
         return names[(key[1], key[2])]
@@ -135,6 +142,7 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
 
     def per_split(series: dict, task: str, quantity: str, train_max, unit_range: bool):
         """One plot per split of `series` ({(split, run key): {length: value}})."""
+        series = table_series(series, names)
         for split in sorted({k[0] for k in series}):
             ser = {k: v for k, v in series.items() if k[0] == split and len(v) > 1}
             if not ser:
