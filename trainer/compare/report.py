@@ -275,11 +275,10 @@ def suite_report(out: Path, sel: dict) -> dict:
     ranked = {m.name for m in suite.models if m.ranked}
     # a preset whose runs cannot rank the models (every model at chance) says why instead of ranking noise
     withheld = resolve(suite.no_summary, preset)
-    summary_rows = [] if withheld else [x for t in tables if t["selected"] and not t["withheld"]
-                                        for x in rank_table(t, ranked)]
+    run_tables = [] if withheld else [t for t in tables if t["selected"]]
+    summary_rows = [x for t in run_tables if not t["withheld"] for x in rank_table(t, ranked)]
     # a table whose runs cannot rank its models (every model at chance) is shown, not ranked
-    withheld_tables = [] if withheld else [{"table": t["title"], "why": t["withheld"]} for t in tables
-                                           if t["selected"] and t["withheld"]]
+    withheld_tables = [{"table": t["title"], "why": t["withheld"]} for t in run_tables if t["withheld"]]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
             "seeds_by_model": fewer,
             "note": suite.note, "runs": {"total": len(results), **status},
@@ -404,9 +403,10 @@ def summary_markdown(s: dict, h: str) -> list:
     summ = s.get("summary") or {}
     if summ.get("withheld"):
         return [f"{h} {SUMMARY_TITLE}", "", f"Not ranked at preset `{s['preset']}`: {summ['withheld']}", ""]
-    kept_out = [f"Not ranked at preset `{s['preset']}`: {w['table']}: {w['why']}" for w in summ.get("withheld_tables", [])]
+    kept_out = [x for w in summ.get("withheld_tables", [])
+                for x in (f"Not ranked at preset `{s['preset']}`: {w['table']}: {w['why']}", "")]
     if not summ.get("rows"):
-        return [f"{h} {SUMMARY_TITLE}", "", *(x for k in kept_out for x in (k, ""))] if kept_out else []
+        return [f"{h} {SUMMARY_TITLE}", "", *kept_out] if kept_out else []
     lines = [f"{h} {SUMMARY_TITLE}", "",
              f"Per range (a column of the tables below, or a row where the table puts its models in columns): the "
              f"model with the highest mean over its seeds, the runner-up (another model: a model with several "
@@ -424,7 +424,7 @@ def summary_markdown(s: dict, h: str) -> list:
             cells[0] = ""
         shown_title = row["table"]
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
-    return lines + [""] + [x for k in kept_out for x in (k, "")]
+    return lines + [""] + kept_out
 
 
 def _md_table(t: dict, h: str = "###") -> list:
