@@ -637,6 +637,31 @@ def test_a_model_entry_may_give_its_own_seeds(tmp_path):
     assert [r.run_id for r in G.expand(s, "cpu", tasks=["boom"])] == ["boom__gru__cpu__s0"]
 
 
+def test_a_task_entry_may_give_one_cell_its_own_seeds(tmp_path):
+    """A single-seed cell whose result contradicts its paper gets the seeds
+    that can test it (`cell_seeds`), in place of the fewer of its task's and
+    its model's count; the other cells keep theirs and the report's heading
+    names the cell."""
+    text = (SUITE.replace('name = "flip"\n', 'name = "flip"\nseeds = 1\ncell_seeds = { tf = { cpu = 3, paper = 5 } }\n', 1)
+            .replace('label = "GRU"', 'label = "GRU"\nseeds = 1'))
+    s = load_suite(str(write(tmp_path / "cell.toml", text)))
+    by = lambda runs: sorted((r.model_entry, r.seed) for r in runs)        # noqa: E731
+    assert by(G.expand(s, "cpu", tasks=["flip"])) == [("gru", 0), ("tf", 0), ("tf", 1), ("tf", 2)]
+    assert by(G.expand(s, "paper", tasks=["flip"], models=["tf"])) == [("tf", k) for k in range(5)]
+    assert by(G.expand(s, "cpu", seeds=2, tasks=["flip"])) == [("gru", 0), ("gru", 1), ("tf", 0), ("tf", 1)]
+    out = tmp_path / "out"
+    out.mkdir()
+    R.record_selection(out, s, "cpu", None, None, ["flip"])
+    doc = R.write_report(out, plots=False)
+    assert doc["suites"][0]["seeds_by_model"] == {"GRU": 1, "task flip": 1, "Transformer on flip": 3}
+    assert "2 seed(s); 1 seed for GRU, task flip; 3 seeds for Transformer on flip)" in (out / "report.md").read_text()
+    for bad, message in (("{ nope = 2 }", r"\[\[tasks\]\] flip: unknown model entry 'nope' in 'cell_seeds'"),
+                         ("{ tf = 0 }", r"\[\[tasks\]\] flip cell_seeds.tf: seeds must be an integer from 1"),
+                         ("3", r"\[\[tasks\]\] flip: cell_seeds must be a table")):
+        with pytest.raises(RaspError, match=message):
+            load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('name = "flip"\n', f'name = "flip"\ncell_seeds = {bad}\n', 1))))
+
+
 def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_path):
     text = SUITE.replace('seeds = 2', 'seeds = 2\nno_summary = { cpu = "Every model at chance." }')
     s = load_suite(str(write(tmp_path / "chance.toml", text)))

@@ -268,6 +268,9 @@ def suite_report(out: Path, sel: dict) -> dict:
              **{f"task {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), task=t.name)) for t in suite.tasks
                 if t.presets is None or preset in t.presets}}
     fewer = {k: v for k, v in fewer.items() if v != seeds}
+    # cells with their own count are named whatever it is: the model's and the task's counts do not hold there
+    fewer.update({f"{suite.model(m).label} on {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), m, t.name))
+                  for t in suite.tasks if t.presets is None or preset in t.presets for m in t.cell_seeds})
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}
     for res in results:

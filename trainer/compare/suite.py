@@ -59,6 +59,9 @@ class TaskEntry:
     eval: dict = field(default_factory=dict)
     presets: Optional[list] = None      # run only under these presets (None: all the suite's)
     seeds: Optional[dict] = None        # preset -> at most this many seeds on this task (None: no limit of its own)
+    # model entry -> {preset: seeds}: that cell's own count, in place of the task's and the model's (a
+    # single-seed cell whose result contradicts its paper gets the seeds that can test it)
+    cell_seeds: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +146,8 @@ class Suite:
         the suite's, or where the model entry and/or the task entry give their
         own, the fewer of theirs (the cells that carry a paper's claim get more
         seeds than the rest)."""
+        if model is not None and task is not None and model in self.task(task).cell_seeds:
+            return self.task(task).cell_seeds[model][preset]
         own = [e.seeds[preset] for e in (self.model(model) if model is not None else None,
                                          self.task(task) if task is not None else None)
                if e is not None and e.seeds]
@@ -399,10 +404,10 @@ class _Parser:
         models = self.models(eval_names, {t.name for t in tasks})
         model_names = {m.name for m in models}
         for t, (_, line) in zip(tasks, self._entries("tasks")):
-            if t.models is not None:
-                for m in t.models:
+            for key, names in (("models", t.models or []), ("cell_seeds", t.cell_seeds)):
+                for m in names:
                     if m not in model_names:
-                        self._fail(f"[[tasks]] {t.name}: unknown model entry {m!r} in 'models' "
+                        self._fail(f"[[tasks]] {t.name}: unknown model entry {m!r} in '{key}' "
                                    f"(known: {', '.join(sorted(model_names))})", m, after=line)
         suite = Suite(name=name, title=self._str(head, "title", "[suite]", hl), path=self.loc.path, seeds=counts,
                       presets=tuple(presets), sources=sources, tasks=tasks, models=models, evals=evals, tables=[],
@@ -460,16 +465,22 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[tasks]] entry")
         for t, line in entries:
-            self._known(t, {"name", "task", "models", "train", "eval", "presets", "seeds"}, "[[tasks]]", line)
+            self._known(t, {"name", "task", "models", "train", "eval", "presets", "seeds", "cell_seeds"},
+                        "[[tasks]]", line)
             name = self._name(t, "[[tasks]]", line)
             where = f"[[tasks]] {name}"
             seeds = self._seed_counts(t["seeds"], self.presets, where, line) if "seeds" in t else None
+            cells = t.get("cell_seeds", {})
+            if not isinstance(cells, dict):
+                self._fail(f"{where}: cell_seeds must be a table of seed counts keyed by model entry",
+                           "cell_seeds", after=line)
+            cells = {m: self._seed_counts(k, self.presets, f"{where} cell_seeds.{m}", line) for m, k in cells.items()}
             presets = t.get("presets")
             if presets is not None and (not isinstance(presets, list) or any(p not in PRESETS for p in presets)):
                 self._fail(f"{where}: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=line)
             out.append((TaskEntry(name, self._str(t, "task", where, line, default=name), t.get("models"),
                                   self._options(t, "train", where, line), self._options(t, "eval", where, line),
-                                  presets, seeds), line))
+                                  presets, seeds, cells), line))
             if t.get("models") is not None and (not isinstance(t["models"], list)
                                                 or not all(isinstance(x, str) for x in t["models"])):
                 self._fail(f"{where}: 'models' must be a list of model entry names", "models", after=line)
