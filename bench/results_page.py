@@ -113,7 +113,10 @@ def page(folders: list, docs: list, page_dir: Path) -> str:
              "summary and evaluation files; no checkpoints): do not edit by hand, edit the suites, run them, "
              "`--collect` the folder and regenerate.  Every figure below is a mean over seeds with its standard "
              "error and seed count; a margin between two models counts only where the stated test over seeds "
-             "puts it beyond noise.", "", R.LEGEND, "",
+             "puts it beyond noise.  To test a suite's stated uncertainty with seeds it never saw, rerun it from "
+             "another first seed into a folder of its own and compare: `rasp compare SUITE --first-seed 100 "
+             "--out runs/SUITE_rerun`, then `python bench/check_rerun.py docs/results/SUITE runs/SUITE_rerun` "
+             "(a Welch t-test per cell, and whether more cells fall outside than chance gives).", "", R.LEGEND, "",
              "## Across suites", "",
              "| suite | preset | seeds | runs | ranges ranked | margins beyond noise | run time | load (1 min) |",
              "|---|---|---|---|---|---|---|---|"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rasp import cli as rasp_cli
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
@@ -660,6 +660,31 @@ def test_a_task_entry_may_give_one_cell_its_own_seeds(tmp_path):
                          ("3", r"\[\[tasks\]\] flip: cell_seeds must be a table")):
         with pytest.raises(RaspError, match=message):
             load_suite(str(write(tmp_path / "bad.toml", SUITE.replace('name = "flip"\n', f'name = "flip"\ncell_seeds = {bad}\n', 1))))
+
+
+def test_a_rerun_with_other_seeds_starts_at_first_seed_in_its_own_folder(tmp_path, capsys):
+    """`--first-seed S` runs seeds S..S+K-1, to check a report's stated
+    uncertainty with seeds it never saw (bench/check_rerun.py); one folder
+    holds one seed range of a suite, so a second range is refused before
+    anything runs, and a manifest with a bad first seed is a located error."""
+    s = load_suite(str(write(tmp_path / "s.toml", SUITE)))
+    ids = ["flip__gru__cpu__s100", "flip__gru__cpu__s101"]
+    assert [r.run_id for r in G.expand(s, "cpu", models=["gru"], tasks=["flip"], first_seed=100)] == ids
+    out = tmp_path / "out"
+    out.mkdir()
+    R.record_selection(out, s, "cpu", None, ["gru"], ["flip"], first_seed=100)
+    doc = R.write_report(out, plots=False)
+    assert doc["suites"][0]["tables"][0]["rows"][0]["cells"][0]["ours"]["runs"] == ids
+    assert "preset `cpu`, 2 seed(s) from seed 100)" in (out / "report.md").read_text()
+    before = (out / "compare.json").read_text()
+    assert rasp_cli.main(["compare", str(tmp_path / "s.toml"), "--models", "gru", "--tasks", "flip",
+                          "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds suite mini at preset cpu from seed 100; a run from seed 0 (--first-seed) needs its own --out" in err
+    assert (out / "compare.json").read_text() == before and not (out / "flip__gru__cpu__s0").exists()
+    write(out / "compare.json", before.replace('"first_seed": 100', '"first_seed": -1'))
+    with pytest.raises(RaspFileError, match="first_seed must be an integer from 0"):
+        R.read_manifest(out)
 
 
 def test_a_preset_that_cannot_rank_its_models_says_so_instead_of_a_summary(tmp_path):

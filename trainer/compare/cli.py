@@ -21,7 +21,7 @@ from trainer.compare import estimate as E
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
-from trainer.compare.suite import MAX_SEEDS, PRESETS, available_suites, load_suite
+from trainer.compare.suite import MAX_FIRST_SEED, MAX_SEEDS, PRESETS, available_suites, load_suite
 from trainer.validate import int_in
 
 MAX_JOBS = 256
@@ -41,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--preset", default="cpu", choices=list(PRESETS),
                    help="every run's recipe: cpu (minutes on 2 cores) or paper (the papers'); default cpu")
     p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None, metavar="K", help="seeds 0..K-1 (default: the suite's)")
+    p.add_argument("--first-seed", type=int_in(0, MAX_FIRST_SEED), default=0, metavar="S",
+                   help="seeds S..S+K-1 instead: a rerun with other seeds, into its own --out (default 0)")
     p.add_argument("--models", default=None, help="comma-separated model entries of the suite (default: all)")
     p.add_argument("--tasks", default=None, help="comma-separated task entries of the suite (default: all)")
     p.add_argument("--out", default=None, help="output directory (default: runs/compare)")
@@ -181,7 +183,7 @@ def run(args) -> int:
         raise RaspError(f"give a SUITE ({', '.join(available_suites())}) or --report DIR")
     suite = load_suite(args.suite)
     models, tasks = _names(args.models), _names(args.tasks)
-    runs = G.expand(suite, args.preset, args.seeds, models, tasks)
+    runs = G.expand(suite, args.preset, args.seeds, models, tasks, args.first_seed)
     out = _out_dir(args.out or "runs/compare")
     commands = runner.TrainerCommands(train_launcher=_launcher(args.launcher))
     if args.probe is not None and not args.dry_run:
@@ -195,7 +197,7 @@ def run(args) -> int:
     for r in runs:                  # before anything is written
         runner.check_run_dir(out / r.run_id)
     out.mkdir(parents=True, exist_ok=True)
-    R.record_selection(out, suite, args.preset, args.seeds, models, tasks)
+    R.record_selection(out, suite, args.preset, args.seeds, models, tasks, args.first_seed)
     say = lambda s: print(s, file=sys.stderr, flush=True)   # noqa: E731
     t0 = time.time()
     # `kill PID` stops the children and leaves their runs resumable, as Ctrl-C does; so does

@@ -81,14 +81,15 @@ def _model_entries(suite: Suite, names: Optional[list]) -> Optional[list]:
 
 
 def seeds_for(suite: Suite, preset: str, seeds: Optional[int], model: Optional[str] = None,
-              task: Optional[str] = None) -> list:
-    """Seeds 0..k-1: `seeds` when given (--seeds, every cell alike), else
-    the suite's count for `preset` (Suite.seed_count: the model and task
-    entries' own where they give one)."""
+              task: Optional[str] = None, first_seed: int = 0) -> list:
+    """Seeds first_seed..first_seed+k-1 (a rerun with other seeds starts
+    past the first run's): k is `seeds` when given (--seeds, every cell
+    alike), else the suite's count for `preset` (Suite.seed_count: the model
+    and task entries' own where they give one)."""
     k = suite.seed_count(preset, model, task) if seeds is None else seeds
     if k < 1:
         raise RaspError(f"--seeds must be at least 1, got {k}")
-    return list(range(k))
+    return list(range(first_seed, first_seed + k))
 
 
 def _pairs(t, m) -> bool:
@@ -97,7 +98,7 @@ def _pairs(t, m) -> bool:
 
 
 def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optional[list] = None,
-           tasks: Optional[list] = None) -> list:
+           tasks: Optional[list] = None, first_seed: int = 0) -> list:
     """All runs of the suite for `preset`, in task-major order."""
     if preset not in suite.presets:
         raise RaspError(f"suite {suite.name} has no preset {preset!r} (it has: {', '.join(suite.presets)})")
@@ -107,7 +108,7 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
     task_names = [n for n in task_names if by_task[n].presets is None or preset in by_task[n].presets]
     model_names = _pick(_model_entries(suite, models), [m.name for m in suite.models], "model", suite)
     cells = [(t, m) for t in task_names for m in model_names if _pairs(by_task[t], by_model[m])]
-    seed_lists = {(t, m): seeds_for(suite, preset, seeds, m, t) for t, m in cells}
+    seed_lists = {(t, m): seeds_for(suite, preset, seeds, m, t, first_seed) for t, m in cells}
     total = sum(len(v) for v in seed_lists.values())
     if total > MAX_RUNS:
         raise RaspError(f"suite {suite.name}: {len(cells)} task x model cells x their seeds = "

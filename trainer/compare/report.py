@@ -16,7 +16,7 @@ from rasp import atomic
 from trainer.compare import grid as G
 from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
-from trainer.compare.suite import MAX_SEEDS, PRESETS, Suite, Table, absent_at_preset, cell_attrs, load_suite, resolve, row_runs
+from trainer.compare.suite import MAX_FIRST_SEED, MAX_SEEDS, PRESETS, Suite, Table, absent_at_preset, cell_attrs, load_suite, resolve, row_runs
 from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"
@@ -24,9 +24,10 @@ MANIFEST = "compare.json"
 
 # ---- the manifest: which suite selections live in DIR ---------------------------
 
-def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, tasks):
+def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, tasks, first_seed: int = 0):
     """DIR/compare.json remembers each suite's selection, so that
     `rasp compare --report DIR` rebuilds the same report."""
+    check_first_seed(out, suite, preset, first_seed)
     path = out / MANIFEST
     doc = read_manifest(out) if path.exists() else {"suites": {}}
     key = f"{suite.name}/{preset}"
@@ -38,8 +39,19 @@ def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, t
         k_old = old.get("seeds") or k_suite
         seeds = None if seeds is None and k_old == k_suite else max(seeds or k_suite, k_old)
     doc["suites"][key] = {"suite": suite.name, "file": str(Path(suite.path).resolve()), "preset": preset,
-                          "seeds": seeds, "models": models, "tasks": tasks}
+                          "seeds": seeds, "first_seed": first_seed, "models": models, "tasks": tasks}
     _write_atomic(path, json.dumps(doc, indent=1))
+
+
+def check_first_seed(out: Path, suite: Suite, preset: str, first_seed: int):
+    """One folder holds one seed range per suite and preset: a rerun with
+    other seeds (--first-seed) is reported on its own, beside the first."""
+    if not (out / MANIFEST).is_file():
+        return
+    old = read_manifest(out)["suites"].get(f"{suite.name}/{preset}")
+    if old is not None and old.get("first_seed", 0) != first_seed:
+        raise RaspError(f"{out} holds suite {suite.name} at preset {preset} from seed {old.get('first_seed', 0)}; "
+                        f"a run from seed {first_seed} (--first-seed) needs its own --out")
 
 
 def read_manifest(out: Path) -> dict:
@@ -71,6 +83,9 @@ def _selection_problem(sel) -> Optional[str]:
     seeds = sel.get("seeds")
     if seeds is not None and not (isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= MAX_SEEDS):
         return f"seeds must be null or an integer from 1 to {MAX_SEEDS}"
+    first = sel.get("first_seed", 0)
+    if not (isinstance(first, int) and not isinstance(first, bool) and 0 <= first <= MAX_FIRST_SEED):
+        return f"first_seed must be an integer from 0 to {MAX_FIRST_SEED}"
     if not (names(sel.get("models")) and names(sel.get("tasks"))):
         return "models and tasks must be null or lists of names"
     return None
@@ -257,7 +272,8 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
 def suite_report(out: Path, sel: dict) -> dict:
     suite = load_suite(sel["file"] if Path(sel["file"]).exists() else sel["suite"])
     preset = sel["preset"]
-    runs = G.expand(suite, preset, sel.get("seeds"), sel.get("models"), sel.get("tasks"))
+    first_seed = sel.get("first_seed", 0)
+    runs = G.expand(suite, preset, sel.get("seeds"), sel.get("models"), sel.get("tasks"), first_seed)
     results = [load_run(r, out) for r in runs]
     by_cell: dict = {}
     for res in results:
@@ -283,7 +299,7 @@ def suite_report(out: Path, sel: dict) -> dict:
     # a table whose runs cannot rank its models (every model at chance) is shown, not ranked
     withheld_tables = [{"table": t["title"], "why": t["withheld"]} for t in run_tables if t["withheld"]]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
-            "seeds_by_model": fewer,
+            "first_seed": first_seed, "seeds_by_model": fewer,
             "note": suite.note, "runs": {"total": len(results), **status},
             "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows, "withheld": withheld,
                         "withheld_tables": withheld_tables,
@@ -350,7 +366,8 @@ def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
     for s in doc["suites"]:
         r = s["runs"]
         own = "".join(f"; {k} {label}" for k, label in seed_groups(s.get("seeds_by_model") or {}))
-        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s){own})", "",
+        first = f" from seed {s['first_seed']}" if s.get("first_seed") else ""
+        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s){first}{own})", "",
                   "Runs: " + ", ".join(f"{v} {k}" for k, v in r.items()) + ".", ""]
         lines += summary_markdown(s, h + "##")
         if s.get("note"):

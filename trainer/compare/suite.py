@@ -27,6 +27,7 @@ RUN_ID_SEP = "__"          # joins task, model, preset and seed into a run id: n
                            # (names starting with a letter or digit) one id never names two grid cells
 OPTION_SCALARS = (str, int, float, bool)
 MAX_SEEDS = 100            # [suite] seeds and rasp compare --seeds
+MAX_FIRST_SEED = 2 ** 32 - 1 - MAX_SEEDS    # rasp compare --first-seed: the last seed is still a trainer seed
 # sizes checked before any entry is validated: the largest shipped suite has 9 tables and
 # 12 models; these leave room and keep a suite's checks to a second or so
 MAX_SUITE_BYTES = 1 << 20

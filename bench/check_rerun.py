@@ -1,0 +1,129 @@
+"""Does a rerun with other seeds fall inside the uncertainty a report states?
+
+    rasp compare flipflop --first-seed 100 --out runs/flipflop_rerun
+    python bench/check_rerun.py docs/results/flipflop runs/flipflop_rerun
+
+Every table cell that both reports measured (same suite, preset, table, row
+and column) is tested: a two-sided Welch t-test of the stated seeds' values
+against the rerun's (scipy.stats.ttest_ind, unequal variances), "outside"
+where p <= 0.05.  Welch rather than a rank test because a rank test cannot
+fail with 3 seeds against 3 (its smallest two-sided p is 0.1); it assumes
+roughly normal seed values, which a cell where some seeds learn the task and
+others do not is not, so read a flagged cell's values, not only its p.  A
+cell with one seed on either side states no uncertainty and is listed as
+untestable; where every seed on both sides has the same value the cell is
+inside when the values are equal and outside when they differ.
+
+By chance alone about 5 % of the tested cells fall outside; the last line
+says how many did and, by a one-sided binomial test, whether that is more
+than chance gives (cells of one run share its seeds, so the count is an
+approximation).  Exit status 1 when it is, 2 on unreadable input.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from scipy.stats import binomtest, ttest_ind
+
+from trainer.tasks.scoring import summary
+
+ALPHA = 0.05
+
+
+def cells(report: dict) -> dict:
+    """{(suite, preset, table id, row label, column label): per-seed values} of the measured cells."""
+    out = {}
+    for s in report.get("suites", []):
+        for t in s.get("tables", []):
+            for row in t.get("rows", []):
+                for cell in row.get("cells", []):
+                    ours = cell.get("ours") or {}
+                    if ours.get("status") == "ok" and ours.get("values"):
+                        out[(s["suite"], s["preset"], t["id"], row["label"], cell["column"])] = \
+                            [float(v) for v in ours["values"]]
+    return out
+
+
+def compare_cell(stated: list, rerun: list) -> dict:
+    """{"verdict": inside / outside / untestable, "p": p or None, "why": ...}."""
+    if len(stated) < 2 or len(rerun) < 2:
+        return {"verdict": "untestable", "p": None, "why": "1 seed: no uncertainty stated"}
+    if min(stated) == max(stated) and min(rerun) == max(rerun):
+        same = stated[0] == rerun[0]
+        return {"verdict": "inside" if same else "outside", "p": 1.0 if same else 0.0,
+                "why": "every seed equal on both sides"}
+    p = float(ttest_ind(stated, rerun, equal_var=False).pvalue)
+    return {"verdict": "outside" if p <= ALPHA else "inside", "p": p, "why": ""}
+
+
+def check(stated: dict, rerun: dict) -> dict:
+    a, b = cells(stated), cells(rerun)
+    rows = []
+    for key in sorted(set(a) & set(b)):
+        rows.append({"key": key, "stated": a[key], "rerun": b[key], **compare_cell(a[key], b[key])})
+    tested = [r for r in rows if r["verdict"] != "untestable"]
+    outside = [r for r in tested if r["verdict"] == "outside"]
+    p_count = binomtest(len(outside), len(tested), ALPHA, alternative="greater").pvalue if tested else None
+    return {"rows": rows, "tested": len(tested), "outside": len(outside), "p_count": p_count,
+            "only_stated": len(set(a) - set(b)), "only_rerun": len(set(b) - set(a))}
+
+
+def _mean_se(values: list) -> str:
+    s = summary(values)
+    if s["se"] is None:
+        return f"{s['mean']:.3f} (1 seed)"
+    return f"{s['mean']:.3f} ± {s['se']:.3f} ({s['n']} seeds)"
+
+
+def render(result: dict) -> str:
+    lines = ["| suite | table | row | column | stated | rerun | p |", "|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        if r["verdict"] == "outside":
+            suite, preset, table, row, column = r["key"]
+            lines.append(f"| {suite} ({preset}) | {table} | {row} | {column} | {_mean_se(r['stated'])} | "
+                         f"{_mean_se(r['rerun'])} | {r['p']:.3g} |")
+    untestable = sum(r["verdict"] == "untestable" for r in result["rows"])
+    head = (f"{result['tested']} cells tested (two-sided Welch t over seeds, p <= {ALPHA}), "
+            f"{result['outside']} outside the stated uncertainty (chance alone: about "
+            f"{ALPHA * result['tested']:.1f}); {untestable} untestable (1 seed on a side); "
+            f"{result['only_stated']} cells only in the stated report, {result['only_rerun']} only in the rerun.")
+    if result["p_count"] is None:
+        verdict = "Nothing to test: no cell has a value in both reports."
+    elif result["p_count"] <= ALPHA:
+        verdict = (f"More cells outside than chance gives (one-sided binomial p {result['p_count']:.3g}): "
+                   "the stated uncertainty does not hold for this rerun.")
+    else:
+        verdict = (f"As many cells outside as chance gives (one-sided binomial p {result['p_count']:.3g}): "
+                   "the rerun falls inside the stated uncertainty.")
+    return "\n".join([head, ""] + (lines + [""] if result["outside"] else []) + [verdict])
+
+
+def _load(folder: str) -> dict:
+    path = Path(folder) / "report.json"
+    try:
+        doc = json.loads(path.read_text())
+        assert isinstance(doc.get("suites"), list)
+        return doc
+    except (OSError, ValueError, AssertionError, AttributeError) as e:
+        raise SystemExit(f"{path}: not a readable `rasp compare` report ({e.__class__.__name__})")
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    try:
+        stated, rerun = _load(args[0]), _load(args[1])
+    except SystemExit as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = check(stated, rerun)
+    print(render(result))
+    return 1 if result["p_count"] is not None and result["p_count"] <= ALPHA else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
