@@ -34,16 +34,23 @@ ALPHA = 0.05
 
 def cells(report: dict) -> dict:
     """{(suite, preset, table id, row label, column label): per-seed values} of the measured cells."""
-    out = {}
+    out, _ = cells_and_units(report)
+    return out
+
+
+def cells_and_units(report: dict) -> tuple:
+    """cells(), and {table key (suite, preset, table id): (scale, digits)} to print them as the tables do."""
+    out, units = {}, {}
     for s in report.get("suites", []):
         for t in s.get("tables", []):
+            units[(s["suite"], s["preset"], t["id"])] = (t.get("scale", 1), t.get("digits", 3))
             for row in t.get("rows", []):
                 for cell in row.get("cells", []):
                     ours = cell.get("ours") or {}
                     if ours.get("status") == "ok" and ours.get("values"):
                         out[(s["suite"], s["preset"], t["id"], row["label"], cell["column"])] = \
                             [float(v) for v in ours["values"]]
-    return out
+    return out, units
 
 
 def compare_cell(stated: list, rerun: list) -> dict:
@@ -59,22 +66,22 @@ def compare_cell(stated: list, rerun: list) -> dict:
 
 
 def check(stated: dict, rerun: dict) -> dict:
-    a, b = cells(stated), cells(rerun)
+    (a, units), b = cells_and_units(stated), cells(rerun)
     rows = []
     for key in sorted(set(a) & set(b)):
         rows.append({"key": key, "stated": a[key], "rerun": b[key], **compare_cell(a[key], b[key])})
     tested = [r for r in rows if r["verdict"] != "untestable"]
     outside = [r for r in tested if r["verdict"] == "outside"]
     p_count = binomtest(len(outside), len(tested), ALPHA, alternative="greater").pvalue if tested else None
-    return {"rows": rows, "tested": len(tested), "outside": len(outside), "p_count": p_count,
+    return {"rows": rows, "units": units, "tested": len(tested), "outside": len(outside), "p_count": p_count,
             "only_stated": len(set(a) - set(b)), "only_rerun": len(set(b) - set(a))}
 
 
-def _mean_se(values: list) -> str:
+def _mean_se(values: list, scale: float, digits: int) -> str:
     s = summary(values)
     if s["se"] is None:
-        return f"{s['mean']:.3f} (1 seed)"
-    return f"{s['mean']:.3f} ± {s['se']:.3f} ({s['n']} seeds)"
+        return f"{s['mean'] * scale:.{digits}f} (1 seed)"
+    return f"{s['mean'] * scale:.{digits}f} ± {s['se'] * scale:.{digits}f} ({s['n']} seeds)"
 
 
 def render(result: dict) -> str:
@@ -82,8 +89,9 @@ def render(result: dict) -> str:
     for r in result["rows"]:
         if r["verdict"] == "outside":
             suite, preset, table, row, column = r["key"]
-            lines.append(f"| {suite} ({preset}) | {table} | {row} | {column} | {_mean_se(r['stated'])} | "
-                         f"{_mean_se(r['rerun'])} | {r['p']:.3g} |")
+            unit = result["units"].get((suite, preset, table), (1, 3))
+            lines.append(f"| {suite} ({preset}) | {table} | {row} | {column} | {_mean_se(r['stated'], *unit)} | "
+                         f"{_mean_se(r['rerun'], *unit)} | {r['p']:.3g} |")
     untestable = sum(r["verdict"] == "untestable" for r in result["rows"])
     head = (f"{result['tested']} cells tested (two-sided Welch t over seeds, p <= {ALPHA}), "
             f"{result['outside']} outside the stated uncertainty (chance alone: about "

@@ -75,6 +75,34 @@ def test_one_command_writes_the_page_and_check_compares_it(tmp_path, capsys):
     assert RP.main(["--results", str(results), "--page", str(page), "--check"]) == 1
 
 
+def test_a_rerun_from_other_seeds_is_collected_beside_its_suite_and_tested_on_the_page(tmp_path, capsys):
+    """A rerun (`rasp compare --first-seed 100`) lands in results/reruns/<suite>,
+    never over the suite's folder, and the page tests it against the
+    suite's stated uncertainty: close seeds fall inside, a shifted cell is
+    named outside."""
+    results, page = tmp_path / "docs" / "results", tmp_path / "docs" / "results.md"
+    flip_folder(tmp_path / "runs" / "flip")
+    assert RP.main(["--results", str(results), "--collect", str(tmp_path / "runs" / "flip")]) == 0
+    rerun = tmp_path / "runs" / "flip_rerun"
+    for seed, (ut, tf) in zip(range(100, 103), [(0.91, 0.2), (0.94, 0.25), (0.93, 0.22)]):
+        flip_run(rerun / f"flipflop__ut__cpu__s{seed}", ut)
+        flip_run(rerun / f"flipflop__transformer__cpu__s{seed}", tf)
+    R.record_selection(rerun, load_suite("flipflop"), "cpu", 3, ["ut", "transformer"], None, first_seed=100)
+    assert RP.main(["--results", str(results), "--collect", str(rerun)]) == 0
+    assert (results / "reruns" / "flipflop" / "flipflop__ut__cpu__s100" / "eval.json").exists()
+    assert not (results / "flipflop" / "flipflop__ut__cpu__s100").exists()
+    assert RP.main(["--results", str(results), "--page", str(page)]) == 0
+    text = page.read_text()
+    assert "### flipflop: seeds 0-2 stated, seeds 100-102 rerun" in text
+    assert "12 cells tested" in text and "6 outside the stated uncertainty" in text
+    assert "| flipflop (cpu) | table3 | Transformer | p_i 0.8, T | 65.0 ± 2.9 (3 seeds) | 22.3 ± 1.5 (3 seeds) |" in text
+    assert "| flipflop (cpu) | table3 | UT |" not in text
+    assert "the stated uncertainty does not hold for this rerun" in text
+    assert text.count("### Flip-flop language modelling (P1 Table 3)") == 1      # the rerun is not a second report
+    assert RP.main(["--results", str(results), "--page", str(page), "--check"]) == 0
+    capsys.readouterr()
+
+
 def test_no_result_folders_is_said_plainly(tmp_path, capsys):
     assert RP.main(["--results", str(tmp_path), "--page", str(tmp_path / "r.md")]) == 2
     assert "no result folders" in capsys.readouterr().err
