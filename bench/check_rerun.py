@@ -109,13 +109,15 @@ def render(result: dict) -> str:
 
 
 def _load(folder: str) -> dict:
+    """DIR/report.json; ValueError with the path when it is missing or not a report."""
     path = Path(folder) / "report.json"
     try:
         doc = json.loads(path.read_text())
-        assert isinstance(doc.get("suites"), list)
-        return doc
-    except (OSError, ValueError, AssertionError, AttributeError) as e:
-        raise SystemExit(f"{path}: not a readable `rasp compare` report ({e.__class__.__name__})")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable `rasp compare` report ({e.__class__.__name__})") from None
+    if not (isinstance(doc, dict) and isinstance(doc.get("suites"), list)):
+        raise ValueError(f"{path}: not a readable `rasp compare` report (no list of suites)")
+    return doc
 
 
 def main(argv=None) -> int:
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
         return 2
     try:
         stated, rerun = _load(args[0]), _load(args[1])
-    except SystemExit as e:
+    except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = check(stated, rerun)
