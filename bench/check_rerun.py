@@ -17,7 +17,10 @@ inside when the values are equal and outside when they differ.
 By chance alone about 5 % of the tested cells fall outside; the last line
 says how many did and, by a one-sided binomial test, whether that is more
 than chance gives (cells of one run share its seeds, so the count is an
-approximation).  Exit status 1 when it is, 2 on unreadable input.
+approximation).  Exit status 1 when it is, 2 on unreadable input.  Each
+margin the stated summary calls beyond noise is also looked up in the
+rerun's summary: reproduced where the rerun ranks the same best and second
+model in that range and its margin is beyond noise too.
 """
 from __future__ import annotations
 
@@ -74,7 +77,22 @@ def check(stated: dict, rerun: dict) -> dict:
     outside = [r for r in tested if r["verdict"] == "outside"]
     p_count = binomtest(len(outside), len(tested), ALPHA, alternative="greater").pvalue if tested else None
     return {"rows": rows, "units": units, "tested": len(tested), "outside": len(outside), "p_count": p_count,
-            "only_stated": len(set(a) - set(b)), "only_rerun": len(set(b) - set(a))}
+            "only_stated": len(set(a) - set(b)), "only_rerun": len(set(b) - set(a)),
+            "margins": margins(stated, rerun)}
+
+
+def margins(stated: dict, rerun: dict) -> list:
+    """[(stated summary row, reproduced?)] for each margin the stated summary calls beyond noise."""
+    def rows(doc):
+        return {(s["suite"], s["preset"], r["table"], r["range"]): r
+                for s in doc.get("suites", []) for r in s.get("summary", {}).get("rows", [])}
+    again = rows(rerun)
+    out = []
+    for key, r in rows(stated).items():
+        if r.get("beyond_noise"):
+            x = again.get(key) or {}
+            out.append((r, x.get("best") == r["best"] and x.get("second") == r["second"] and bool(x.get("beyond_noise"))))
+    return out
 
 
 def _mean_se(values: list, scale: float, digits: int) -> str:
@@ -105,7 +123,12 @@ def render(result: dict) -> str:
     else:
         verdict = (f"As many cells outside as chance gives (one-sided binomial p {result['p_count']:.3g}): "
                    "the rerun falls inside the stated uncertainty.")
-    return "\n".join([head, ""] + (lines + [""] if result["outside"] else []) + [verdict])
+    kept = [r for r, ok in result["margins"] if ok]
+    lost = [f"{r['table']}, {r['range']}: {r['best']} over {r['second']}" for r, ok in result["margins"] if not ok]
+    ranks = (f"  Margins the stated summary calls beyond noise: {len(kept)} of {len(result['margins'])} reproduced "
+             "(the same best and second model, beyond noise again)" + (f"; not: {'; '.join(lost)}." if lost else ".")
+             if result["margins"] else "")
+    return "\n".join([head, ""] + (lines + [""] if result["outside"] else []) + [verdict + ranks])
 
 
 def _load(folder: str) -> dict:

@@ -41,3 +41,17 @@ def test_the_verdict_and_exit_status_follow_the_count_of_cells_outside(tmp_path,
     assert "20 outside" in out and "does not hold" in out and "| mini (cpu) | t1 | m0 | n |" in out
     assert CR.main([str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
     assert "not a readable `rasp compare` report" in capsys.readouterr().err
+
+
+def test_margins_beyond_noise_are_looked_up_in_the_rerun_summary():
+    def with_summary(rows):
+        doc = report({("a", "n"): [0.9, 0.92, 0.91]})
+        doc["suites"][0]["summary"] = {"rows": [{"table": "T", "range": rng, "best": b, "second": s, "beyond_noise": bn}
+                                                for rng, b, s, bn in rows]}
+        return doc
+    stated = with_summary([("r1", "A", "B", True), ("r2", "A", "B", True), ("r3", "C", "D", True), ("r4", "A", "B", False)])
+    rerun = with_summary([("r1", "A", "B", True), ("r2", "A", "B", False), ("r3", "D", "C", True)])
+    result = CR.check(stated, rerun)
+    assert [(r["range"], ok) for r, ok in result["margins"]] == [("r1", True), ("r2", False), ("r3", False)]
+    assert ("Margins the stated summary calls beyond noise: 1 of 3 reproduced" in CR.render(result)
+            and "not: T, r2: A over B; T, r3: C over D." in CR.render(result))
