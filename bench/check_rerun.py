@@ -35,14 +35,9 @@ from trainer.tasks.scoring import summary
 ALPHA = 0.05
 
 
-def cells(report: dict) -> dict:
-    """{(suite, preset, table id, row label, column label): per-seed values} of the measured cells."""
-    out, _ = cells_and_units(report)
-    return out
-
-
-def cells_and_units(report: dict) -> tuple:
-    """cells(), and {table key (suite, preset, table id): (scale, digits)} to print them as the tables do."""
+def cells(report: dict) -> tuple:
+    """({(suite, preset, table id, row label, column label): per-seed values} of the measured cells,
+    {(suite, preset, table id): (scale, digits)} to print them as the tables do)."""
     out, units = {}, {}
     for s in report.get("suites", []):
         for t in s.get("tables", []):
@@ -57,19 +52,18 @@ def cells_and_units(report: dict) -> tuple:
 
 
 def compare_cell(stated: list, rerun: list) -> dict:
-    """{"verdict": inside / outside / untestable, "p": p or None, "why": ...}."""
-    if len(stated) < 2 or len(rerun) < 2:
-        return {"verdict": "untestable", "p": None, "why": "1 seed: no uncertainty stated"}
-    if min(stated) == max(stated) and min(rerun) == max(rerun):
+    """{"verdict": inside / outside / untestable, "p": p or None}."""
+    if len(stated) < 2 or len(rerun) < 2:            # one seed states no uncertainty
+        return {"verdict": "untestable", "p": None}
+    if min(stated) == max(stated) and min(rerun) == max(rerun):     # no spread for a t-test on either side
         same = stated[0] == rerun[0]
-        return {"verdict": "inside" if same else "outside", "p": 1.0 if same else 0.0,
-                "why": "every seed equal on both sides"}
+        return {"verdict": "inside" if same else "outside", "p": 1.0 if same else 0.0}
     p = float(ttest_ind(stated, rerun, equal_var=False).pvalue)
-    return {"verdict": "outside" if p <= ALPHA else "inside", "p": p, "why": ""}
+    return {"verdict": "outside" if p <= ALPHA else "inside", "p": p}
 
 
 def check(stated: dict, rerun: dict) -> dict:
-    (a, units), b = cells_and_units(stated), cells(rerun)
+    (a, units), (b, _) = cells(stated), cells(rerun)
     rows = []
     for key in sorted(set(a) & set(b)):
         rows.append({"key": key, "stated": a[key], "rerun": b[key], **compare_cell(a[key], b[key])})

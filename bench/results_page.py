@@ -189,17 +189,22 @@ def regenerate(root: Path, page_path: Path, plots: bool = True, work: Path = Non
     """Rebuild every folder's report (in `work`, a copy of `root`, when given:
     the committed reports stay as they are); (page text, check problems).
     `keep` receives the full suite reports by (folder name, suite, preset)."""
-    folders, reruns = result_folders(root), result_folders(Path(root) / RERUNS)
-    docs, rerun_docs, problems = [], [], []
-    for f in folders + reruns:
-        name = Path(f).relative_to(root).as_posix()
-        built = Path(work) / name if work else f
+    problems = []
+
+    def build(folder: Path, plots: bool, keep: dict = None) -> dict:
+        name = Path(folder).relative_to(root).as_posix()
+        built = Path(work) / name if work else folder
         suites: dict = {}
-        (docs if f in folders else rerun_docs).append(R.write_report(built, plots=plots and f in folders, keep=suites))
-        if keep is not None and f in folders:
-            keep.update({(f.name, *k): v for k, v in suites.items()})
-        problems += [f"{name}: {p}" for p in check_report(built)]
-    return page(folders, docs, Path(page_path).parent, list(zip(reruns, rerun_docs))), problems
+        doc = R.write_report(built, plots=plots, keep=suites)
+        if keep is not None:
+            keep.update({(folder.name, *k): v for k, v in suites.items()})
+        problems.extend(f"{name}: {p}" for p in check_report(built))
+        return doc
+    folders, reruns = result_folders(root), result_folders(Path(root) / RERUNS)
+    docs = [build(f, plots, keep) for f in folders]
+    # a rerun is tested on the page, not shown: no plots, and no bench page reads it
+    reruns = [(f, build(f, False)) for f in reruns]
+    return page(folders, docs, Path(page_path).parent, reruns), problems
 
 
 def bench_pages(root: Path, bench_dir: Path, built: dict = None) -> dict:

@@ -105,7 +105,7 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
     task_names = _pick(tasks, [t.name for t in suite.tasks], "task", suite)
     # a task entry limited to other presets has no runs here (e.g. a paper-only training mixture)
     by_task, by_model = {t.name: t for t in suite.tasks}, {m.name: m for m in suite.models}
-    task_names = [n for n in task_names if by_task[n].presets is None or preset in by_task[n].presets]
+    task_names = [n for n in task_names if by_task[n].runs_at(preset)]
     model_names = _pick(_model_entries(suite, models), [m.name for m in suite.models], "model", suite)
     cells = [(t, m) for t in task_names for m in model_names if _pairs(by_task[t], by_model[m])]
     seed_lists = {(t, m): seeds_for(suite, preset, seeds, m, t, first_seed) for t, m in cells}

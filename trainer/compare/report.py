@@ -27,11 +27,14 @@ MANIFEST = "compare.json"
 def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, tasks, first_seed: int = 0):
     """DIR/compare.json remembers each suite's selection, so that
     `rasp compare --report DIR` rebuilds the same report."""
-    check_first_seed(out, suite, preset, first_seed)
     path = out / MANIFEST
     doc = read_manifest(out) if path.exists() else {"suites": {}}
     key = f"{suite.name}/{preset}"
     old = doc["suites"].get(key)
+    # one folder holds one seed range per suite and preset: a rerun with other seeds is reported on its own
+    if old and old.get("first_seed", 0) != first_seed:
+        raise RaspError(f"{out} holds suite {suite.name} at preset {preset} from seed {old.get('first_seed', 0)}; "
+                        f"a run from seed {first_seed} (--first-seed) needs its own --out")
     if old:            # later invocations add to the selection (--models a, then --models b: both reported)
         union = lambda a, b: None if a is None or b is None else sorted(set(a) | set(b))   # noqa: E731
         models, tasks = union(old.get("models"), models), union(old.get("tasks"), tasks)
@@ -41,17 +44,6 @@ def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, t
     doc["suites"][key] = {"suite": suite.name, "file": str(Path(suite.path).resolve()), "preset": preset,
                           "seeds": seeds, "first_seed": first_seed, "models": models, "tasks": tasks}
     _write_atomic(path, json.dumps(doc, indent=1))
-
-
-def check_first_seed(out: Path, suite: Suite, preset: str, first_seed: int):
-    """One folder holds one seed range per suite and preset: a rerun with
-    other seeds (--first-seed) is reported on its own, beside the first."""
-    if not (out / MANIFEST).is_file():
-        return
-    old = read_manifest(out)["suites"].get(f"{suite.name}/{preset}")
-    if old is not None and old.get("first_seed", 0) != first_seed:
-        raise RaspError(f"{out} holds suite {suite.name} at preset {preset} from seed {old.get('first_seed', 0)}; "
-                        f"a run from seed {first_seed} (--first-seed) needs its own --out")
 
 
 def read_manifest(out: Path) -> dict:
@@ -80,11 +72,10 @@ def _selection_problem(sel) -> Optional[str]:
         return "suite and file must be strings"
     if sel.get("preset") not in PRESETS:
         return f"preset must be one of {', '.join(PRESETS)}"
-    seeds = sel.get("seeds")
-    if seeds is not None and not (isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= MAX_SEEDS):
+    int_in = lambda v, lo, hi: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi   # noqa: E731
+    if sel.get("seeds") is not None and not int_in(sel["seeds"], 1, MAX_SEEDS):
         return f"seeds must be null or an integer from 1 to {MAX_SEEDS}"
-    first = sel.get("first_seed", 0)
-    if not (isinstance(first, int) and not isinstance(first, bool) and 0 <= first <= MAX_FIRST_SEED):
+    if not int_in(sel.get("first_seed", 0), 0, MAX_FIRST_SEED):
         return f"first_seed must be an integer from 0 to {MAX_FIRST_SEED}"
     if not (names(sel.get("models")) and names(sel.get("tasks"))):
         return "models and tasks must be null or lists of names"
@@ -280,13 +271,13 @@ def suite_report(out: Path, sel: dict) -> dict:
         by_cell.setdefault((res.spec.task_entry, res.spec.model_entry), []).append(res)
     seeds = len(G.seeds_for(suite, preset, sel.get("seeds")))
     # model and task entries with their own seed count (fewer for the cells that carry no claim)
-    fewer = {**{m.label: len(G.seeds_for(suite, preset, sel.get("seeds"), model=m.name)) for m in suite.models},
-             **{f"task {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), task=t.name)) for t in suite.tasks
-                if t.presets is None or preset in t.presets}}
+    count = lambda model=None, task=None: len(G.seeds_for(suite, preset, sel.get("seeds"), model, task))  # noqa: E731
+    tasks_here = [t for t in suite.tasks if t.runs_at(preset)]
+    fewer = {**{m.label: count(model=m.name) for m in suite.models},
+             **{f"task {t.name}": count(task=t.name) for t in tasks_here}}
     fewer = {k: v for k, v in fewer.items() if v != seeds}
     # cells with their own count are named whatever it is: the model's and the task's counts do not hold there
-    fewer.update({f"{suite.model(m).label} on {t.name}": len(G.seeds_for(suite, preset, sel.get("seeds"), m, t.name))
-                  for t in suite.tasks if t.presets is None or preset in t.presets for m in t.cell_seeds})
+    fewer.update({f"{suite.model(m).label} on {t.name}": count(m, t.name) for t in tasks_here for m in t.cell_seeds})
     tables = [build_table(suite, t, preset, by_cell, seeds) for t in suite.tables]
     status = {}
     for res in results:

@@ -64,6 +64,9 @@ class TaskEntry:
     # single-seed cell whose result contradicts its paper gets the seeds that can test it)
     cell_seeds: dict = field(default_factory=dict)
 
+    def runs_at(self, preset: str) -> bool:
+        return self.presets is None or preset in self.presets
+
 
 @dataclass
 class ModelEntry:
@@ -147,10 +150,10 @@ class Suite:
         the suite's, or where the model entry and/or the task entry give their
         own, the fewer of theirs (the cells that carry a paper's claim get more
         seeds than the rest)."""
-        if model is not None and task is not None and model in self.task(task).cell_seeds:
-            return self.task(task).cell_seeds[model][preset]
-        own = [e.seeds[preset] for e in (self.model(model) if model is not None else None,
-                                         self.task(task) if task is not None else None)
+        t = self.task(task) if task is not None else None
+        if model is not None and t is not None and model in t.cell_seeds:
+            return t.cell_seeds[model][preset]
+        own = [e.seeds[preset] for e in (self.model(model) if model is not None else None, t)
                if e is not None and e.seeds]
         return min(own) if own else self.seeds[preset]
 
