@@ -6,6 +6,7 @@ import numpy as np
 
 from rasp import ir
 from rasp.errors import RaspError
+from rasp.operators import PYTHON as PYTHON_OPS
 
 from . import attn as A
 from . import mlp as M
@@ -17,18 +18,6 @@ from .graph import ProgramGraph
 from .ops import Op, Unit
 from .values import unique_key
 
-# element-wise ops on Python ints (the interpreter's NumPy int64 semantics for
-# the values the compiler tabulates: floor division/modulo, 0/1 comparisons)
-PY_OPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a: -a,
-    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
-    "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
-    "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b,
-    "invert": lambda a: ~a, "and": lambda a, b: int(bool(a) and bool(b)),
-    "or": lambda a, b: int(bool(a) or bool(b)), "not": lambda a: int(not a),
-    "min": min, "max": max, "abs": abs, "where": lambda c, x, y: x if c != 0 else y,
-}
 
 CAT_LIMIT = 160          # larger (or length-dependent) value sets are encoded as numbers
 NUMBER_ABOVE = 24        # compact models: a wider set of small, dense ints is a number too
@@ -527,7 +516,7 @@ class Crafter:
     def fn(self, node):
         if isinstance(node, ir.Lookup):       # None outside the table: a run-time error, never tabulated
             return node.table.get
-        op = PY_OPS[node.op]
+        op = PYTHON_OPS[node.op]
         zero_check = node.op in ("floordiv", "mod")
 
         def f(*args):

@@ -36,6 +36,8 @@ from .errors import RaspError, RaspRequireError, RaspRuntimeError
 from .ir import (SCALAR, SELECTOR, SOP, Aggregate, Bind, Const, Full, Host, HostExpr, Indices,
                  Input, Lookup, Loop, LoopOut, LoopState, Map, Node, ProgramIR, Select, SelWidth)
 from .limits import RunLimits
+from .operators import HOST_BINARY, PREDICATES
+from .operators import NUMPY as NUMPY_OPS
 from .trace import TraceEvent
 from .valuesets import in_table, lookup
 
@@ -148,44 +150,8 @@ def _check_requires(run: "_Run") -> None:
 
 # ---- element-wise operators -----------------------------------------------------
 
-def _logical(x):
-    return np.not_equal(x, 0)
-
-
 def _i64(x):
     return np.asarray(x).astype(np.int64, copy=False)
-
-
-def _where(c, x, y):
-    """where(c, x, y).  np.where is branchy and slow on unpredictable
-    conditions; for narrow ints a bit mask is much faster."""
-    dtype = np.result_type(x, y)
-    if dtype.itemsize > 2 or np.ndim(c) == 0:
-        return np.where(_logical(c), x, y)
-    mask = np.negative(_logical(c).view(np.int8), dtype=dtype)      # 0 or -1 (all ones)
-    return np.bitwise_xor(y, np.bitwise_and(np.bitwise_xor(x, y), mask))
-
-
-_MAP_OPS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
-    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-    "invert": np.invert,
-    "and": lambda a, b: _logical(a) & _logical(b),
-    "or": lambda a, b: _logical(a) | _logical(b),
-    "not": lambda a: np.equal(a, 0),
-    "min": np.minimum, "max": np.maximum, "abs": np.abs,
-    "where": _where,
-    # floordiv / mod are handled by _Run.divide (zero divisors are errors)
-}
-
-# pred(key, query), e.g. lt selects keys with key < query
-_PREDS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-          "gt": np.greater, "ge": np.greater_equal}
-
-_HOST_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
-                "min": np.minimum, "max": np.maximum}
 
 
 # ---- the run --------------------------------------------------------------------
@@ -279,7 +245,7 @@ class HostValues:
                         y = np.where(z, 1, y)
                     v = np.floor_divide(x, y) if op == "floordiv" else np.mod(x, y)
                 else:
-                    v = _HOST_BINARY[op](x, y)
+                    v = HOST_BINARY[op](x, y)
             zero = _first_error(zero, _codes(int64_overflow(op, [x, y], v)))
         self.cache[e] = (v, zero)
         return v, zero
@@ -596,7 +562,7 @@ class _Run:
         q = _rows(self.value(sel.query), rows)
         k3 = k[:, None, :] if isinstance(k, np.ndarray) else k
         q3 = q[:, :, None] if isinstance(q, np.ndarray) else q
-        a = _PREDS[sel.pred](k3, q3) & causal
+        a = PREDICATES[sel.pred](k3, q3) & causal
         return np.broadcast_to(a, (nb, self.N, self.N))
 
     def reduce(self, sel: Node, x, red: str, default):
@@ -662,7 +628,7 @@ def _eval_map(run: _Run, node: Map):
     if node.op in ("floordiv", "mod"):
         out = run.divide(node, *args)
     else:
-        out = _MAP_OPS[node.op](*args)
+        out = NUMPY_OPS[node.op](*args)
         if node in run.may_overflow and node.op in _OVERFLOWING:
             # values are Python ints in the language, int64 here: never wrap silently
             run.fail_at(node, int64_overflow(node.op, args, out), OVERFLOW_MESSAGE)
@@ -1100,7 +1066,7 @@ def _rule_scalar_side(run, sel, x, red, default):
     qs, ks = run.scalar_of(sel.query), run.scalar_of(sel.key)
     if qs is None and ks is None:
         return None
-    pred = _PREDS[sel.pred]
+    pred = PREDICATES[sel.pred]
     if ks is None:
         part = _prefix(run, red, x, m=pred(run.value(sel.key), qs))
     elif qs is None:
@@ -1132,7 +1098,7 @@ FEW_VALUES = 4          # distinct values below which per-value masks beat sorti
 def _rule_few_values(run, sel, x, red, default):
     """Few distinct query (or key) values: split the selector by value; each
     piece is a row mask times a key mask (exact for any predicate)."""
-    pred = _PREDS[sel.pred]
+    pred = PREDICATES[sel.pred]
     k, q = run.value(sel.key), run.value(sel.query)
     limit = FEW_VALUES if sel.pred == "eq" else max(FEW_VALUES, run.N // 8)
     qv = np.unique(q[run.valid])

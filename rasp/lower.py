@@ -21,23 +21,13 @@ from . import ast as A
 from . import builtins as _builtins
 from . import ir
 from .errors import RaspError, RaspWarning
+from .operators import PYTHON as PYTHON_OPS
 from .parser import parse
 from .values import (UNDEFINED, Function, LambdaValue, LazyLoopOut, Predicate, Reduction, Scope,
                      describe)
 
 MAX_VOCAB = 100_000
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1   # s-op values are NumPy int64
-PY_OPS = {  # folding of constants, with Python's int semantics
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a: -a,
-    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b),
-    "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
-    "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
-    "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b,
-    "invert": lambda a: ~a, "and": lambda a, b: int(bool(a) and bool(b)),
-    "or": lambda a, b: int(bool(a) or bool(b)), "not": lambda a: int(not a),
-    "min": min, "max": max, "abs": abs, "where": lambda c, x, y: x if c else y,
-}
 HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 # index-derived s-ops may go through these without leaving RASP-L (docs/language.md §10)
@@ -192,7 +182,7 @@ class Lowering:
         loc = self.loc(node)
         if all(isinstance(i, ir.Const) for i in inputs):
             try:
-                value = PY_OPS[op](*(i.value for i in inputs))
+                value = PYTHON_OPS[op](*(i.value for i in inputs))
                 problem = None if INT64_MIN <= value <= INT64_MAX else "integer overflow: the result " \
                     "does not fit in a 64-bit int"
             except ZeroDivisionError:
