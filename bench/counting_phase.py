@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainer.seqeval import analysis_parser, each_split, predict_examples  # noqa: E402
+from trainer.benchmark.evaluate import analysis_parser, each_split, predict_examples  # noqa: E402
 
 
 def runs_of(x: list) -> list:

@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from trainer.models import blocks  # noqa: E402
-from trainer.seqeval import analysis_parser, each_split, predict_examples  # noqa: E402
+from trainer.benchmark.evaluate import analysis_parser, each_split, predict_examples  # noqa: E402
 from trainer.tasks.flipflop import W  # noqa: E402
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer.checkpoint import write_text_atomic  # noqa: E402
+from trainer.run.checkpoint import write_text_atomic  # noqa: E402
 from trainer.compare.grid import run_id  # noqa: E402
 
 WORDS_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "lstm", "transformer"]

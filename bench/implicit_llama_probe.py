@@ -5,7 +5,7 @@ has learned after how many steps.
     python bench/implicit_llama_probe.py MODEL L STEPS [--every N] [--eval-len L] [--loss-first K [--grow-every N]] [KEY=VALUE ...]
 
 Trains MODEL (any comparison-task model: implicit_llama, llama, implicit_mamba2, ...)
-with the words cpu preset's recipe (`trainer/seqpresets.py` and the model's preset;
+with the words cpu preset's recipe (`trainer/benchmark/presets.py` and the model's preset;
 KEY=VALUE as `python -m trainer train --set`), on fresh random Z60 words of length L
 each step (the task's `train_k` is the same distribution at L = 8), and every N steps
 prints one JSON line: step, seconds, token / sequence accuracy and the accuracy at each
@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainer.models import get_encoder_spec  # noqa: E402
 from trainer.models.base import param_groups  # noqa: E402
-from trainer.seqdata import generate_split  # noqa: E402
-from trainer.seqpresets import lr_at, make_seq_hparams, parse_set  # noqa: E402
-from trainer.seqtrain import build_model, seq_task  # noqa: E402
-from trainer.hparams import scored_positions  # noqa: E402
+from trainer.benchmark.data import generate_split  # noqa: E402
+from trainer.benchmark.presets import lr_at, make_seq_hparams, parse_set  # noqa: E402
+from trainer.benchmark.kind import build_model, seq_task  # noqa: E402
+from trainer.settings.hparams import scored_positions  # noqa: E402
 
 ORDER = 60
 

@@ -5,8 +5,8 @@ oracle vs maximum-confidence (and threshold) stopping.
     python bench/train.py --out runs/bench_train --eval-only  # re-evaluate existing runs
 
 Writes OUT/results.md (markdown table), OUT/results.json and one accuracy-vs-
-length plot per task.  Every number comes from `trainer.train` /
-`trainer.evaluate.evaluate_run`, the code behind `rasp train` / `rasp eval`.
+length plot per task.  Every number comes from `trainer.fan.kind` /
+`trainer.fan.evaluate.evaluate_run`, the code behind `rasp train` / `rasp eval`.
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from rasp.errors import RaspError  # noqa: E402
-from trainer import plots  # noqa: E402
-from trainer.evaluate import evaluate_run, rows  # noqa: E402
-from trainer.presets import make_hparams  # noqa: E402
+from trainer.run import plots  # noqa: E402
+from trainer.fan.evaluate import evaluate_run, rows  # noqa: E402
+from trainer.fan.presets import make_hparams  # noqa: E402
 from trainer.tasks import get_task  # noqa: E402
-from trainer.train import RunConfig, train  # noqa: E402
+from trainer.fan.kind import RunConfig, train  # noqa: E402
 
 
 def run_one(out: Path, task: str, init: str, args) -> dict:

@@ -1,7 +1,7 @@
 """Checks of the files a model is read from, before anything is built from them.
 
 A compiled-model directory (`rasp compile -o DIR`, compiler/validate.py) and
-a training checkpoint folder (trainer/checkpoint.py) are read as JSON and
+a training checkpoint folder (trainer/run/checkpoint.py) are read as JSON and
 safetensors only; nothing in them is ever executed.  Each file is checked
 against a schema before anything is built from it: a safetensors file's
 header (dtypes, shapes, offsets that tile the file exactly), a model config's

@@ -15,7 +15,7 @@ bit-identical).
 The copy's parameters have the model's names; changing a nonzero entry in
 place is seen by the copy, making a zero entry nonzero is not.  Meant for
 repeated evaluation of one zero pattern (the liveness measurement of
-trainer/compiled.py's --compress merge), not for training.
+trainer/fan/compiled.py's --compress merge), not for training.
 """
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ COMMANDS = {
     "eval": Command("trainer.cli", "evaluate a training run", "add_eval_args", "run_eval"),
     "data": Command("trainer.datacli", "write a comparison task's split as JSON lines, or print its statistics",
                     "add_data_args", "run_data"),
-    "export": Command("trainer.export", "write a training run's model as a self-contained directory with a "
+    "export": Command("trainer.trained.export", "write a training run's model as a self-contained directory with a "
                                         "model card", "add_export_args", "run_export"),
     "compare": Command("trainer.compare.cli", "run a comparison suite and report it beside the published numbers"),
 }

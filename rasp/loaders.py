@@ -33,9 +33,9 @@ class Loader(NamedTuple):
 
 LOADERS = (
     Loader("training run", ("run.json", "latest.json", "checkpoints"),
-           ("trainer.inference", "load_run"), ("trainer.inference", "run_trained")),
+           ("trainer.trained.inference", "load_run"), ("trainer.trained.inference", "run_trained")),
     Loader("exported model", ("vocab.json",),
-           ("trainer.inference", "load_export"), ("trainer.inference", "run_trained")),
+           ("trainer.trained.inference", "load_export"), ("trainer.trained.inference", "run_trained")),
     Loader("compiled model", ("program.rasp", "config.json", "model.safetensors", "manifest.json"),
            ("compiler.compiled", "load_compiled"), ("compiler.cli", "run_compiled")),
 )

@@ -8,7 +8,7 @@ made here from the code, so the documents cannot drift from it:
                             = bench/reference.toml), whose numbers
                             tests/test_compare.py checks against the papers
     presets:family          the optimiser, batch and steps of each task family
-                            per preset (trainer/seqpresets.py FAMILY)
+                            per preset (trainer/benchmark/presets.py FAMILY)
     presets:models          each comparison model's settings per preset and
                             task family, as `rasp train` resolves them
 
@@ -100,7 +100,7 @@ def published_table(arg: str) -> str:
 
 def _resolved(model: str, preset: str, family: str):
     from trainer.models import get_encoder_spec
-    from trainer.seqpresets import make_seq_hparams
+    from trainer.benchmark.presets import make_seq_hparams
     from trainer.tasks import TASKS
     return make_seq_hparams(preset, TASKS[FAMILY_TASKS[family]], get_encoder_spec(model), {}, {})
 
@@ -116,8 +116,8 @@ def _opt(hp) -> str:
 
 
 def family_table(arg: str) -> str:
-    from trainer.hparams import defaults
-    from trainer.seqpresets import FAMILY
+    from trainer.settings.hparams import defaults
+    from trainer.benchmark.presets import FAMILY
     rows = []
     for preset in ("cpu", "paper"):
         for family in FAMILY_TASKS:
@@ -135,7 +135,7 @@ def models_table(arg: str) -> str:
     settings it changes from the family's, its own options the preset sets;
     the model's defaults above the table."""
     from trainer.models import comparison_models, get_encoder_spec
-    from trainer.hparams import HParams
+    from trainer.settings.hparams import HParams
     fields = set(HParams.names("seq"))
     opt_keys = {k for k, _ in OPT_KEYS}
     out = []

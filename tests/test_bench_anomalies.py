@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainer.seqdata import generate_split
+from trainer.benchmark.data import generate_split
 from trainer.tasks import TASKS
 from trainer.tasks.scoring import score
 

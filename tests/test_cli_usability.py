@@ -64,7 +64,7 @@ def test_values_that_look_like_flags_are_values():
 def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(capsys):
     from trainer.models import MODELS
     from trainer.tasks import TASKS
-    from trainer.validate import HP_FLAG_TYPES
+    from trainer.settings.validate import HP_FLAG_TYPES
     status, out, _ = run(capsys, "train", "--help")
     assert status == 0 and "override the preset" not in out
     heads = re.findall(r"^(\S[^:\n]*):$", out, re.M)
@@ -83,7 +83,7 @@ def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(caps
 
 
 def test_eval_help_explains_each_stop_rule_and_compare_help_its_preset(capsys):
-    from trainer.stopping import RULES
+    from trainer.fan.stopping import RULES
     status, out, _ = run(capsys, "eval", "--help")
     flat = re.sub(r"\s+", " ", out)
     assert status == 0 and all(f"{rule}: " in flat for rule in RULES)
@@ -123,7 +123,7 @@ def _events(log_dir: Path) -> dict:
 
 
 def _expected(metrics: Path) -> dict:
-    from trainer.explog import scalars
+    from trainer.run.explog import scalars
     out = {}
     for row in (json.loads(line) for line in metrics.read_text().splitlines()):
         for tag, value in scalars(row).items():
@@ -193,7 +193,7 @@ def test_stats_of_a_long_split_in_seconds_from_a_stated_sample(tmp_path, capsys)
     very rows `rasp data -n 16` writes, its shares rounded."""
     import time
     from trainer.datacli import split_stats
-    from trainer.seqdata import read_jsonl
+    from trainer.benchmark.data import read_jsonl
     from trainer.tasks import TASKS
     t0 = time.process_time()
     status, out, err = run(capsys, "data", "listops", "--split", "test_900_1000", "--stats")

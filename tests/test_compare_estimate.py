@@ -197,9 +197,9 @@ def test_a_reference_measurement_compresses_a_curriculum_over_positions(tmp_path
     positions scored, which the trainer refuses; the measurement compresses
     it as it does a length curriculum."""
     from trainer.cli import planned_hparams
-    from trainer.hparams import HParams
+    from trainer.settings.hparams import HParams
     from trainer.tasks import get_task
-    from trainer.seqtrain import check_position_curriculum
+    from trainer.benchmark.kind import check_position_curriculum
     words = load_suite("words")
     spec = G.expand(words, "cpu", seeds=1, tasks=["z60_k8"], models=["implicit_llama"])[0]
     assert (E.planned(spec) or {}).get("loss_first", 0) > 0      # the preset this test is about

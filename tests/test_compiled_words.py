@@ -1,4 +1,4 @@
-"""The compiled group-word program as a comparison model (trainer/seqcompiled.py,
+"""The compiled group-word program as a comparison model (trainer/benchmark/compiled.py,
 `rasp train --task words_* --model looped --init compiled`): its answers are
 the task's labels (the interpreter's) at every length up to the design
 length, longer inputs are refused, and the words suite has its row.
@@ -12,11 +12,11 @@ import torch
 
 from rasp.cli import main
 from rasp.errors import RaspError
-from trainer import scoring, seqcompiled
-from trainer.seqdata import collate
-from trainer.hparams import defaults
-from trainer.seqpresets import apply
-from trainer.seqtrain import seq_task
+from trainer.benchmark import scoring, compiled as benchmark_compiled
+from trainer.benchmark.data import collate
+from trainer.settings.hparams import defaults
+from trainer.benchmark.presets import apply
+from trainer.benchmark.kind import seq_task
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 
@@ -32,7 +32,7 @@ def _words(task, lengths, n, seed=0):
 @pytest.fixture(scope="module")
 def z60():
     task = seq_task("words_z60")
-    model, info = seqcompiled.build(task, apply(defaults("seq"), {"compile_max_len": MAX_LEN}))
+    model, info = benchmark_compiled.build(task, apply(defaults("seq"), {"compile_max_len": MAX_LEN}))
     return task, model.eval(), info
 
 
@@ -40,7 +40,7 @@ def z60():
 def test_compiled_run_answers_the_task_labels_up_to_the_design_length(group, z60):
     task, model, info = z60 if group == "z60" else (seq_task(f"words_{group}"), None, None)
     if model is None:
-        model, info = seqcompiled.build(task, apply(defaults("seq"), {"compile_max_len": MAX_LEN}))
+        model, info = benchmark_compiled.build(task, apply(defaults("seq"), {"compile_max_len": MAX_LEN}))
         model.eval()
     assert info["design_length"] == 4 * MAX_LEN == model.encoder.max_length
     examples = _words(task, [1, 2, 5, 7, 8], 6, seed=len(group))

@@ -378,7 +378,7 @@ CLOCKED = ["parity", "copy", "addition", "binary_sum", "unique_set"]
 def confidence_steps(cm, batch, prog, t_max):
     """Eq. 2 on a compiled model: per input, the step 1..t_max whose greedy
     output has the lowest cross-entropy against itself on the scored positions."""
-    from trainer.stopping import confidence_ce
+    from trainer.fan.stopping import confidence_ce
     toks = cm.encode_batch(batch)
     pos = torch.arange(toks.shape[1])
     start = torch.tensor([prog.scored_start(x) for x in batch])
@@ -422,7 +422,7 @@ def test_clock_can_be_left_out_and_costs_only_the_margin():
     batch = [prog.parse_input(" ".join(map(str, R.sample_parity(rng, n)))) for n in (2, 5, 9)]
     assert plain.run_batch(batch) == with_clock.run_batch(batch)
     # without the clock every step is equally confident, so Eq. 2 cannot single out T
-    from trainer.stopping import confidence_ce
+    from trainer.fan.stopping import confidence_ce
     with torch.no_grad():
         logp = torch.log_softmax(plain.model.all_steps(plain.encode_batch(batch[:1]), 8), -1)
     ce = confidence_ce(logp, torch.ones(logp.shape[1:3], dtype=torch.bool))

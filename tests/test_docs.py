@@ -267,7 +267,7 @@ def cited_files_missing(path: Path, text: str, root: Path, names: set) -> list:
 
     * an upper-case `.md` name (a project document, like README.md) must be
       a file of that name somewhere in the project;
-    * a path with folders (`docs/models.md`, `trainer/seqpresets.py:30`, a glob)
+    * a path with folders (`docs/models.md`, `trainer/benchmark/presets.py:30`, a glob)
       is the project's when its folder exists relative to the citing file, one of
       its parents or the root; it must then exist, and a :LINE be within it.
       A `.md` path whose folder is nowhere in the project is a document the user

@@ -14,9 +14,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from trainer import objectives, stopping
-from trainer.evaluate import halting_warnings
-from trainer.halting import DepthLaw, HaltingHead, best_step, calibrate
+from trainer.fan import objectives, stopping
+from trainer.fan.evaluate import halting_warnings
+from trainer.fan.halting import DepthLaw, HaltingHead, best_step, calibrate
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 
@@ -111,11 +111,11 @@ def test_warnings_name_one_step_for_every_length_and_steps_far_from_T():
 @pytest.fixture(scope="module")
 def compiled_parity():
     """An exact start (the compiled parity program, T(n) = n at every length)."""
-    from trainer.initialise import initial_model
+    from trainer.fan.initialise import initial_model
     from trainer.models import get_model_spec
-    from trainer.presets import make_hparams
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
-    from trainer.train import RunConfig, build_data
+    from trainer.fan.kind import RunConfig, build_data
     hp = make_hparams("cpu", get_task("parity"), "compiled", max_train_n=4, freeze_fragile=False)
     spec = get_model_spec("looped")
     data = build_data("parity", spec, hp)

@@ -288,8 +288,8 @@ def test_bad_settings_are_user_errors(key, value):
 
 @pytest.mark.parametrize("name", IMPLICIT + ["mamba2", "llama"])
 def test_cpu_preset_reaches_the_encoder(name):
-    from trainer.seqpresets import make_seq_hparams
-    from trainer.seqtrain import seq_task
+    from trainer.benchmark.presets import make_seq_hparams
+    from trainer.benchmark.kind import seq_task
     spec = get_encoder_spec(name)
     hp = make_seq_hparams("cpu", seq_task("words_z60"), spec, {}, {"test_max_iter": 7})
     assert (hp.d_model, hp.n_layer, hp.batch_size, hp.betas, hp.grad_clip) == (64, 1, 128, [0.9, 0.95], 0.25)
@@ -308,8 +308,8 @@ def test_p2_models_cpu_words_train_at_one_length():
     """trainer/models/mamba2.py: on the word problems the cpu preset trains P2's
     four models at length k only with a constant lr; P3's models keep the
     mixed-length `train` split; other families are untouched."""
-    from trainer.seqpresets import make_seq_hparams
-    from trainer.seqtrain import check_splits, seq_task
+    from trainer.benchmark.presets import make_seq_hparams
+    from trainer.benchmark.kind import check_splits, seq_task
     from trainer.tasks import TASKS
     for task_name in [n for n in TASKS if n.startswith("words_")]:
         task = seq_task(task_name)
@@ -329,8 +329,8 @@ def test_implicit_llama_cpu_words_preset_trains_longer():
     sits on a plateau (bench/implicit.md), so its cpu word-problem runs train on a curriculum
     over positions for 6 000 steps, a curriculum that reaches every position of each group
     task's training words; implicit Mamba2 and the other families keep the family's recipe."""
-    from trainer.seqpresets import FAMILY, make_seq_hparams
-    from trainer.seqtrain import check_position_curriculum, seq_task
+    from trainer.benchmark.presets import FAMILY, make_seq_hparams
+    from trainer.benchmark.kind import check_position_curriculum, seq_task
     for name in ("words_z60", "words_a4z5", "words_a5"):
         words = seq_task(name)
         hp = make_seq_hparams("cpu", words, get_encoder_spec("implicit_llama"), {}, {})

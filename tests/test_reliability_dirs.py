@@ -28,8 +28,8 @@ if str(ROOT) not in sys.path:
 
 import rasp  # noqa: E402
 from rasp.cli import main  # noqa: E402
-from trainer import checkpoint  # noqa: E402
-from trainer.evaluate import rows  # noqa: E402
+from trainer.run import checkpoint  # noqa: E402
+from trainer.fan.evaluate import rows  # noqa: E402
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 

@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rasp.cli import main  # noqa: E402
-from trainer import validate  # noqa: E402
+from trainer.settings import validate  # noqa: E402
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 BASE = ["train", "--task", "parity", "--preset", "cpu", "--no-progress", "--steps", "1"]
@@ -71,8 +71,8 @@ def test_combinations_and_memory_are_refused_before_allocating(tmp_path, capsys,
 def test_memory_estimate_is_in_range_for_a_real_model():
     """The estimate counts the parameters exactly and the activations roughly."""
     from trainer.models import get_model_spec, looped_config
-    from trainer.hparams import HParams
-    from trainer.train import build_data
+    from trainer.settings.hparams import HParams
+    from trainer.fan.kind import build_data
     spec, hp = get_model_spec("looped"), HParams(d_model=64, n_head=4, n_layer=2, max_train_n=5)
     data = build_data("parity", spec, hp)
     cfg = looped_config(spec, hp, data)
@@ -95,7 +95,7 @@ def test_any_flag_value_is_accepted_or_refused_cleanly(flag, value):
     except argparse.ArgumentTypeError:
         return
     import math
-    from trainer.hparams import CHOICES
+    from trainer.settings.hparams import CHOICES
     assert v in CHOICES[flag] if flag in CHOICES else (math.isfinite(v) and v >= 0)
 
 

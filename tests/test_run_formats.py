@@ -3,7 +3,7 @@ load, evaluate and resume, bit-identically to what the old code would have
 trained; a run of a format this code does not know is refused with a message.
 
 tests/data/runs_v1/ holds two tiny runs written by the two training loops
-that came before trainer/loop.py (commit 0461801), each cut back to its
+that came before trainer/run/loop.py (commit 0461801), each cut back to its
 step-10 checkpoint as a `kill -9` after that checkpoint leaves it:
 
     fan_v1  rasp train --task parity --steps 20 --d-model 16 --n-head 2 --ckpt-every 10 --log-every 5

@@ -13,10 +13,10 @@ from seq_toys import TOYS, register_toys  # noqa: E402
 
 from rasp.cli import main  # noqa: E402
 from rasp.errors import RaspError  # noqa: E402
-from trainer import scoring  # noqa: E402
-from trainer.seqdata import SeqBatch, collate, generate_split, read_jsonl  # noqa: E402
-from trainer.hparams import defaults, scored_positions  # noqa: E402
-from trainer.seqpresets import apply, lr_at, parse_set  # noqa: E402
+from trainer.benchmark import scoring  # noqa: E402
+from trainer.benchmark.data import SeqBatch, collate, generate_split, read_jsonl  # noqa: E402
+from trainer.settings.hparams import defaults, scored_positions  # noqa: E402
+from trainer.benchmark.presets import apply, lr_at, parse_set  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +67,7 @@ def test_a_curriculum_over_positions_scores_each_examples_first_targets():
     with pytest.raises(RaspError, match="loss_first = -1"):
         hp.validate()
     # a curriculum that would never reach the words' last positions is refused before training
-    from trainer.seqtrain import check_position_curriculum, seq_task
+    from trainer.benchmark.kind import check_position_curriculum, seq_task
     hp.train_split, hp.loss_first, hp.loss_grow_every, hp.steps = "train_k", 2, 1, 6      # 2 + 5 = 7 of 8
     with pytest.raises(RaspError, match="the loss scores 7 positions, but train_k examples have up to 8"):
         check_position_curriculum(seq_task("words_z60"), hp)
@@ -108,7 +108,7 @@ def test_every_preset_key_names_a_task_family():
     their implicit forms once keyed copying's sizes under "copying", while the
     copying task's family is "memory", so they trained copying at the defaults)."""
     from trainer.models import comparison_models, get_encoder_spec
-    from trainer.seqpresets import FAMILY, task_family
+    from trainer.benchmark.presets import FAMILY, task_family
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
     families = {task_family(t) for t in TASKS.values() if isinstance(t, SeqTask)}

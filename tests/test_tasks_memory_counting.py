@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from trainer.seqdata import generate_split
+from trainer.benchmark.data import generate_split
 from trainer.tasks import TASKS
 from trainer.tasks import counting as C
 from trainer.tasks import memory as M

@@ -23,12 +23,13 @@ if str(ROOT) not in sys.path:
 
 from compiler import compile_program  # noqa: E402,F401  (a hard part of the project: a broken import fails)
 from rasp.errors import RaspError  # noqa: E402
-from trainer import checkpoint, objectives  # noqa: E402
+from trainer.run import checkpoint  # noqa: E402
+from trainer.fan import objectives
 from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval  # noqa: E402
-from trainer.evaluate import evaluate_run, rows as eval_rows  # noqa: E402
+from trainer.fan.evaluate import evaluate_run, rows as eval_rows  # noqa: E402
 from trainer.models import fan_models, get_model_spec  # noqa: E402
-from trainer.hparams import HParams  # noqa: E402
-from trainer.train import RunConfig, build_data, train  # noqa: E402
+from trainer.settings.hparams import HParams  # noqa: E402
+from trainer.fan.kind import RunConfig, build_data, train  # noqa: E402
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 
@@ -58,7 +59,7 @@ def metrics(out):
 def test_looped_parity_learns(tmp_path):
     out = tmp_path / "parity"
     # the legacy N(0, 0.02) init: on this 150-step toy it reaches 0.95; Fan et al.'s init
-    # reaches 0.77-0.85 here (it is measured at the cpu size in trainer/bench/BENCH.md)
+    # reaches 0.77-0.85 here (it is measured at the cpu size in bench/BENCH.md)
     s = train(RunConfig(task="parity", out=str(out), hp=tiny(init_scheme="normal"), progress=False))
     rows = [r for r in metrics(out) if "loss" in r]
     assert rows[-1]["loss"] < rows[0]["loss"] / 5
@@ -224,8 +225,8 @@ def _exact_by_length(model, task, hp, lengths, samples=32, seed=5):
 
 
 def _compiled_finetune(tmp_path, task, steps=30, **kw):
-    from trainer.initialise import initial_model
-    from trainer.presets import make_hparams
+    from trainer.fan.initialise import initial_model
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     out = tmp_path / f"compiled_{task}"
     hp = make_hparams("cpu", get_task(task), "compiled", steps=steps, eval_every=steps, eval_samples=128,
@@ -279,8 +280,8 @@ def test_compiled_addition_finetunes_at_the_cpu_preset(tmp_path):
     probe included (`python -m trainer train --task addition --model looped
     --init compiled --preset cpu`), stops after 60 steps when the guard has
     shrunk the step to nothing: 110 s of CPU (the slow test below)."""
-    from trainer.initialise import initial_model
-    from trainer.presets import make_hparams
+    from trainer.fan.initialise import initial_model
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     out = tmp_path / "addition"
     hp = make_hparams("cpu", get_task("addition"), "compiled", steps=3, eval_every=3, eval_samples=32,
@@ -303,7 +304,7 @@ def test_compiled_addition_finetunes_at_the_cpu_preset(tmp_path):
 def test_compiled_addition_whole_cpu_preset_run(tmp_path):
     """The cpu preset as a user runs it: the probe freezes the length-fragile
     tensors, the fine-tune stays exact and stops on its own well before 500 steps."""
-    from trainer.presets import make_hparams
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     out = tmp_path / "addition"
     hp = make_hparams("cpu", get_task("addition"), "compiled")
@@ -315,7 +316,7 @@ def test_compiled_addition_whole_cpu_preset_run(tmp_path):
 
 
 def test_compress_path_trains(tmp_path):
-    from trainer.presets import make_hparams
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     out = tmp_path / "compressed"
     # the fragile-tensor probe (tested above) is most of a compiled start's time: off here
@@ -329,7 +330,7 @@ def test_compress_path_trains(tmp_path):
 @pytest.mark.slow
 def test_cpu_preset_copy_reaches_full_in_distribution_accuracy(tmp_path):
     """The README's CPU run (minutes): copy learns its training range."""
-    from trainer.presets import make_hparams
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     hp = make_hparams("cpu", get_task("copy"))
     s = train(RunConfig(task="copy", out=str(tmp_path / "copy"), hp=hp, progress=False))
@@ -342,7 +343,7 @@ def test_cpu_preset_copy_reaches_full_in_distribution_accuracy(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_finetune_bench_setting_stays_exact_to_3x(tmp_path):
-    """trainer/bench/BENCH.md's setting (minutes): 300 steps at the `--init compiled`
+    """bench/BENCH.md's setting (minutes): 300 steps at the `--init compiled`
     defaults on n <= 10 leave parity exact up to n = 30 on fresh inputs."""
     out, hp, start, info, s = _compiled_finetune(tmp_path, "parity", steps=300)
     final = checkpoint.load_model(checkpoint.latest(out))
@@ -363,8 +364,8 @@ def test_confidence_stopping_picks_the_oracle_step_on_a_compiled_model(task):
     """The compiled start's halting clock: Eq. 2 (per sample and per batch)
     picks exactly T(n), beyond the training lengths too, and the threshold
     rule stops each sample at T(n) instead of running to T_max."""
-    from trainer.initialise import initial_model
-    from trainer.presets import make_hparams
+    from trainer.fan.initialise import initial_model
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     hp = make_hparams("cpu", get_task(task), "compiled", max_train_n=6, freeze_fragile=False)
     spec = get_model_spec("looped")
@@ -414,8 +415,8 @@ def test_merge_compression_is_exact_below_the_compiled_width(task):
     """--compress (merge): dims that are never live together share a coordinate;
     the narrower start is still exact at every length and its clock still
     lets Eq. 2 pick T(n)."""
-    from trainer.initialise import initial_model
-    from trainer.presets import make_hparams
+    from trainer.fan.initialise import initial_model
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
     hp = make_hparams("cpu", get_task(task), "compiled", max_train_n=6, freeze_fragile=False)
     spec = get_model_spec("looped")

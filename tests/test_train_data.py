@@ -19,13 +19,13 @@ if str(ROOT) not in sys.path:
 import references as R  # noqa: E402
 from model import LoopedConfig, LoopedTransformer, zero_skipping  # noqa: E402
 from rasp.errors import RaspError  # noqa: E402
-from trainer import stopping  # noqa: E402
-from trainer.compiled import compress, projection, remap_vocab, residual_second_moment  # noqa: E402
-from trainer.data import TaskData  # noqa: E402
-from trainer.labels import ProgramLabeler  # noqa: E402
-from trainer.hparams import HParams  # noqa: E402
-from trainer.presets import make_hparams  # noqa: E402
-from trainer.schedule import curriculum_max_n, lr_at, sample_lengths  # noqa: E402
+from trainer.fan import stopping  # noqa: E402
+from trainer.fan.compiled import compress, projection, remap_vocab, residual_second_moment  # noqa: E402
+from trainer.fan.data import TaskData  # noqa: E402
+from trainer.tasks.labels import ProgramLabeler  # noqa: E402
+from trainer.settings.hparams import HParams  # noqa: E402
+from trainer.fan.presets import make_hparams  # noqa: E402
+from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths  # noqa: E402
 from trainer.tasks import TASKS, Task, get_task, parse_lengths  # noqa: E402
 
 FAN_TASKS = sorted(name for name, t in TASKS.items() if isinstance(t, Task))   # not the comparison SeqTasks
@@ -91,7 +91,7 @@ def test_scored_padding_follows_fan_et_al_training_rows(labelers):
     """--padding scored: every training row padded to the length of a row of the
     curriculum's longest size, the padding scored with target `#`; ignored: the
     padding is neither added nor scored."""
-    from trainer.train import train_padding
+    from trainer.fan.kind import train_padding
     data = TaskData(TASKS["parity"], labelers["parity"])
     hp = make_hparams("cpu", TASKS["parity"])
     assert hp.padding == "scored" and hp.read_in_dims == 6
@@ -296,8 +296,8 @@ def test_batch_confidence_rule_is_the_token_mean_of_eq2_on_hand_made_logits():
 
 
 def test_token_and_sample_loss_reductions_against_a_hand_computation():
-    from trainer import objectives
-    from trainer.data import Batch
+    from trainer.fan import objectives
+    from trainer.fan.data import Batch
     logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]],
                            [[0.0, 3.0], [5.0, 5.0], [0.0, 0.0]]])
     targets = torch.tensor([[0, 1, 0], [1, 0, 0]])
@@ -347,8 +347,8 @@ def test_read_out_dims_widens_the_read_out_with_never_targeted_logits():
     outputs; the extra ones share the softmax, so the loss of the same hidden state
     is higher while they are not yet pushed down.  Never fewer rows than outputs."""
     from trainer.models import get_model_spec
-    from trainer.objectives import loss_and_accuracy
-    from trainer.train import build_data
+    from trainer.fan.objectives import loss_and_accuracy
+    from trainer.fan.kind import build_data
     spec = get_model_spec("looped")
     hp = make_hparams("cpu", TASKS["parity"], read_out_dims=6)
     data = build_data("parity", spec, hp)
@@ -369,7 +369,7 @@ def test_read_out_dims_widens_the_read_out_with_never_targeted_logits():
 
 
 def test_weight_decay_param_groups():
-    from trainer.train import param_groups
+    from trainer.fan.kind import param_groups
     m = LoopedTransformer(LoopedConfig(vocab_size=4, d_model=16, n_head=2))
     params = list(m.parameters())
     (g,) = param_groups(m, 0.01, "all")           # Fan et al.: every parameter decays
@@ -392,7 +392,7 @@ def test_weight_decay_param_groups():
 
 
 def test_ema_update_by_hand():
-    from trainer import ema
+    from trainer.run import ema
     w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
     frozen = torch.nn.Parameter(torch.tensor([5.0]))        # never updated: no optimizer state
     opt = torch.optim.SGD([w, frozen], lr=1.0)
@@ -415,7 +415,7 @@ def test_ema_update_by_hand():
 
 
 def test_fan_decay_start_and_cosine_to_zero():
-    from trainer.presets import fan_decay_start
+    from trainer.fan.presets import fan_decay_start
     hp = make_hparams("cpu", get_task("parity"))
     assert hp.decay_start == fan_decay_start(10, 100) == 1100 and hp.warmup == 0
     assert lr_at(0, hp) == lr_at(1100, hp) == hp.lr

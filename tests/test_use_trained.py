@@ -88,7 +88,7 @@ def test_a_trained_fan_model_answers_in_the_programs_tokens(runs, run, program, 
     """The answer is the model's output from `>` on (an NTP model's greedy decoding), in the
     program's own tokens: it equals the program's answer exactly on the inputs that
     `rasp eval`'s decoding scores as correct."""
-    from trainer import objectives
+    from trainer.fan import objectives
     model = rasp.load(runs / run)
     program = rasp.load(ROOT / "programs" / f"{program}.rasp")
     assert model.vocabulary()["input"][:len(program.ir.vocab)] == [program.token_text(v)

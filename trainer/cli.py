@@ -21,15 +21,15 @@ import torch
 from rasp.errors import RaspError
 from rasp.options import ArgumentParser
 from trainer.models import MODELS, get_model_spec
-from trainer.hparams import HParams
-from trainer.presets import PRESETS, make_hparams
-from trainer.seqpresets import parse_set
-from trainer.stopping import DEFAULT_RULE, RULE_HELP, RULES
+from trainer.settings.hparams import HParams
+from trainer.fan.presets import PRESETS, make_hparams
+from trainer.benchmark.presets import parse_set
+from trainer.fan.stopping import DEFAULT_RULE, RULE_HELP, RULES
 from trainer.tasks import TASKS, get_task, parse_lengths
-from trainer import validate
+from trainer.settings import validate
 
 # CLI flag -> HParams field (None = not given, keep the preset's value)
-_HP_FLAGS = validate.HP_FLAG_TYPES     # each with its range (trainer/validate.py)
+_HP_FLAGS = validate.HP_FLAG_TYPES     # each with its range (trainer/settings/validate.py)
 
 SMALL_CPU = 4   # cores; at most this many: one torch thread per process by default
 
@@ -99,7 +99,8 @@ def refuse_changed_run(args, run: dict):
 
 
 def add_train_args(p: argparse.ArgumentParser):
-    from trainer import explog, trainhelp
+    from trainer.run import explog
+    from trainer.settings import trainhelp
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.usage = "%(prog)s --task TASK --out DIR [--model MODEL] [--preset {paper,cpu}] [options]"
     p.epilog = trainhelp.RECIPE_NOTE + "\n\n" + catalogue()
@@ -141,8 +142,8 @@ def add_train_args(p: argparse.ArgumentParser):
 
 
 def is_seq_train(args) -> bool:
-    """Does this `rasp train` run a comparison task (trainer/seqtrain.py)?"""
-    from trainer import checkpoint
+    """Does this `rasp train` run a comparison task (trainer/benchmark/kind.py)?"""
+    from trainer.run import checkpoint
     from trainer.tasks.base import SeqTask
     if args.resume and checkpoint.is_seq_run_dir(args.out):
         return True
@@ -161,8 +162,8 @@ def check_device(name: str) -> str:
 
 
 def config_from_args(args):
-    from trainer import checkpoint          # here, not at the top: it loads the compiler's file checks
-    from trainer.train import RunConfig
+    from trainer.run import checkpoint          # here, not at the top: it loads the compiler's file checks
+    from trainer.fan.kind import RunConfig
     out = Path(args.out)
     if args.resume and checkpoint.has_run(out):
         # A resumed run keeps its own settings (only --steps may extend it).
@@ -196,7 +197,7 @@ def fresh_hparams(args) -> HParams:
 def fan_flags(args) -> dict:
     """The hyper-parameters given as flags (None: not given)."""
     given = {k: getattr(args, k, None) for k in _HP_FLAGS}
-    # the descent guard keeps a compiled start exact (trainer/guard.py)
+    # the descent guard keeps a compiled start exact (trainer/run/guard.py)
     given["guard"] = on_off(args.guard)
     given["freeze_fragile"] = on_off(args.freeze_fragile)
     return given
@@ -245,8 +246,8 @@ def seq_flags(args, sets=None) -> dict:
 def seq_hparams(args):
     """The hyper-parameters a new comparison run of these arguments trains with."""
     from trainer.models import get_encoder_spec
-    from trainer.seqpresets import make_seq_hparams
-    from trainer.seqtrain import seq_task
+    from trainer.benchmark.presets import make_seq_hparams
+    from trainer.benchmark.kind import seq_task
     _refuse_fan_only(args)
     task, init = seq_task(args.task), getattr(args, "init", "random")
     if init == "compiled" and args.model != "looped":
@@ -254,7 +255,7 @@ def seq_hparams(args):
     spec = get_encoder_spec(args.model)
     hp = make_seq_hparams(args.preset, task, spec, seq_flags(args), parse_set(args.set), init)
     if init == "compiled":
-        from trainer.seqcompiled import resolve_hparams
+        from trainer.benchmark.compiled import resolve_hparams
         resolve_hparams(task, hp)
     return hp
 
@@ -262,8 +263,8 @@ def seq_hparams(args):
 def seq_run_config(args):
     """The SeqRunConfig of `rasp train ARGS` on a comparison task (a resumed
     run keeps its own settings; --steps may extend it)."""
-    from trainer import checkpoint
-    from trainer.seqtrain import SeqRunConfig, seq_task
+    from trainer.run import checkpoint
+    from trainer.benchmark.kind import SeqRunConfig, seq_task
     out = Path(args.out)
     if args.resume and checkpoint.has_run(out):
         _refuse_fan_only(args)                # (a new run's seq_hparams refuses them too)
@@ -284,7 +285,7 @@ def seq_run_config(args):
 
 def run_seq_eval(args) -> int:
     from trainer.cli import check_device, set_threads
-    from trainer.seqeval import evaluate_seq_run, format_table
+    from trainer.benchmark.evaluate import evaluate_seq_run, format_table
     refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
                  "not used here (a comparison run is evaluated per split: --splits a,b, -n N)")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()] if args.splits else None
@@ -305,13 +306,13 @@ def _main_rank() -> bool:
 
 def train_kind(args):
     """The run `rasp train ARGS` asks for, as a kind of run of the one
-    training loop (trainer/loop.py): a Fan task's or a comparison task's."""
+    training loop (trainer/run/loop.py): a Fan task's or a comparison task's."""
     if is_seq_train(args):
-        from trainer.seqtrain import SeqKind
+        from trainer.benchmark.kind import SeqKind
         return SeqKind(seq_run_config(args))
     if args.set or args.data:
         raise RaspError("--set/--data are for comparison tasks; Fan tasks take the hyper-parameter flags")
-    from trainer.train import FanKind
+    from trainer.fan.kind import FanKind
     return FanKind(config_from_args(args))
 
 
@@ -325,7 +326,7 @@ def report(summary: dict) -> str:
 
 
 def run_train(args) -> int:
-    from trainer import explog, loop
+    from trainer.run import explog, loop
     explog.check_available(args.log)       # before any work: the optional package is there
     threads = set_threads(args.threads)
     kind = train_kind(args)
@@ -378,8 +379,8 @@ def add_eval_args(p: argparse.ArgumentParser):
 
 
 def run_eval(args) -> int:
-    from trainer import checkpoint
-    from trainer.evaluate import evaluate_run, format_table
+    from trainer.run import checkpoint
+    from trainer.fan.evaluate import evaluate_run, format_table
     run_dir = Path(args.run)
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
         raise RaspError(f"{run_dir} does not exist" if not Path(run_dir).exists() else

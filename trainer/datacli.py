@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 
 from rasp.errors import RaspError
-from trainer import validate
+from trainer.settings import validate
 
 
 def add_data_args(p: argparse.ArgumentParser):
@@ -45,7 +45,7 @@ def stats_sample(task, split: str, seed: int) -> list:
     """The first rows of `split` for `seed` that hold about STATS_TOKENS
     tokens (STATS_MIN_ROWS..STATS_MAX_ROWS, at most the split's size): the
     first STATS_MIN_ROWS tell the split's mean length."""
-    from trainer.seqdata import example_length, generate_split
+    from trainer.benchmark.data import example_length, generate_split
     cap = min(task.splits[split].size or STATS_MAX_ROWS, STATS_MAX_ROWS)
     first = generate_split(task, split, min(STATS_MIN_ROWS, cap), seed)
     mean = sum(example_length(e) for e in first) / len(first)
@@ -65,7 +65,7 @@ def _data_task(name: str):
 
 
 def split_stats(task, examples: list) -> dict:
-    from trainer.seqdata import example_length
+    from trainer.benchmark.data import example_length
     lengths = np.array([example_length(e) for e in examples])
     if task.kind == "per_position":
         labels = Counter(t for e in examples for t in e.target if t >= 0)
@@ -86,7 +86,7 @@ def split_stats(task, examples: list) -> dict:
 
 
 def run_data(args) -> int:
-    from trainer.seqdata import check_example, generate_split, write_jsonl
+    from trainer.benchmark.data import check_example, generate_split, write_jsonl
     task = _data_task(args.task)
     if args.split is not None and args.split not in task.splits:
         raise RaspError(f"task {task.name} has no split {args.split!r} (splits: {', '.join(task.splits)})")

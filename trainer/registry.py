@@ -29,9 +29,9 @@ KIND_NAMES = {FAN: "Fan et al.'s tasks", COMPARISON: "the comparison tasks"}
 
 class Model:
     """One named model and the ways it runs: on Fan et al.'s tasks (a
-    `ModelSpec`: T(n) per sample, FAP/NTP layouts, trainer/train.py) and/or
+    `ModelSpec`: T(n) per sample, FAP/NTP layouts, trainer/fan/kind.py) and/or
     on the comparison tasks (an `EncoderSpec`: an encoder under a task head,
-    trainer/seqtrain.py).  `looped` is the one model with both."""
+    trainer/benchmark/kind.py).  `looped` is the one model with both."""
 
     def __init__(self, name: str):
         self.name = name

@@ -22,7 +22,7 @@ from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
 from trainer.compare.suite import MAX_FIRST_SEED, MAX_SEEDS, PRESETS, available_suites, load_suite
-from trainer.validate import int_in
+from trainer.settings.validate import int_in
 
 MAX_JOBS = 256
 

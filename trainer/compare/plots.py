@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from rasp.errors import RaspFileError  # noqa: E402
-from trainer.plots import save_figure  # noqa: E402
+from trainer.run.plots import save_figure  # noqa: E402
 
 DEPTH_STATS = ("depth", "iterations")
 

@@ -2,8 +2,8 @@
 results in one shape, whichever trainer wrote them.
 
 Every run writes one evaluation schema (splits -> metrics / by_length /
-stats: trainer/evaluate.py for Fan-task runs, whose one split "test" is
-grouped by length, and trainer/seqeval.py); Fan-task runs of format 1 wrote
+stats: trainer/fan/evaluate.py for Fan-task runs, whose one split "test" is
+grouped by length, and trainer/benchmark/evaluate.py); Fan-task runs of format 1 wrote
 a list of rows per length instead.  Both become
 `{split: {"metrics": {m: x}, "by_length": {L: {m: x}}, "stats": {s: {"by_length": {L: x}, ...}}}}`
 (comparison runs also keep the split's example count "n");
@@ -17,7 +17,7 @@ from typing import Optional
 
 from trainer.compare.grid import RunSpec
 from trainer.compare.runner import read_json, state
-from trainer.evalfile import FAN_SPLIT, ROW_STATS
+from trainer.fan.evalfile import FAN_SPLIT, ROW_STATS
 
 
 
@@ -67,7 +67,7 @@ def normalize(doc) -> dict:
                 train_range = doc.get("train_range")
                 out[name]["train_max_n"] = _num(train_range[-1]) if isinstance(train_range, list) and train_range else None
         return out
-    if isinstance(doc.get("rows"), list):          # Fan-task runs' format 1 (trainer/evaluate.py before format 2)
+    if isinstance(doc.get("rows"), list):          # Fan-task runs' format 1 (trainer/fan/evaluate.py before format 2)
         rows = [r for r in doc["rows"] if isinstance(r, dict) and isinstance(r.get("length"), int)]
         by_length = {str(r["length"]): {"exact_match": _num(r.get("exact_match"))} for r in rows}
         stats = {name: {"by_length": {str(r["length"]): _num(r[key]) for r in rows if key in r}}

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 from rasp.errors import RaspError, RaspFileError
 from rasp import atomic
-from trainer import lockfile
+from trainer.run import lockfile
 from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json

@@ -5,7 +5,7 @@
                     and the contract of the comparison models (sequence encoders
                     with an optional halting / fixed-point loop, under a task head)
     looped.py       Fan et al.'s looped transformer and its baselines (FAP/NTP
-                    layouts, trained by trainer/train.py); the same looped model
+                    layouts, trained by trainer/fan/kind.py); the same looped model
                     as a comparison encoder
     heads.py        per-position / pooled / sentence-pair heads, SeqModel
     blocks.py       P1's shared pre-LN block (xPos, RoPE, START/END)

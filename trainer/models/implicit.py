@@ -179,7 +179,7 @@ class ImplicitEncoder(nn.Module):
 
 def with_deq(preset: dict, deq: dict) -> dict:
     """A model preset plus the fixed-point settings (flat: keys that are not
-    hyper-parameter fields become EncoderConfig.extra, trainer/seqpresets.py)."""
+    hyper-parameter fields become EncoderConfig.extra, trainer/benchmark/presets.py)."""
     return {**preset, **deq}
 
 

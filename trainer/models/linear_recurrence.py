@@ -37,7 +37,7 @@ code (S4 `setup_optimizer`, Mamba `_no_weight_decay`).  Such parameters are
 tagged with `trainer.models.base.tag_optim`; `base.param_groups(module, lr,
 weight_decay)` (also the method `encoder.optim_groups(lr, weight_decay)`)
 turns any module — the encoder or encoder + head — into AdamW groups
-honouring them, and trainer/seqtrain.py builds its optimiser from it.
+honouring them, and trainer/benchmark/kind.py builds its optimiser from it.
 
 `cfg.extra` keys (defaults in each EncoderSpec): d_state, dt_min, dt_max,
 ssm_lr (s4d); d_state, expand, d_conv, dt_rank, scan = "sequential" |
@@ -411,7 +411,7 @@ IDS4_DEFAULTS = {"d_state": 16, "act": "identity", "norm": "post"}
 
 # presets[preset][task family] = model sizes only (flat: EncoderConfig fields
 # and extra keys); the optimiser of each family is the trainer's
-# (trainer/seqpresets.py FAMILY: P3 App. B for words, App. D for copying).
+# (trainer/benchmark/presets.py FAMILY: P3 App. B for words, App. D for copying).
 # "paper" = P3's sizes: state tracking Table 6 (≈ 3M parameters per layer;
 # P3 picks the fewest layers that learn k, 2 here), copying Table 7 (parameter
 # matched, 1 layer; Mamba 2 layers, the depth at which it learns), counting

@@ -12,7 +12,7 @@ All current entries are `LoopedTransformer`s (the compiler's class):
     ntp_pause     ntp with pause tokens before `>`
     ntp_loop      ntp, block looped a fixed loop_steps times (weight-tied)
 
-`objective` picks the training/decoding code in `trainer/objectives.py`
+`objective` picks the training/decoding code in `trainer/fan/objectives.py`
 ("fap" or "ntp"); `adaptive` says the depth follows T(n), so stopping rules
 apply.  Later entries (UT with ACT halting, GUT, TLB, GUTLB, implicit
 SSM/transformer) register their own `build` and, where needed, a new
@@ -114,7 +114,7 @@ register(ModelSpec("ntp_loop", objective="ntp", fixed_steps="loop",
 # the number of iterations: Fan et al.'s tasks give T(n) per sample (the ModelSpec
 # above); a comparison task has no T(n), so the model runs a fixed
 # `loops` (--set loops=K), unless it is the task's own program compiled
-# (--init compiled, trainer/seqcompiled.py), which runs its program's T(n).
+# (--init compiled, trainer/benchmark/compiled.py), which runs its program's T(n).
 
 class LoopedEncoder(nn.Module):
     def __init__(self, cfg):

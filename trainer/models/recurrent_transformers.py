@@ -502,7 +502,7 @@ class LatentBottleneck(nn.Module):
 # Registry and presets
 # --------------------------------------------------------------------------
 
-# Presets are flat (trainer/seqpresets.py): HParams fields (sizes, pooling,
+# Presets are flat (trainer/benchmark/presets.py): HParams fields (sizes, pooling,
 # optimiser) or EncoderConfig.extra keys.  The cpu preset only sizes the
 # model; the optimiser, batch and steps come from seqpresets.FAMILY["cpu"], the
 # same for every model of a comparison.

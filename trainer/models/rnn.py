@@ -37,7 +37,7 @@ CPU = {
     "lstm": {"flipflop": {"d_model": 64, "n_layer": 1, "batch_size": 32, "lr": 1e-3},
              "words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3}},
     "gru": {"words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3},
-            # batch and steps: the memory family's cpu preset (trainer/seqpresets.py), as for every model
+            # batch and steps: the memory family's cpu preset (trainer/benchmark/presets.py), as for every model
             "memory": {"d_model": 128, "n_layer": 1, "lr": 1e-3, "grad_clip": 1.0, "weight_decay": 0.0}},
     "rnn": {"counting": {"d_model": 8, "n_layer": 1, "batch_size": 32, "lr": 1e-2}},
 }

@@ -35,7 +35,7 @@ from trainer.tasks.fan import register
 SETTINGS = {"short": (200, 10, (20, 40)), "medium": (600, 30, (60, 120)), "long": (1000, 50, (100, 200))}
 # The cpu preset's settings: P3's three at 1/5 of every length (the same ISI : ITI : length
 # ratios, ~5 ISIs a sequence).  At full length the counting suite's 42 cpu runs took ~31 h of
-# training on 2 shared cores (a length-1000 step of Mamba h64 was 8.5 s); see trainer/seqpresets.py.
+# training on 2 shared cores (a length-1000 step of Mamba h64 was 8.5 s); see trainer/benchmark/presets.py.
 CPU_SCALE = 5
 SETTINGS.update({f"{k}_cpu": (L // CPU_SCALE, isi // CPU_SCALE, (lo // CPU_SCALE, hi // CPU_SCALE))
                  for k, (L, isi, (lo, hi)) in list(SETTINGS.items())})

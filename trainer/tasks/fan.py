@@ -3,7 +3,7 @@
 A task only knows how to *sample inputs* (docs/tasks.md: uniform bits, tokens 0..49,
 n1 in {1, 2}) and how many trailing `#` the answer needs.  Targets and the
 step count T(n) are never computed here: they come from running the task's
-program in `programs/` through the interpreter (see `trainer/labels.py`), so
+program in `programs/` through the interpreter (see `trainer/tasks/labels.py`), so
 the program is the single source of truth.
 
 Adding a task = one `register(Task(...))` call.  `target` says how outputs

@@ -74,7 +74,7 @@ def generate_sequences(rng: np.random.Generator, T: int, p_i: float, n: int) -> 
 
 @lru_cache(maxsize=1)
 def labeler():
-    from trainer.labels import ProgramLabeler
+    from trainer.tasks.labels import ProgramLabeler
     return ProgramLabeler(PROGRAM, need_loop=False)
 
 

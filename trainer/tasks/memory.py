@@ -62,7 +62,7 @@ def reference_targets(ids: list) -> list:
 
 @lru_cache(maxsize=1)
 def copying_labeler():
-    from trainer.labels import ProgramLabeler
+    from trainer.tasks.labels import ProgramLabeler
     return ProgramLabeler(PROGRAMS / "copying.rasp")
 
 

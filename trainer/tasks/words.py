@@ -78,7 +78,7 @@ def draw_mixed(rng, L: int, p: float, n: int) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def labeler(group_name: str):
-    from trainer.labels import ProgramLabeler
+    from trainer.tasks.labels import ProgramLabeler
     return ProgramLabeler(PROGRAMS / f"words_{group_name}.rasp")
 
 

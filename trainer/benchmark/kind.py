@@ -1,12 +1,12 @@
 """The comparison tasks (SeqTask x encoder) as a kind of run of the one
-training loop (trainer/loop.py).
+training loop (trainer/run/loop.py).
 
 Batches come from the task's train split, generated online by a seeded
 NumPy generator (or read from `--data FILE.jsonl`, reshuffled every epoch);
 AdamW with clipping and a cosine / constant / linear / root schedule; the
 encoder's `aux_loss` (ACT ponder cost) is added to the task loss and its
 `set_progress(step, total)` is called before every step.  The run directory
-is every run's (trainer/loop.py, trainer/checkpoint.py: atomic safetensors
+is every run's (trainer/run/loop.py, trainer/run/checkpoint.py: atomic safetensors
 checkpoints, a `--resume` that continues bit-identically, one writer per
 directory):
 
@@ -25,13 +25,14 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError
-from trainer import checkpoint, loop, scoring
+from trainer.run import checkpoint, loop
+from trainer.benchmark import scoring
 from trainer.models import get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
 from trainer.models.heads import SeqModel, make_head
-from trainer.seqdata import collate, example_length, position_curriculum_gap, read_jsonl
-from trainer.hparams import HParams, defaults, scored_positions
-from trainer.seqpresets import lr_at
+from trainer.benchmark.data import collate, example_length, position_curriculum_gap, read_jsonl
+from trainer.settings.hparams import HParams, defaults, scored_positions
+from trainer.benchmark.presets import lr_at
 from trainer.tasks import get_task
 from trainer.tasks.base import SeqTask
 
@@ -48,7 +49,7 @@ class SeqRunConfig:
     resume: bool = False
     progress: bool = True
     max_wall: Optional[float] = None
-    init: str = "random"                # or "compiled": the task's program (trainer/seqcompiled.py)
+    init: str = "random"                # or "compiled": the task's program (trainer/benchmark/compiled.py)
 
     def to_dict(self) -> dict:
         return {"kind": "seq", "task": self.task, "model": self.model, "init": self.init,
@@ -82,16 +83,16 @@ def model_config(cfg: SeqRunConfig, task: SeqTask, model: SeqModel) -> dict:
     out = {"kind": "seq", "task": task.name, "model": cfg.model, "encoder": asdict(encoder_config(task, cfg.hp)),
            "n_labels": len(task.labels), "pooling": cfg.hp.pooling, "init": cfg.init}
     if cfg.init == "compiled":
-        from trainer import seqcompiled
-        out["looped"] = seqcompiled.model_config(model)
+        from trainer.benchmark import compiled as benchmark_compiled
+        out["looped"] = benchmark_compiled.model_config(model)
     return out
 
 
 def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: HParams) -> tuple:
     """(model, init_info or None): random weights, or the task's program compiled."""
     if cfg.init == "compiled":
-        from trainer import seqcompiled
-        return seqcompiled.build(task, hp)
+        from trainer.benchmark import compiled as benchmark_compiled
+        return benchmark_compiled.build(task, hp)
     if cfg.init != "random":
         raise RaspError(f"unknown --init {cfg.init!r} (random or compiled)")
     return build_model(task, cfg.model, hp), None
@@ -101,8 +102,8 @@ def checkpoint_model(task: SeqTask, model_name: str, init: str, hp: HParams, sta
     """The model a comparison checkpoint holds, its weights still to load: a
     compiled one rebuilt from the checkpoint's config (not recompiled)."""
     if init == "compiled":
-        from trainer import seqcompiled
-        return seqcompiled.rebuild(task, state["config"]["looped"])
+        from trainer.benchmark import compiled as benchmark_compiled
+        return benchmark_compiled.rebuild(task, state["config"]["looped"])
     return build_model(task, model_name, hp)
 
 
@@ -199,7 +200,7 @@ def evaluate_metrics(task, model, examples, device) -> dict:
 
 
 class SeqKind:
-    """The per-kind parts of a comparison-task run that trainer/loop.py calls."""
+    """The per-kind parts of a comparison-task run that trainer/run/loop.py calls."""
 
     def __init__(self, cfg: SeqRunConfig):
         self.cfg, self.hp = cfg, cfg.hp
@@ -336,7 +337,7 @@ def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device):
     them: the longest training example (the file's, or a generated batch's)
     times the batch size, through every layer (and every iteration of a
     looped or implicit model) at the model width, plus attention scores."""
-    from trainer.validate import available_memory
+    from trainer.settings.validate import available_memory
     hp = cfg.hp
     sample = data if data is not None else task.generate(np.random.default_rng([hp.seed, 5]),
                                                          task.splits[hp.train_split].params, min(hp.batch_size, 64))

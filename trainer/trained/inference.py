@@ -89,11 +89,11 @@ class FanModel:
         if not spec.adaptive and (stop is not None or threshold is not None):
             raise RaspError(f"--stop/--threshold: model {spec.name} runs a fixed number of iterations "
                             f"({spec.iterations(hp)}); stopping rules are for looped models")
-        from trainer.stopping import RULES
+        from trainer.fan.stopping import RULES
         self.stop = stop or DEFAULT_STOP
         if self.stop not in RULES:
             raise RaspError(f"unknown --stop {shorten(str(self.stop))!r} (one of {', '.join(RULES)})")
-        from trainer.stopping import CALIBRATED
+        from trainer.fan.stopping import CALIBRATED
         if self.stop in CALIBRATED:
             raise RaspError(f"--stop {self.stop}: it is fitted on the training lengths when `rasp eval` runs; "
                             f"`rasp run` takes {', '.join(r for r in RULES if r not in CALIBRATED)}")
@@ -121,7 +121,7 @@ class FanModel:
     def answers(self, lines, where: str = "input", limits: RunLimits = None, max_work=None) -> list:
         """The answer tokens of input texts [(line, text)] (errors at WHERE:LINE)."""
         from compiler.limits import flops
-        from trainer import objectives
+        from trainer.fan import objectives
         limits = limits or RunLimits()
         inputs = [self.program.parse_input(text, line, where) for line, text in lines]
         # the program checks lengths, vocabulary, `require`, and its loop's --max-steps; gives T(n)
@@ -206,7 +206,7 @@ class SeqModel:
                           if k in ("loops", "test_max_iter") and isinstance(v, int) and not isinstance(v, bool)])
 
     def answers(self, lines, where: str = "input", limits: RunLimits = None, max_work=None) -> list:
-        from trainer.seqdata import collate
+        from trainer.benchmark.data import collate
         from trainer.tasks.base import Example
         limits = limits or RunLimits()
         parsed = [self._ids(text, line, where, limits) for line, text in lines]
@@ -244,7 +244,7 @@ class SeqModel:
 
 def _fan_model(task_name: str, model_name: str, hp, module, labeler, stop, threshold, step, device):
     from trainer.models import get_model_spec
-    from trainer.train import build_data
+    from trainer.fan.kind import build_data
     spec = get_model_spec(model_name)
     return FanModel(module, spec, hp, build_data(task_name, spec, hp, labeler), stop, threshold, step, device)
 
@@ -252,15 +252,15 @@ def _fan_model(task_name: str, model_name: str, hp, module, labeler, stop, thres
 def load_run(path, stop=None, threshold=None, device="cpu"):
     """The newest checkpoint of training run `path`, ready to answer inputs
     (rasp.load's loader of training runs)."""
-    from trainer import checkpoint
-    from trainer.hparams import HParams
+    from trainer.run import checkpoint
+    from trainer.settings.hparams import HParams
     path = Path(path)
     dev = _device(device)
     if checkpoint.is_seq_run_dir(path):
-        from trainer.seqeval import load_run_model
+        from trainer.benchmark.evaluate import load_run_model
         run, task, hp, module, state = load_run_model(path, {}, dev)
         return SeqModel(module, task, hp, stop, threshold, state["step"], dev)
-    from trainer.evaluate import load_run as load_fan_run
+    from trainer.fan.evaluate import load_run as load_fan_run
     run, module, step = load_fan_run(path, dev)
     hp = HParams.from_dict(run["hparams"])
     return _fan_model(run["task"], run["model"], hp, module, None, stop, threshold, step, dev)
@@ -270,7 +270,7 @@ def read_export(path) -> dict:
     """DIR/config.json of an exported model, its files checked against the
     manifest and its run description against the schema of run.json."""
     from model.files import read_json, verify_manifest
-    from trainer import checkpoint
+    from trainer.run import checkpoint
     d = Path(path)
     config = read_json(d / "config.json")
     ok = (isinstance(config, dict) and config.get("format") == EXPORT_FORMAT and config.get("kind") in ("fan", "seq")
@@ -283,7 +283,7 @@ def read_export(path) -> dict:
         raise RaspFileError(d, f"not a complete exported model (missing {', '.join(missing)})")
     if not verify_manifest(d, model_files(config["kind"]), EXPORT_FORMAT):
         raise RaspFileError(d / "manifest.json", "missing: every exported model has one (export it again)")
-    from trainer.stopping import RULES
+    from trainer.fan.stopping import RULES
     if config.get("stop") is not None and config["stop"] not in RULES:
         raise RaspFileError(d / "config.json", f"stop: expected one of {', '.join(RULES)}")
     run = checkpoint.check_run(config["run"], d / "config.json")
@@ -296,21 +296,21 @@ def load_export(path, stop=None, threshold=None, device="cpu"):
     """A directory written by `rasp export`, ready to answer inputs (rasp.load's
     loader of exported models); every file is checked before use."""
     from model.files import read_json
-    from trainer import checkpoint
-    from trainer.hparams import HParams
+    from trainer.run import checkpoint
+    from trainer.settings.hparams import HParams
     d = Path(path)
     config = read_export(d)
     run, kind, dev = config["run"], config["kind"], _device(device)
     hp = HParams.from_dict(run["hparams"], kind)
     if kind == "seq":
-        from trainer.seqtrain import checkpoint_model, seq_task
+        from trainer.benchmark.kind import checkpoint_model, seq_task
         task = seq_task(run["task"])
         shell = checkpoint_model(task, run["model"], run["init"], hp, {"config": config["model_config"]})
         module = checkpoint.model_from_files(d / "model.safetensors", None, d / "config.json", "model_config", dev,
                                              shell)
         model = SeqModel(module, task, hp, stop, threshold, config.get("step"), dev)
     else:
-        from trainer.labels import ProgramLabeler
+        from trainer.tasks.labels import ProgramLabeler
         module = checkpoint.model_from_files(d / "model.safetensors", config["model_config"], d / "config.json",
                                              "model_config", dev)
         model = _fan_model(run["task"], run["model"], hp, module, ProgramLabeler(d / "program.rasp"),

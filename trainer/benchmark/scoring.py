@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from trainer.seqdata import SeqBatch
+from trainer.benchmark.data import SeqBatch
 from trainer.tasks.scoring import METRICS, score, summary  # noqa: F401  (the definitions)
 
 

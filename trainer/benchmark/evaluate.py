@@ -24,12 +24,13 @@ from pathlib import Path
 import torch
 
 from rasp.errors import RaspError
-from trainer import checkpoint, scoring
-from trainer.seqdata import generate_split
-from trainer.hparams import HParams
-from trainer.progress import bar as progress_bar
-from trainer.seqpresets import apply
-from trainer.seqtrain import checkpoint_model, score_examples, seq_task
+from trainer.run import checkpoint
+from trainer.benchmark import scoring
+from trainer.benchmark.data import generate_split
+from trainer.settings.hparams import HParams
+from trainer.run.progress import bar as progress_bar
+from trainer.benchmark.presets import apply
+from trainer.benchmark.kind import checkpoint_model, score_examples, seq_task
 
 DEFAULT_N = 1000        # examples per split unless -n says otherwise (at most the split's paper size)
 STATS = ("depth", "iterations", "residual")
@@ -55,7 +56,7 @@ def predict_examples(model, task, examples: list, batch_size: int = 100, device=
     """(example, the model's predicted label per position or its class) for each
     example in order, without scoring: for analyses that group an example's
     positions themselves (bench/counting_phase.py, bench/flipflop_positions.py)."""
-    from trainer.seqdata import collate
+    from trainer.benchmark.data import collate
     model.eval()
     for s in range(0, len(examples), batch_size):
         chunk = examples[s:s + batch_size]
@@ -92,7 +93,7 @@ def each_split(args):
 def check_lengths(model, task, split_examples: dict):
     """Refuse, before scoring anything, a split whose inputs are longer than the
     model was built for (a compiled model's design length, `max_length`)."""
-    from trainer.seqdata import example_length
+    from trainer.benchmark.data import example_length
     limit = getattr(model.encoder, "max_length", None)
     if limit is None:
         return
@@ -184,7 +185,7 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
     checkpoint.write_json_atomic(path, res)
     res["json"] = str(path)
     if plots:
-        from trainer.plots import seq_eval_plot
+        from trainer.run.plots import seq_eval_plot
         try:
             res["plots"] = [seq_eval_plot(res, path.with_name(path.stem + "_accuracy.png"))]
         except Exception as e:           # a plot must never lose an evaluation

@@ -1,4 +1,4 @@
-"""Halting rules fitted on held-in lengths (trainer/stopping.py: depth_law,
+"""Halting rules fitted on held-in lengths (trainer/fan/stopping.py: depth_law,
 head), before a run is evaluated.
 
 The training loop knows T(n) for every training input (the task program's
@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from trainer import stopping
+from trainer.fan import stopping
 
 CALIBRATION_SAMPLES = 128       # inputs per held-in length
 HEAD_FIT_STEPS = 300            # full-batch Adam steps of the halting head

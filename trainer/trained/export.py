@@ -13,7 +13,7 @@ repository (it can be uploaded as it is) and loadable without the run:
                         model-index), task, model, recipe, training, evaluation
     *.png               the training curves and the evaluation plots
 
-`rasp.load(DIR)` / `rasp run DIR` read it (trainer/inference.py).
+`rasp.load(DIR)` / `rasp run DIR` read it (trainer/trained/inference.py).
 
 Writing never loses a user's file: a new directory is built under a
 temporary name and renamed into place; an existing directory is written only
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from rasp.atomic import write_bytes_atomic
 from rasp.errors import RaspError, RaspFileError
-from trainer.inference import EXPORT_FORMAT, model_files
+from trainer.trained.inference import EXPORT_FORMAT, model_files
 
 MANIFEST = "manifest.json"
 CARD = "README.md"
@@ -60,8 +60,8 @@ def run_export(args) -> int:
 
 def export_run(run_dir, out) -> list:
     """Write the export of `run_dir` into `out`; returns the file names written."""
-    from trainer import checkpoint
-    from trainer.inference import load_run
+    from trainer.run import checkpoint
+    from trainer.trained.inference import load_run
     run_dir = Path(run_dir)
     if not checkpoint.has_run(run_dir):
         raise RaspError(f"{run_dir} does not exist" if not run_dir.exists() else
@@ -152,7 +152,7 @@ def _example(model, kind: str):
 
 
 def _fan_tables(evals) -> list:
-    from trainer.evaluate import rows
+    from trainer.fan.evaluate import rows
     out = []
     for name, doc in evals:
         lo, hi = doc.get("train_range") or (None, None)
@@ -190,7 +190,7 @@ def _model_index(name: str, task: str, evals, kind: str) -> list:
     results = []
     for file, doc in evals:
         if kind == "fan":
-            from trainer.evalfile import FAN_SPLIT
+            from trainer.fan.evalfile import FAN_SPLIT
             m = doc.get("splits", {}).get(FAN_SPLIT, {}).get("metrics", {}).get("exact_match", {})
             lengths = doc["splits"][FAN_SPLIT]["params"]["lengths"] if m else []
             if m.get("mean") is not None:

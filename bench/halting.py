@@ -1,16 +1,16 @@
 """Halting rules on the same trained models (issue 24): every rule of
-trainer/stopping.py (but threshold, an early-exit run) applied to the same
+trainer/fan/stopping.py (but threshold, an early-exit run) applied to the same
 trajectories, exact match in distribution and beyond training, against
 the oracle.
 
     rasp train --task TASK --preset cpu --seed S --out RUNS/TASK_sS     # for each task, seed
-    OMP_NUM_THREADS=1 python trainer/bench/halting.py eval RUNS/TASK_sS [...]
-    python trainer/bench/halting.py table RUNS/*_s*
+    OMP_NUM_THREADS=1 python bench/halting.py eval RUNS/TASK_sS [...]
+    python bench/halting.py table RUNS/*_s*
 
 `eval` writes RUN/halting_bench.json (per rule and length: exact match, the
 oracle's on the same inputs, mean chosen step, iterations run; the held-in
 fit; the seconds it took; the machine's load); `table` prints the Markdown
-table of trainer/bench/BENCH.md: per task and rule, the mean over seeds
+table of bench/BENCH.md: per task and rule, the mean over seeds
 (with the spread, min-max) of exact match at n 1-10 / 11-20 / 21-30, the
 largest shortfall against the oracle in distribution over the seeds, the
 mean shortfall beyond training, the loop iterations run per input against
@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainer import stopping
-from trainer.checkpoint import write_json_atomic
-from trainer.evaluate import load_run
-from trainer.halting import calibrate, trajectory
-from trainer.hparams import HParams
+from trainer.fan import stopping
+from trainer.run.checkpoint import write_json_atomic
+from trainer.fan.evaluate import load_run
+from trainer.fan.halting import calibrate, trajectory
+from trainer.settings.hparams import HParams
 from trainer.models import get_model_spec
-from trainer.train import build_data
+from trainer.fan.kind import build_data
 
 # oracle first (the reference); threshold is an early-exit run, not a choice on one trajectory
 RULES = ("oracle", *(r for r in stopping.RULES if r not in ("oracle", "threshold")))

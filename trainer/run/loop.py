@@ -1,6 +1,6 @@
 """The training loop: one for every task and model.
 
-    run = Kind(...)        # FanKind (trainer/train.py) or SeqKind (trainer/seqtrain.py)
+    run = Kind(...)        # FanKind (trainer/fan/kind.py) or SeqKind (trainer/benchmark/kind.py)
     summary = train(run)
 
 The loop owns everything a run does the same way whatever it trains: the
@@ -8,12 +8,12 @@ run directory (one writer, `run.json`, `metrics.jsonl` cut back to the
 checkpoint on `--resume`), data parallelism under `torchrun` (every rank
 draws the same global batch and trains on its slice), the learning rate
 set per step, the divergence check, gradient clipping, the descent guard
-(trainer/guard.py), frozen and zero-kept weights of a compiled start, the
+(trainer/run/guard.py), frozen and zero-kept weights of a compiled start, the
 EMA of the weights, the log / eval / checkpoint cadence, `max_wall`, the
 progress bar, the early stop of a finished fine-tune, the summary and the
 training-curve plot.
 
-A kind supplies the rest (`FanKind` in trainer/train.py, `SeqKind` in trainer/seqtrain.py): the model, the
+A kind supplies the rest (`FanKind` in trainer/fan/kind.py, `SeqKind` in trainer/benchmark/kind.py): the model, the
 optimiser's parameter groups, the learning-rate schedule, the batches, the
 loss, the evaluation, the guard sample, and the RNG state its checkpoint
 keeps.  Fan et al.'s tasks (per-sample T(n), FAP/NTP objectives, length
@@ -32,15 +32,15 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
-from trainer import checkpoint, distributed, ema, explog
-from trainer.compiled import finetune_stop_reason
-from trainer.guard import Guard
-from trainer.progress import bar as progress_bar
+from trainer.run import checkpoint, distributed, ema, explog
+from trainer.fan.compiled import finetune_stop_reason
+from trainer.run.guard import Guard
+from trainer.run.progress import bar as progress_bar
 
 
 def train(kind, log=()) -> dict:
     """Run (or resume) `kind`'s training; returns the summary.  `log`: the
-    experiment loggers that also get metrics.jsonl's rows (trainer/explog.py)."""
+    experiment loggers that also get metrics.jsonl's rows (trainer/run/explog.py)."""
     cfg = kind.cfg
     loggers = explog.Loggers(log)        # a missing optional package is refused before any work
     d = distributed.setup(cfg.device)
@@ -235,7 +235,7 @@ def _train(kind, d, loggers) -> dict:
         summary = _summary(kind, model, opt, metrics_path, record, step, time.perf_counter() - t_start, init_info)
         checkpoint.write_json_atomic(out / "summary.json", summary)
         try:
-            from trainer.plots import train_curves
+            from trainer.run.plots import train_curves
             summary["curves"] = train_curves(read_metrics(metrics_path, step), out / "train_curves.png",
                                              kind.plot_title(), *kind.curve_labels())
         except Exception as e:                      # a plot must never lose a finished run

@@ -4,7 +4,7 @@ Compiled weights sit on a knife edge (a 1e-9 change to a residual writer can
 flip a hard attention), so a fine-tune of a compiled start keeps a step only
 if the loss on its own batch does not rise, and then checks the kept steps
 on a fixed guard sample (every length the model was compiled for).  Any
-model and task can use it (`--guard on`); the training loop (trainer/loop.py)
+model and task can use it (`--guard on`); the training loop (trainer/run/loop.py)
 calls `Guard.step` in place of `optimizer.step()`.  What it measures comes
 from the run's kind (`Kind.guard_eval`, `Kind.loss`), so the same guard
 serves Fan et al.'s tasks and the comparison tasks.

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError
-from trainer import compiled, stopping
-from trainer.presets import compiled_max_n
+from trainer.fan import compiled, stopping
+from trainer.fan.presets import compiled_max_n
 
 
 def compile_max_len(data, hp) -> int:

@@ -1,7 +1,7 @@
 """The evaluation file of a Fan-task run, `eval_<rule>.json` (written by
-`rasp eval`, trainer/evaluate.py; read by `rasp compare` without torch).
+`rasp eval`, trainer/fan/evaluate.py; read by `rasp compare` without torch).
 
-It has every run's evaluation schema (trainer/seqeval.py writes the
+It has every run's evaluation schema (trainer/benchmark/evaluate.py writes the
 same for comparison runs; trainer/README.md shows it): a Fan run's test
 inputs are one split, "test", whose grouping is the length n:
 

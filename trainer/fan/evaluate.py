@@ -1,7 +1,7 @@
 """`rasp eval` of a Fan-task run: exact match per test length under a
 stopping rule, with the chosen steps, the compute used and per-step curves.
 
-The file it writes is every run's evaluation schema (trainer/evalfile.py)."""
+The file it writes is every run's evaluation schema (trainer/fan/evalfile.py)."""
 from __future__ import annotations
 
 import json
@@ -15,14 +15,15 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError
-from trainer import checkpoint, objectives
+from trainer.run import checkpoint
+from trainer.fan import objectives
 from trainer.models import get_model_spec
-from trainer.progress import bar as progress_bar
-from trainer.hparams import HParams
-from trainer.evalfile import document, rows
-from trainer.halting import calibrate
-from trainer.stopping import CALIBRATED, RULES
-from trainer.train import build_data
+from trainer.run.progress import bar as progress_bar
+from trainer.settings.hparams import HParams
+from trainer.fan.evalfile import document, rows
+from trainer.fan.halting import calibrate
+from trainer.fan.stopping import CALIBRATED, RULES
+from trainer.fan.kind import build_data
 
 
 def load_run(run_dir, device="cpu"):

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.hparams import CHOICES, INT_RANGES, MAX_SEED, MAX_SIZE, HParams
+from trainer.settings.hparams import CHOICES, INT_RANGES, MAX_SEED, MAX_SIZE, HParams
 
 MAX_N = 2000              # training problem sizes (the paper's largest is 20)
 

@@ -14,8 +14,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from trainer import stopping
-from trainer.halting import trajectory
+from trainer.fan import stopping
+from trainer.fan.halting import trajectory
 
 
 def iterations(spec, hp, batch) -> torch.Tensor:
@@ -59,7 +59,7 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
     """Exact match per sample plus the chosen step, the iterations run and,
     for adaptive models, per-step curves (Fan et al. Fig. 6) and the exact
     match at T(n) ("oracle_correct") beside the rule's.  `halting`: the
-    held-in fit the depth_law and head rules read (trainer/halting.py)."""
+    held-in fit the depth_law and head rules read (trainer/fan/halting.py)."""
     model.eval()
     t0 = time.perf_counter()
     if spec.objective == "ntp":

@@ -5,9 +5,9 @@ modules, it ships none of their code).
 Needs a checkout of github `truongbuu/looped-tf` (tested at 7570c59):
 
     git clone https://github.com/truongbuu/looped-tf /path/looped-tf
-    OMP_NUM_THREADS=1 python trainer/bench/official_fan_parity.py --src /path/looped-tf/src \\
+    OMP_NUM_THREADS=1 python bench/official_fan_parity.py --src /path/looped-tf/src \\
         --seed 0 --out runs/fan_parity
-    python trainer/bench/fan_parity.py table --out runs/fan_parity   # both codes, one table
+    python bench/fan_parity.py table --out runs/fan_parity   # both codes, one table
 
 What it runs is their `train.py:50-100` on the parity task (their
 `GeneralTransformerModel(n_dims 6, d 64, 1 layer, 16 heads, linear read-in)`,
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainer.bench.fan_parity import RANGES, range_means  # noqa: E402   (one table for both codes)
+from bench.fan_parity import RANGES, range_means  # noqa: E402   (one table for both codes)
 
 
 def _importable(src: Path):

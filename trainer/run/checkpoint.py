@@ -11,7 +11,7 @@ a torn one.
         manifest.json           SHA-256 of the three files above
     OUT/latest.json             {"step": 500, "path": "checkpoints/step_0000500"}
     OUT/.lock                   held (flock) by the one `rasp train` writing OUT (removed
-                                when it stops; never opened through a link: trainer/lockfile.py)
+                                when it stops; never opened through a link: trainer/run/lockfile.py)
 
 Reading is defensive (model/files.py checks every file): a damaged
 newest checkpoint falls back to the previous intact one (two are kept), a
@@ -38,12 +38,12 @@ from model import LoopedTransformer
 from model.files import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
-from trainer import lockfile
+from trainer.run import lockfile
 from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # run.json / summary.json "format": 2 since one training loop serves every kind
-# of run (trainer/loop.py); a run.json without it is format 1, read and resumed
+# of run (trainer/run/loop.py); a run.json without it is format 1, read and resumed
 # as before.  A newer format is refused: this code cannot know what it changed.
 RUN_FORMAT = 2
 KIND = "rasp-checkpoint/1"
@@ -120,7 +120,7 @@ def run_fingerprint(run: dict) -> str:
 
 
 def is_seq_run(run: dict) -> bool:
-    """A comparison-task run (trainer/seqtrain.py) rather than a Fan-task one."""
+    """A comparison-task run (trainer/benchmark/kind.py) rather than a Fan-task one."""
     return isinstance(run, dict) and run.get("kind") == "seq"
 
 
@@ -150,7 +150,7 @@ def check_run(run, path):
         # not damage (no falling back to the checkpoint's copy): a run this code cannot read
         raise RaspError(f"{path}: run format {json.dumps(fmt)[:20]}: this rasp reads run formats 1 to "
                         f"{RUN_FORMAT}; use the rasp version that wrote the run (or a newer one)")
-    from trainer.hparams import HParams
+    from trainer.settings.hparams import HParams
     mine = set(HParams.names("seq" if is_seq_run(run) else "fan"))
     types = {f.name: str(f.type) for f in dataclasses.fields(HParams) if f.name in mine}
     for k, v in run["hparams"].items():

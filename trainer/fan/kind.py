@@ -1,5 +1,5 @@
 """Fan et al.'s tasks as a kind of run of the one training loop
-(trainer/loop.py), §4.2.2 of the paper: online batches of lengths drawn from
+(trainer/run/loop.py), §4.2.2 of the paper: online batches of lengths drawn from
 a length curriculum, labels computed by the task's program, the loss at each
 sample's own step T_i (FAP) or the NTP objectives of the baselines, AdamW
 with warm-up + cosine, and in-distribution exact match (oracle stop) as the
@@ -12,14 +12,18 @@ from typing import Optional
 import numpy as np
 import torch
 
-from trainer import checkpoint, loop, objectives, stopping, validate
-from trainer.compiled import has_clock
-from trainer.data import TaskData
-from trainer.initialise import initial_model
-from trainer.labels import ProgramLabeler
+from trainer.run import checkpoint, loop
+
+from trainer.fan import objectives, stopping
+
+from trainer.settings import validate
+from trainer.fan.compiled import has_clock
+from trainer.fan.data import TaskData
+from trainer.fan.initialise import initial_model
+from trainer.tasks.labels import ProgramLabeler
 from trainer.models import get_model_spec
-from trainer.hparams import HParams
-from trainer.schedule import curriculum_max_n, lr_at, sample_lengths
+from trainer.settings.hparams import HParams
+from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths
 from trainer.tasks import get_task
 
 
@@ -90,7 +94,7 @@ def param_groups(model, weight_decay: float, which: str = "all") -> list:
 
 
 class FanKind:
-    """The per-kind parts of a Fan-task run that trainer/loop.py calls."""
+    """The per-kind parts of a Fan-task run that trainer/run/loop.py calls."""
 
     def __init__(self, cfg: RunConfig, labeler=None):
         self.cfg, self.hp = cfg, cfg.hp

@@ -1,13 +1,13 @@
 """The presets of Fan et al.'s tasks: the paper's hyper-parameters (App. E /
 docs/tasks.md) and a small CPU preset that trains in minutes on 2 cores.
-CLI flags override fields (trainer/hparams.py: the one HParams class)."""
+CLI flags override fields (trainer/settings/hparams.py: the one HParams class)."""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Optional
 
 from rasp.errors import RaspError
-from trainer.hparams import HParams
+from trainer.settings.hparams import HParams
 from trainer.tasks import Task
 
 

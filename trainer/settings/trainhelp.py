@@ -2,7 +2,7 @@
 groups, with the value a run gets when the flag is not given.
 
 The defaults shown are the `cpu` preset's (the default) for Fan et al.'s
-tasks with a random start, read from trainer/presets.py itself, so the help
+tasks with a random start, read from trainer/fan/presets.py itself, so the help
 cannot drift from what a run does; a value that differs between tasks is
 shown per task.  `--preset paper`, `--init compiled` and the comparison
 tasks' presets set their own values (a run writes those it used to
@@ -69,7 +69,7 @@ NONE_MEANS = {"read_in_dims": "the input's tokens", "read_out_dims": "the output
 
 def preset_defaults() -> dict:
     """field -> {task: value} of the cpu preset with a random start, per Fan task."""
-    from trainer.presets import make_hparams
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
     hps = {name: make_hparams("cpu", task) for name, task in TASKS.items() if not isinstance(task, SeqTask)}
@@ -106,7 +106,7 @@ def add_recipe_flags(p: argparse.ArgumentParser, flag_types: dict, shared: tuple
 
 
 def _metavar(field: str, per_task: dict) -> str:
-    from trainer.hparams import CHOICES
+    from trainer.settings.hparams import CHOICES
     if field in CHOICES:
         return "{" + ",".join(CHOICES[field]) + "}"
     v = next((x for x in per_task.values() if x is not None), None)

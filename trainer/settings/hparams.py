@@ -1,12 +1,12 @@
 """The hyper-parameters of every run: one class, two families of presets.
 
 `HParams` holds the settings of both kinds of run of the training loop
-(trainer/loop.py).  Most are shared (sizes, optimiser, cadence, the descent
+(trainer/run/loop.py).  Most are shared (sizes, optimiser, cadence, the descent
 guard, the EMA); some mean something for one kind only, and say so in their
 field's metadata: Fan et al.'s tasks have a length curriculum and the looped
-model's recipe switches (trainer/presets.py: the `paper` and `cpu` presets
+model's recipe switches (trainer/fan/presets.py: the `paper` and `cpu` presets
 per task), the comparison tasks have splits, a pooled head, dropout and a
-schedule (trainer/seqpresets.py: the presets per task family and model).
+schedule (trainer/benchmark/presets.py: the presets per task family and model).
 A run records only its own kind's fields (`to_dict`), so `run.json` lists
 what applies to it and nothing else.
 """
@@ -22,7 +22,7 @@ KINDS = ("fan", "seq")
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
 # integer hyper-parameters: (lowest, highest), however given (flag, --set, preset, run.json);
-# the flags' argparse types (trainer/validate.py) use the same ranges
+# the flags' argparse types (trainer/settings/validate.py) use the same ranges
 INT_RANGES = {"d_model": (1, MAX_SIZE), "n_layer": (1, MAX_SIZE), "n_head": (1, MAX_SIZE), "d_ff": (1, 4 * MAX_SIZE),
               "batch_size": (1, 1 << 20), "steps": (0, 10 ** 9), "warmup": (0, 10 ** 9), "log_every": (1, 10 ** 9),
               "eval_every": (0, 10 ** 9), "eval_samples": (1, 1 << 20), "ckpt_every": (1, 10 ** 9),
@@ -90,7 +90,7 @@ class HParams:
     keep_ckpts: int = 2
     eval_every: int = 500         # evaluation during training (0: only at the end)
     eval_samples: int = 256
-    # ---- the descent guard (trainer/guard.py) and a compiled start
+    # ---- the descent guard (trainer/run/guard.py) and a compiled start
     guard: bool = False           # keep only steps that do not hurt the batch and a fixed guard sample
     guard_samples: int = 256
     guard_max_n: Optional[int] = field(default=None, metadata=FAN)  # guard lengths 1..this (None: max_train_n)
@@ -185,7 +185,7 @@ def scored_positions(step: int, first: int, grow_every: int) -> int:
     return first + (step // grow_every if grow_every else 0)
 
 
-# What a comparison run starts from before its presets (trainer/seqpresets.py).
+# What a comparison run starts from before its presets (trainer/benchmark/presets.py).
 SEQ_DEFAULTS = {"d_model": 64, "n_head": 4, "batch_size": 32, "lr": 1e-3, "steps": 1000, "eval_every": 250,
                 "ckpt_every": 500}
 

@@ -33,7 +33,7 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
   Graves 2016, sigmoid(w.h + b); PonderNet's per-step lambda_t, Banino et al.
   2021, with the known T(n) as the target instead of its prior); stops at the
   first step where it says done.  Fitted on the trained model's detached
-  states (trainer/halting.py), so the model's weights are untouched.
+  states (trainer/fan/halting.py), so the model's weights are untouched.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 RULES = ("depth_law", "oracle", "confidence", "confidence_sample", "threshold", "stable", "head")
 DEFAULT_RULE = "depth_law"
-CALIBRATED = ("depth_law", "head")      # fitted on held-in lengths first (trainer/halting.py)
+CALIBRATED = ("depth_law", "head")      # fitted on held-in lengths first (trainer/fan/halting.py)
 STABLE_K = 2                            # `stable`: steps the answer must stay unchanged
 # one line each, for --help
 RULE_HELP = {"depth_law": "the default: on the training lengths, the step where the model answers best, "

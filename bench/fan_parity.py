@@ -5,12 +5,12 @@ n = 10 (the `cpu` preset), one torch thread.  Reports exact match at n 1-10,
 and the per-sample rule, plus training steps/s.
 
     # one seed per process (run them as separate background jobs):
-    OMP_NUM_THREADS=1 python trainer/bench/fan_parity.py run --seed 0 --out runs/fan_parity
+    OMP_NUM_THREADS=1 python bench/fan_parity.py run --seed 0 --out runs/fan_parity
     # then the table of every finished seed (--paired TAG: the speed ratio of the
     # variant whose seeds were started together with official_fan_parity.py's):
-    python trainer/bench/fan_parity.py table --out runs/fan_parity [--paired padded]
+    python bench/fan_parity.py table --out runs/fan_parity [--paired padded]
     # more stopping rules for a finished seed, without training:
-    python trainer/bench/fan_parity.py eval --tag readout6 --seed 0 --rules confidence --out runs/fan_parity
+    python bench/fan_parity.py eval --tag readout6 --seed 0 --rules confidence --out runs/fan_parity
 
 `--set key=value` overrides a hyper-parameter (ablations, e.g.
 `--set init_scheme=normal --set loss_reduction=sample --set weight_decay=0`),
@@ -53,9 +53,9 @@ def _value(text: str):
 def run(args):
     import torch
     torch.set_num_threads(1)
-    from trainer.presets import make_hparams
+    from trainer.fan.presets import make_hparams
     from trainer.tasks import get_task
-    from trainer.train import RunConfig, train
+    from trainer.fan.kind import RunConfig, train
 
     overrides = dict(kv.split("=", 1) for kv in args.set)
     hp = make_hparams("cpu", get_task("parity"), seed=args.seed, steps=args.steps,
@@ -76,7 +76,7 @@ def run(args):
 def add_rules(run_dir: Path, result: dict, rules: str, samples: int):
     """Evaluate the run's final model under each stopping rule, lengths 1-30,
     into result["rules"], and write run_dir/fan_parity.json."""
-    from trainer.evaluate import evaluate_run, rows
+    from trainer.fan.evaluate import evaluate_run, rows
     lengths = list(range(1, 31))
     for rule in rules.split(","):
         res = evaluate_run(run_dir, lengths, rule, samples=samples, batch_size=samples, seed=4321, plots=False)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
-from trainer.hparams import HParams, scored_positions
+from trainer.settings.hparams import HParams, scored_positions
 from trainer.tasks.base import Example, SeqTask
 
 
@@ -120,7 +120,7 @@ def check_example(task: SeqTask, ex: Example, where: str):
 
 
 def write_jsonl(path, examples: list):
-    from trainer.checkpoint import write_text_atomic
+    from trainer.run.checkpoint import write_text_atomic
     write_text_atomic(Path(path), "".join(json.dumps(example_to_dict(e)) + "\n" for e in examples))
 
 

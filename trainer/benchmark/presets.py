@@ -1,6 +1,6 @@
 """The presets of the comparison runs (SeqTasks), and their schedules.
 
-A run's settings (trainer/hparams.py: HParams of kind "seq") are merged in
+A run's settings (trainer/settings/hparams.py: HParams of kind "seq") are merged in
 this order, later winning:
 
     hparams.defaults("seq")
@@ -20,7 +20,7 @@ import json
 import math
 
 from rasp.errors import RaspError
-from trainer.hparams import HParams, defaults
+from trainer.settings.hparams import HParams, defaults
 
 PRESET_NAMES = ("cpu", "paper")
 
@@ -142,7 +142,7 @@ def apply(hp: HParams, values: dict) -> HParams:
     return hp
 
 
-# `--init compiled` (trainer/seqcompiled.py): the compiled program is exact as
+# `--init compiled` (trainer/benchmark/compiled.py): the compiled program is exact as
 # compiled, so by default it is not trained (--steps 0); given steps, it is
 # fine-tuned as a compiled Fan-task start is (trainer/presets.init_defaults):
 # under the descent guard (one unguarded AdamW step at lr 1e-4 took words_z60's
@@ -166,7 +166,7 @@ def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str
             # a family preset's curriculum over positions (implicit Llama's words) is for the words
             # it finishes within the preset's steps; on a task of longer words (the mixed task at
             # L 256) the preset trains every position from the start.  Flags and --set come after.
-            from trainer.seqdata import position_curriculum_gap     # torch: only where a preset has a curriculum
+            from trainer.benchmark.data import position_curriculum_gap     # torch: only where a preset has a curriculum
             if position_curriculum_gap(task, hp):
                 hp.loss_first = hp.loss_grow_every = 0
     else:

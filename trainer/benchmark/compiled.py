@@ -5,8 +5,8 @@
 
 The task names the n-RASP-L program whose outputs are its labels
 (`SeqTask.program`; the word problems: programs/words_<group>.rasp).  The
-compiler (compiler.compile_program, via trainer.compiled.compile_task_model)
-turns it into a looped transformer; `trainer.compiled.remap_vocab` puts that
+compiler (compiler.compile_program, via trainer.fan.compiled.compile_task_model)
+turns it into a looped transformer; `trainer.fan.compiled.remap_vocab` puts that
 model into the task's token tables (embedding row i = vocab entry i, whose
 program value is int(vocab[i]); unembedding row j = label j, value
 int(labels[j])), and the run is an ordinary comparison run: a `SeqModel`
@@ -14,7 +14,7 @@ whose encoder is the compiled model (every sample runs the T(n) iterations
 its program's loop count gives, computed host-side by the compiler's
 `CompiledModel.loop_counts`, as `rasp run` does) and whose per-position head
 is the compiled unembedding.  Scoring, eval.json and checkpoints are the
-comparison runs' own (trainer/seqtrain.py, trainer/seqeval.py).
+comparison runs' own (trainer/benchmark/kind.py, trainer/benchmark/evaluate.py).
 
 Why `--model looped --init compiled`, not an encoder name of its own: it is
 the Fan-task runs' spelling of the same thing (the looped transformer class,
@@ -47,7 +47,7 @@ import torch.nn as nn
 
 from model import LoopedConfig, LoopedTransformer
 from rasp.errors import RaspError
-from trainer import compiled
+from trainer.fan import compiled
 from trainer.models.base import EncoderOutput
 from trainer.models.heads import PositionHead, SeqModel
 

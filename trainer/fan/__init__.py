@@ -1,0 +1,1 @@
+"""Fan et al.'s run kind (Looped Transformers for Length Generalization): online batches over a length curriculum, labels and loop counts from the task's program, the FAP/NTP objectives and baselines, the compiled start, stopping rules and `rasp eval` by length."""

@@ -1,0 +1,1 @@
+"""The training loop and its machinery, shared by every kind of run: the loop itself, checkpoints and lock files, the descent guard, weight averaging, data parallelism, logging, schedules, progress bars and plots."""
