@@ -5,9 +5,7 @@
     cm.save("out/parity"); load_compiled("out/parity")
     print(cm.report()); draw_layers(cm, "layers.svg")
 """
-from .cli import cli_compile, cli_graph_compiled, cli_run_compiled
 from .compiled import CompiledModel, DesignLengthWarning, compile_program, load_compiled
 from .draw import draw_layers
 
-__all__ = ["CompiledModel", "DesignLengthWarning", "compile_program", "load_compiled", "draw_layers",
-           "cli_compile", "cli_run_compiled", "cli_graph_compiled"]
+__all__ = ["CompiledModel", "DesignLengthWarning", "compile_program", "load_compiled", "draw_layers"]

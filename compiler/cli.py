@@ -49,7 +49,7 @@ def run(args) -> int:
 
 def run_compiled(args) -> int:
     """rasp run DIR (options: rasp.commands.add_run_arguments)"""
-    from rasp.commands import refuse_flags, run_limits
+    from rasp.options import refuse_flags, run_limits
     from .compiled import load_compiled
     refuse_flags(args, ("stop", "threshold"), "for models trained by `rasp train` (a compiled model runs its "
                                               "program's loop count; --steps N to fix it)")

@@ -13,21 +13,9 @@ import sys
 
 from .errors import RaspError
 from .inputs import parse_params, read_inputs
+from .options import refuse_flags, run_limits
 
 EXIT_USAGE = 2
-
-
-def run_limits(args):
-    """The RunLimits of --max-len, --max-steps, --max-work (defaults where not given)."""
-    from .limits import RunLimits
-    limits = RunLimits()
-    if getattr(args, "max_len", None) is not None:
-        limits.max_len = args.max_len
-    if getattr(args, "max_steps", None) is not None:
-        limits.max_steps = args.max_steps
-    if getattr(args, "max_work", None) is not None:
-        limits.max_work = args.max_work
-    return limits
 
 
 def _print_warnings(warnings):
@@ -59,13 +47,6 @@ def add_run_arguments(p):
     p.add_argument("--max-work", type=int, default=None, metavar="N",
                    help="most element operations one input may cost, all loops together "
                         "(default 10**10)")
-
-
-def refuse_flags(args, names, reason: str):
-    """Refuse the flags among `names` that were given: they do nothing here."""
-    given = ["--" + k.replace("_", "-") for k in names if getattr(args, k, None) not in (None, False, [])]
-    if given:
-        raise RaspError(f"{', '.join(given)}: {reason}")
 
 
 def run_program(args) -> int:

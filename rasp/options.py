@@ -9,7 +9,9 @@ argparse as it is, with two changes that make a mistyped flag obvious:
   --inptu (did you mean --input?)", not that --input is missing;
 * a mistyped choice gets the closest one: `rasp trian` -> "did you mean train?".
 
-Subcommand parsers made by `add_subparsers` are of this class too.
+Subcommand parsers made by `add_subparsers` are of this class too.  The option
+helpers several commands share (`run_limits`, `refuse_flags`) are here too, so
+no command imports another command's module.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import argparse
 import difflib
 import re
 import sys
+
+from .errors import RaspError
 
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")     # a negative number is a value, not a flag
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
@@ -72,3 +76,23 @@ class ArgumentParser(argparse.ArgumentParser):
             return flag + (f" (did you mean {close[0]}?)" if close else "")
         return ("unrecognized argument " if len(flags) == 1 else "unrecognized arguments ") + \
             ", ".join(named(f) for f in flags)
+
+
+def run_limits(args):
+    """The RunLimits of --max-len, --max-steps, --max-work (defaults where not given)."""
+    from .limits import RunLimits   # here: rasp run loads it anyway
+    limits = RunLimits()
+    if getattr(args, "max_len", None) is not None:
+        limits.max_len = args.max_len
+    if getattr(args, "max_steps", None) is not None:
+        limits.max_steps = args.max_steps
+    if getattr(args, "max_work", None) is not None:
+        limits.max_work = args.max_work
+    return limits
+
+
+def refuse_flags(args, names, reason: str):
+    """Refuse the flags among `names` that were given: they do nothing here."""
+    given = ["--" + k.replace("_", "-") for k in names if getattr(args, k, None) not in (None, False, [])]
+    if given:
+        raise RaspError(f"{', '.join(given)}: {reason}")

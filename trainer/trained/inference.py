@@ -325,7 +325,7 @@ def load_export(path, stop=None, threshold=None, device="cpu"):
 def run_trained(args) -> int:
     """`rasp run RUN|EXPORTED --input ...` (options: rasp.commands.add_run_arguments)."""
     import rasp
-    from rasp.commands import refuse_flags, run_limits
+    from rasp.options import refuse_flags, run_limits
     from rasp.inputs import read_inputs
     from trainer.cli import set_threads
     refuse_flags(args, ("trace", "param", "steps"), "for programs and compiled models; a trained model's "
