@@ -4,7 +4,7 @@
 the compiler writes into weights).  `NUMPY`: on int64 arrays (the
 interpreter).  Both agree on every int64 value: floor division and modulo,
 comparisons and logic as 0/1.  floordiv and mod have no NumPy entry: a zero
-divisor is an error the interpreter reports (rasp/interpreter.py)."""
+divisor is an error the interpreter reports (rasp/interpreter/run.py)."""
 import numpy as np
 
 PYTHON = {
