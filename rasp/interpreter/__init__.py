@@ -29,6 +29,7 @@ The modules, by job:
     driver      execute, check_requires: padding, the require contract, length groups
     run         Run: one batched execution (values, blocks, loops, errors, trace)
     nodes       EVAL: how each node kind computes its value
+    elementwise the operators on arrays (rasp/operators.py has them on ints)
     hosts       HostValues: params and loop counts per input; int64 overflow checks
     ranges      Ranges: value intervals and the narrowest dtype of every node
     reductions  dense_reduce and the fast aggregate rules (RULES)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import RaspError, RaspRuntimeError
 from ..ir import HostExpr, ProgramIR
-from ..operators import HOST_BINARY
+from .elementwise import HOST_BINARY
 
 
 def pad_batch(batch: list):

@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import RaspRuntimeError
 from ..ir import (SCALAR, SELECTOR, Aggregate, Const, Full, Host, Indices, Input, Lookup, LoopOut,
                   LoopState, Map, Select, SelWidth)
-from ..operators import NUMPY as NUMPY_OPS
+from .elementwise import NUMPY as NUMPY_OPS
 from ..valuesets import in_table, lookup
 from .hosts import OVERFLOW_MESSAGE, i64, int64_overflow
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..operators import PREDICATES
+from .elementwise import PREDICATES
 from .hosts import i64
 from .ranges import I64_MAX, I64_MIN
 

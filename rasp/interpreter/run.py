@@ -10,7 +10,7 @@ from .. import budget
 from ..errors import RaspRuntimeError
 from ..ir import (SCALAR, SELECTOR, SOP, Bind, Full, HostExpr, Indices, Loop, LoopOut, LoopState,
                   Map, Node, ProgramIR, Select)
-from ..operators import PREDICATES
+from .elementwise import PREDICATES
 from ..trace import TraceEvent
 from .hosts import OVERFLOW_MESSAGE, HostValues, i64, int64_overflow
 from .nodes import EVAL
