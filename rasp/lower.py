@@ -7,10 +7,11 @@ Every check of the language contract happens here, located at the source:
 names, arity, types (s-op / selector / scalar / function), no recursion,
 lambdas only in tok_map/seq_map, predicates and reductions, host expressions
 for params and loop counts, and the RASP-L discipline of docs/language.md §10.
+Expressions and calls are lowered by the `ExpressionLowering` mixin
+(rasp/expressions.py); statements, node constructors and the driver are here.
 """
 from __future__ import annotations
 
-import difflib
 import graphlib
 import re
 from functools import lru_cache
@@ -21,15 +22,14 @@ from . import ast as A
 from . import builtins as _builtins
 from . import ir
 from .errors import RaspError, RaspWarning
+from .expressions import ExpressionLowering
 from .operators import PYTHON as PYTHON_OPS
 from .parser import parse
-from .values import (UNDEFINED, Function, LambdaValue, LazyLoopOut, Predicate, Reduction, Scope,
-                     describe)
+from .values import UNDEFINED, Function, LazyLoopOut, Scope, describe
 
 MAX_VOCAB = 100_000
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1   # s-op values are NumPy int64
 HOST_OPS = {"add", "sub", "mul", "floordiv", "mod", "neg", "min", "max"}
-COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 # index-derived s-ops may go through these without leaving RASP-L (docs/language.md §10)
 INDEX_SAFE = {"eq", "ne", "lt", "le", "gt", "ge", "where"}
 
@@ -96,7 +96,7 @@ def _key(cls, attrs, inputs):
 
 # ---- the lowering ---------------------------------------------------------------
 
-class Lowering:
+class Lowering(ExpressionLowering):
     def __init__(self, source: str, path: str):
         self.source, self.path = source, path
         self.top = ir.Block()
@@ -215,139 +215,6 @@ class Lowering:
                       "shifted by a constant, compared, or used as a select key/query", loc)
             return False   # reported once; do not cascade through what depends on it
         return True
-
-    # -- expressions --
-    def expr(self, node: A.Node, scope: Scope, allow_lambda=False):
-        method = getattr(self, "expr_" + type(node).__name__)
-        return method(node, scope, allow_lambda) if isinstance(node, A.Lambda) else method(node, scope)
-
-    def expr_Num(self, node, scope):
-        return self.const(node.value, self.loc(node))
-
-    def expr_Str(self, node, scope):
-        if node.text not in self.symbols:
-            raise self.error(f"unknown symbol {node.text!r}: declare it with const NAME = {node.text!r}", node)
-        return self.const(self.symbols[node.text], self.loc(node))
-
-    def expr_Name(self, node, scope):
-        try:
-            value = scope.lookup(node.id)
-        except KeyError:
-            if node.id in ir.PREDICATES:
-                return Predicate(node.id)
-            if node.id in ir.REDUCTIONS:
-                return Reduction(node.id)
-            hint = difflib.get_close_matches(node.id, scope.names() | set(ir.PREDICATES), n=1)
-            extra = f"; did you mean '{hint[0]}'?" if hint else ""
-            raise self.error(f"undefined name '{node.id}'{extra}", node) from None
-        if value is UNDEFINED:
-            raise self.error(f"'{node.id}' is read before the loop body assigns it, and it has no "
-                             "value before the loop", node)
-        if isinstance(value, LazyLoopOut):
-            return self.loop_out(value)
-        if isinstance(value, Function) and value.builtin is not None and node.id in ir.REDUCTIONS:
-            return Reduction(node.id)      # `reduction=max`: the name, not the function
-        return value
-
-    def expr_ListLit(self, node, scope):
-        raise self.error("a list is only allowed as the value of a const: a lookup table "
-                         "(const T = [[...], ...]) for tok_map(x, T) / seq_map(x, y, T)", node)
-
-    def expr_Lambda(self, node, scope, allow_lambda=False):
-        if not allow_lambda:
-            raise self.error("a lambda is only allowed as the function argument of tok_map or seq_map", node)
-        return LambdaValue(node, scope)
-
-    def expr_UnaryOp(self, node, scope):
-        operand = self.as_value(self.expr(node.operand, scope), node.operand, "the operand")
-        if node.op == "pos":
-            return operand
-        return self.map(node.op, [operand], node)
-
-    def expr_BinOp(self, node, scope):
-        if node.op == "truediv":
-            raise self.error("'/' is not an n-RASP-L operator: values are ints, use '//'", node)
-        left = self.as_value(self.expr(node.left, scope), node.left, "the left operand")
-        right = self.as_value(self.expr(node.right, scope), node.right, "the right operand")
-        return self.map(node.op, [left, right], node)
-
-    def expr_Compare(self, node, scope):
-        values = [self.as_value(self.expr(o, scope), o, "a comparison operand") for o in node.operands]
-        result = None
-        for op, a, b in zip(node.ops, values, values[1:]):
-            term = self.map(COMPARE[op], [a, b], node)
-            result = term if result is None else self.map("and", [result, term], node)
-        return result
-
-    def expr_Call(self, node, scope):
-        if not isinstance(node.func, A.Name):
-            raise self.error("only named functions can be called", node.func)
-        try:
-            fn = scope.lookup(node.func.id)
-        except KeyError:
-            fn = None
-        if not isinstance(fn, Function):
-            if fn is None:
-                self.expr_Name(node.func, scope)          # raises 'undefined name'
-            raise self.error(f"'{node.func.id}' is not a function (it is {describe(fn)})", node.func)
-        for kw in node.keywords:
-            if any((a.line, a.column) > (kw.line, kw.column) for a in node.args):
-                raise self.error("positional argument follows keyword argument", kw)
-        args = [(a, self.expr(a, scope, allow_lambda=True)) for a in node.args]
-        keywords = {}
-        for kw in node.keywords:
-            if kw.name in keywords:
-                raise self.error(f"keyword argument '{kw.name}' given twice", kw)
-            keywords[kw.name] = (kw, self.expr(kw.value, scope, allow_lambda=True))
-        bound = self.bind(fn, args, keywords, node)
-        return self.apply(fn, bound, node)
-
-    def bind(self, fn: Function, args, keywords, node) -> dict:
-        names = [p for p, _ in fn.params]
-        if len(args) > len(names):
-            raise self.error(f"{fn.name}() takes {len(names)} argument{'s' * (len(names) != 1)} "
-                             f"but {len(args)} were given", node)
-        bound = {name: pair for name, pair in zip(names, args)}
-        for name, pair in keywords.items():
-            if name not in names:
-                raise self.error(f"{fn.name}() has no parameter '{name}' (parameters: "
-                                 f"{', '.join(names) or 'none'})", pair[0])
-            if name in bound:
-                raise self.error(f"{fn.name}() got two values for '{name}'", pair[0])
-            bound[name] = (pair[0].value, pair[1])
-        for name, default in fn.params:
-            if name not in bound:
-                if default is None:
-                    raise self.error(f"{fn.name}() is missing the argument '{name}'", node)
-                value = default if fn.builtin else self.expr(default, self.globals_for(fn))
-                bound[name] = (node, value)
-        for name, (arg_node, value) in bound.items():
-            if isinstance(value, LambdaValue) and not fn.builtin:
-                raise self.error("a lambda is only allowed as the function argument of tok_map or seq_map",
-                                 arg_node)
-        return bound
-
-    def globals_for(self, fn: Function) -> Scope:
-        return self.library_scope if fn.library else self.global_scope
-
-    def apply(self, fn: Function, bound: dict, node: A.Call):
-        if fn.builtin is not None:
-            return fn.builtin(self, bound, node)
-        if fn.name in self.call_stack and not fn.library:
-            raise self.error(f"recursion is not allowed: '{fn.name}' calls itself", node)
-        outer_site, outer_origin = self.call_site, self.graph.origin
-        if fn.library and self.call_site is None:
-            self.call_site = self.loc(node)
-            self.graph.origin = fn.name
-        self.call_stack.append(fn.name)
-        try:
-            local = Scope(self.globals_for(fn))
-            for name, (_, value) in bound.items():
-                local.vars[name] = value
-            return self.run_body(fn.body, local, in_def=fn)
-        finally:
-            self.call_stack.pop()
-            self.call_site, self.graph.origin = outer_site, outer_origin
 
     # -- statements --
     def run_body(self, stmts: list, scope: Scope, in_def: Optional[Function] = None):

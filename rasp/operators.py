@@ -1,11 +1,8 @@
-"""The element-wise operators of n-RASP-L, in one table per semantics.
-
-`PYTHON`: on Python ints (constant folding in rasp/lower.py, the value tables
-the compiler writes into weights).  `NUMPY`: on int64 arrays (the
-interpreter).  Both agree on every int64 value: floor division and modulo,
-comparisons and logic as 0/1.  floordiv and mod have no NumPy entry: a zero
-divisor is an error the interpreter reports (rasp/interpreter.py)."""
-import numpy as np
+"""The element-wise operators of n-RASP-L on Python ints: constant folding
+(rasp/lower.py) and the value tables the compiler writes into weights.  The
+interpreter's NumPy versions (rasp/interpreter/elementwise.py) have the same
+names and agree on every int64 value (tests/test_interpreter.py checks it).
+This module imports nothing, so `rasp check` loads no NumPy."""
 
 PYTHON = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -18,36 +15,3 @@ PYTHON = {
     "or": lambda a, b: int(bool(a) or bool(b)), "not": lambda a: int(not a),
     "min": min, "max": max, "abs": abs, "where": lambda c, x, y: x if c != 0 else y,
 }
-
-
-def logical(x):
-    return np.not_equal(x, 0)
-
-
-def where(c, x, y):
-    """where(c, x, y).  np.where is branchy and slow on unpredictable
-    conditions; for narrow ints a bit mask is much faster."""
-    dtype = np.result_type(x, y)
-    if dtype.itemsize > 2 or np.ndim(c) == 0:
-        return np.where(logical(c), x, y)
-    mask = np.negative(logical(c).view(np.int8), dtype=dtype)      # 0 or -1 (all ones)
-    return np.bitwise_xor(y, np.bitwise_and(np.bitwise_xor(x, y), mask))
-
-
-NUMPY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
-    "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-    "invert": np.invert,
-    "and": lambda a, b: logical(a) & logical(b),
-    "or": lambda a, b: logical(a) | logical(b),
-    "not": lambda a: np.equal(a, 0),
-    "min": np.minimum, "max": np.maximum, "abs": np.abs,
-    "where": where,
-}
-
-# select predicates pred(key, query): lt selects the keys with key < query
-PREDICATES = {name: NUMPY[name] for name in ("eq", "ne", "lt", "le", "gt", "ge")}
-# the host (per-input int) operators that may overflow int64, checked by the interpreter
-HOST_BINARY = {name: NUMPY[name] for name in ("add", "sub", "mul", "min", "max")}

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rasp
-from rasp import interpreter as interp
 from rasp.errors import RaspError, RaspRuntimeError
-from rasp.interpreter import BatchResult, execute
+from rasp.interpreter import BatchResult, driver, execute, ranges
+from rasp.interpreter import run as interp_run
 from rasp.limits import RunLimits
 from rasp.ir import MAP_ARITY
 from rasp.trace import format_trace
@@ -194,9 +194,9 @@ class RuleSpy:
     def __init__(self, monkeypatch):
         self.fired = []
         wrapped = []
-        for rule in interp._RULES:
+        for rule in interp_run.RULES:
             wrapped.append(self._wrap(rule))
-        monkeypatch.setattr(interp, "_RULES", tuple(wrapped))
+        monkeypatch.setattr(interp_run, "RULES", tuple(wrapped))
 
     def _wrap(self, rule):
         def spy(*args):
@@ -224,7 +224,7 @@ def check_reduce(batch, shape, pred, reduction, value, default, exact_rule=True)
     else:
         assert len(spy.fired) <= 1 and set(spy.fired) <= {expected, *DATA_DEPENDENT}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(interp, "_RULES", ())
+        mp.setattr(interp_run, "RULES", ())
         dense = run(source, batch).outputs
     for t, f, s in zip(batch, fast, dense):
         ref = ref_reduce(decode(t), shape, pred, value, reduction, default)
@@ -267,7 +267,7 @@ def test_eq_sorting_with_many_distinct_values():
             fast = run(src.replace("RED", red), batch).outputs
         assert spy.fired == ["_rule_index_eq", "_rule_eq_sorted"]
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(interp, "_RULES", ())
+            mp.setattr(interp_run, "RULES", ())
             assert fast == run(src.replace("RED", red), batch).outputs
     for t, out in zip(batch[-3:], fast[-3:]):
         d = decode(t)
@@ -302,7 +302,7 @@ def test_large_values_are_exact():
 
 
 def test_dense_chunks_cover_the_batch(monkeypatch):
-    monkeypatch.setattr(interp, "DENSE_BUDGET_BYTES", 9 * 40 * 40 * 2)   # 2 inputs per chunk
+    monkeypatch.setattr(interp_run, "DENSE_BUDGET_BYTES", 9 * 40 * 40 * 2)   # 2 inputs per chunk
     src = reduce_source("sops", "gt", "c", "mean", "a")
     rng = np.random.default_rng(3)
     batch = [rng.integers(0, 1000, size=n).tolist() for n in (40, 3, 17, 40, 1)]
@@ -655,7 +655,7 @@ def test_map_range_is_sound(op, data):
         values.append(data.draw(st.integers(lo, hi)))
     if op == "mod" and intervals[1][0] <= 0 <= intervals[1][1]:
         values[1] = values[1] or intervals[1][1] or intervals[1][0] or 1
-    lo, hi = interp._map_range(op, intervals)
+    lo, hi = ranges.map_range(op, intervals)
     assert lo <= _PY_OPS[op](*values) <= hi
 
 
@@ -704,7 +704,7 @@ output x - y
 
 def test_narrow_dtypes_are_used():
     prog = rasp.load("programs/parity.rasp")
-    run_ = interp._Run(prog.ir, np.array([[1, 0, -1, -2]]), np.array([4]), {}, False, RunLimits())
+    run_ = interp_run.Run(prog.ir, np.array([[1, 0, -1, -2]]), np.array([4]), {}, False, RunLimits())
     loop = prog.ir.loops[0]
     assert all(run_.dtype[v.state] == np.int8 for v in loop.vars)
 
@@ -754,7 +754,7 @@ def test_counter_dtype_follows_the_loop_count():
     ir = program(src).ir
     var = ir.loops[0].vars[0]
     for n, dtype in [(20, np.int8), (200, np.int64)]:
-        r = interp._Run(ir, np.ones((1, n), np.int64), np.array([n]), {}, False, RunLimits())
+        r = interp_run.Run(ir, np.ones((1, n), np.int64), np.array([n]), {}, False, RunLimits())
         assert r.dtype_of(var.state) == dtype
 
 
@@ -770,19 +770,19 @@ output x
 
 
 def test_length_groups_give_the_same_results(monkeypatch):
-    monkeypatch.setattr(interp, "GROUP_WORK", 64)
+    monkeypatch.setattr(driver, "GROUP_WORK", 64)
     rng = np.random.default_rng(11)
     batch = [rng.integers(0, 10, size=int(n)).tolist() for n in rng.integers(1, 41, size=300)]
-    assert len(interp._length_groups([len(x) for x in batch])) == 4
+    assert len(driver.length_groups([len(x) for x in batch])) == 4
     ir = program(GROUPED_SRC).ir
     grouped = execute(ir, batch)
-    whole = interp._execute(ir, batch, None, False, RunLimits())
+    whole = driver.execute_as_one(ir, batch, None, False, RunLimits())
     assert grouped.outputs == whole.outputs
     assert grouped.steps.tolist() == whole.steps.tolist()
 
 
 def test_length_groups_report_errors_like_one_batch(monkeypatch):
-    monkeypatch.setattr(interp, "GROUP_WORK", 64)
+    monkeypatch.setattr(driver, "GROUP_WORK", 64)
     src = SMALL + "output 10 // (seq - 3)\n"
     batch = [[1] * n for n in range(200, 0, -1)]
     batch[60] = [1] * 139 + [3]             # in the third length group, not at its start
@@ -792,6 +792,20 @@ def test_length_groups_report_errors_like_one_batch(monkeypatch):
 
 
 def test_small_or_uniform_batches_are_not_grouped():
-    assert interp._length_groups([5] * 100) == []
-    assert interp._length_groups([500] * 1000) == []          # all the same length
-    assert len(interp._length_groups(list(range(100, 1100)))) == 4
+    assert driver.length_groups([5] * 100) == []
+    assert driver.length_groups([500] * 1000) == []          # all the same length
+    assert len(driver.length_groups(list(range(100, 1100)))) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2 ** 31, 2 ** 31), min_size=3, max_size=3))
+def test_the_numpy_operators_agree_with_the_python_table(xs):
+    """rasp/operators.py (constant folding, the compiler's tables) and the
+    interpreter's NumPy operators are one table in two semantics."""
+    from rasp.interpreter.elementwise import NUMPY
+    from rasp.operators import PYTHON
+    assert set(NUMPY) == set(PYTHON) - {"floordiv", "mod"}       # a zero divisor is the run's error
+    for name, fn in NUMPY.items():
+        args = xs[:{"neg": 1, "invert": 1, "not": 1, "abs": 1, "where": 3}.get(name, 2)]
+        got = fn(*(np.array([x], np.int64) for x in args))
+        assert int(np.asarray(got, np.int64)[0]) == PYTHON[name](*args), (name, args)
