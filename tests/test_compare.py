@@ -435,7 +435,7 @@ def test_suite_cells_name_splits_and_metrics_the_tasks_have():
     defines (for the tasks this trainer has), and evals ask for known splits."""
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
-    from trainer.compare.suite import absent_at_preset, cell_attrs, row_runs
+    from trainer.compare.schema import absent_at_preset, cell_attrs, row_runs
     checked = 0
     for name in available_suites():
         s = load_suite(name)
@@ -593,7 +593,7 @@ def test_hostile_suite_options_and_templates_are_located_errors(tmp_path, capsys
 
 
 def test_templates_fill_plain_names_only():
-    from trainer.compare.suite import TemplateError, fill_templates
+    from trainer.compare.schema import TemplateError, fill_templates
     assert fill_templates({"task": "z{n}_k{k}", "k": "{n}0", "n": 6, "m": "{{k}}"}) == \
         {"task": "z6_k60", "k": "60", "n": 6, "m": "{k}"}
     for bad in ({"a": "{b}", "b": "{a}"}, {"a": "{0}"}, {"a": "{a!r}"}, {"a": "x}"}, {"a": "{b:>9}", "b": 1}):

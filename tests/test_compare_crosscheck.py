@@ -126,7 +126,7 @@ def test_cpu_preset_runs_each_memory_mixture_once():
     assert len(cpu) == 28 and len(paper) == 56
     assert {r.task_entry for r in cpu} == {"copy_blanks", "denoise_blanks"}
     t = next(t for t in s.tables if t.id == "p3_table3")
-    from trainer.compare.suite import cell_attrs
+    from trainer.compare.schema import cell_attrs
     row = next(r for r in t.rows if r.label.startswith("Copying S≤10"))
     assert cell_attrs(t, t.columns[0], row, "cpu")["task"] == "copy_blanks"
     assert cell_attrs(t, t.columns[0], row, "paper")["task"] == "copy_pattern"

@@ -29,7 +29,7 @@ with longer examples before scoring anything.
 
 Steps: 0 by default (the compiled model is exact as it is).  `--steps N`
 fine-tunes it in the one training loop under what keeps any compiled start
-exact (trainer/seqpresets.INIT_DEFAULTS): the descent guard, whose fixed
+exact (INIT_DEFAULTS, trainer/benchmark/presets.py): the descent guard, whose fixed
 sample holds examples of every split within the design length, its zero
 weights kept, no weight decay.  Unguarded, one plain AdamW step at lr 1e-4
 took words_z60's token accuracy from 1.00 to 0.19 (compile_max_len 2, batch

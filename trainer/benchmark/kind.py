@@ -26,6 +26,7 @@ import torch
 
 from rasp.errors import RaspError
 from trainer.run import checkpoint, loop
+from trainer.run.kind import RunKind
 from trainer.benchmark import scoring
 from trainer.models import get_encoder_spec
 from trainer.models.base import EncoderConfig, param_groups
@@ -199,8 +200,9 @@ def evaluate_metrics(task, model, examples, device) -> dict:
     return {m: scoring.summary(r["values"][m])["mean"] for m in task.metrics}
 
 
-class SeqKind:
-    """The per-kind parts of a comparison-task run that trainer/run/loop.py calls."""
+class SeqKind(RunKind):
+    """The per-kind parts of a comparison-task run that trainer/run/loop.py calls (the contract:
+    trainer/run/kind.py)."""
 
     def __init__(self, cfg: SeqRunConfig):
         self.cfg, self.hp = cfg, cfg.hp

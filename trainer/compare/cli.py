@@ -21,7 +21,8 @@ from trainer.compare import estimate as E
 from trainer.compare import grid as G
 from trainer.compare import report as R
 from trainer.compare import runner
-from trainer.compare.suite import MAX_FIRST_SEED, MAX_SEEDS, PRESETS, available_suites, load_suite
+from trainer.compare.schema import MAX_FIRST_SEED, MAX_SEEDS, PRESETS
+from trainer.compare.suite import available_suites, load_suite
 from trainer.settings.validate import int_in
 
 MAX_JOBS = 256

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from rasp.errors import RaspError, RaspFileError
-from trainer.compare.suite import RUN_ID_SEP, Suite, resolve
+from trainer.compare.schema import RUN_ID_SEP, Suite, resolve
 
 MAX_RUNS = 10_000          # runs of one rasp compare (the largest shipped suite has 220)
 

@@ -16,7 +16,9 @@ from rasp import atomic
 from trainer.compare import grid as G
 from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
-from trainer.compare.suite import MAX_FIRST_SEED, MAX_SEEDS, PRESETS, Suite, Table, absent_at_preset, cell_attrs, load_suite, resolve, row_runs
+from trainer.compare.schema import (MAX_FIRST_SEED, MAX_SEEDS, PRESETS, Suite, Table, absent_at_preset, cell_attrs,
+                                    resolve, row_runs)
+from trainer.compare.suite import load_suite
 from trainer.tasks.scoring import summary
 
 MANIFEST = "compare.json"

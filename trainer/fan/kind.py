@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from trainer.run import checkpoint, loop
+from trainer.run.kind import RunKind
 
 from trainer.fan import objectives, stopping
 
@@ -93,8 +94,8 @@ def param_groups(model, weight_decay: float, which: str = "all") -> list:
 
 
 
-class FanKind:
-    """The per-kind parts of a Fan-task run that trainer/run/loop.py calls."""
+class FanKind(RunKind):
+    """The per-kind parts of a Fan-task run that trainer/run/loop.py calls (the contract: trainer/run/kind.py)."""
 
     def __init__(self, cfg: RunConfig, labeler=None):
         self.cfg, self.hp = cfg, cfg.hp
@@ -175,8 +176,8 @@ class FanKind:
     def guard_scope(self) -> str:
         return f"every guard length up to {self.hp.guard_max_n or self.hp.max_train_n}"
 
-    def guard_eval(self, net, gb) -> tuple:
-        return _guard_eval(self.spec, self.hp, net, gb, self.clock_extra)
+    def guard_eval(self, net, sample) -> tuple:
+        return _guard_eval(self.spec, self.hp, net, sample, self.clock_extra)
 
     def log_fields(self, step: int) -> dict:
         return {"max_n": curriculum_max_n(step - 1, self.hp)}

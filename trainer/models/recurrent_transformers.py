@@ -504,7 +504,7 @@ class LatentBottleneck(nn.Module):
 
 # Presets are flat (trainer/benchmark/presets.py): HParams fields (sizes, pooling,
 # optimiser) or EncoderConfig.extra keys.  The cpu preset only sizes the
-# model; the optimiser, batch and steps come from seqpresets.FAMILY["cpu"], the
+# model; the optimiser, batch and steps come from presets.FAMILY["cpu"], the
 # same for every model of a comparison.
 
 def _paper_sizes(d_ff: int, dropout: float, attn_dropout: float) -> dict:

@@ -33,7 +33,7 @@ class RecurrentEncoder(nn.Module):
 
 # docs/benchmarks.md §9: the sizes shown to learn in minutes on one core
 CPU = {
-    # words: the GRU probe's (the LSTM at the same size); steps are the words family's (seqpresets.py)
+    # words: the GRU probe's (the LSTM at the same size); steps are the words family's (trainer/benchmark/presets.py)
     "lstm": {"flipflop": {"d_model": 64, "n_layer": 1, "batch_size": 32, "lr": 1e-3},
              "words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3}},
     "gru": {"words": {"d_model": 128, "d_emb": 64, "n_layer": 1, "batch_size": 256, "lr": 3e-3},

@@ -6,7 +6,7 @@ if the loss on its own batch does not rise, and then checks the kept steps
 on a fixed guard sample (every length the model was compiled for).  Any
 model and task can use it (`--guard on`); the training loop (trainer/run/loop.py)
 calls `Guard.step` in place of `optimizer.step()`.  What it measures comes
-from the run's kind (`Kind.guard_eval`, `Kind.loss`), so the same guard
+from the run's kind (`RunKind.guard_eval`, `RunKind.loss`, trainer/run/kind.py), so the same guard
 serves Fan et al.'s tasks and the comparison tasks.
 """
 from __future__ import annotations
@@ -15,6 +15,8 @@ import copy
 import math
 
 import torch
+
+from trainer.run.kind import RunKind
 
 
 class Snapshot:
@@ -40,7 +42,7 @@ class Guard:
     passed check, pending (kept steps not yet checked) and every (the
     current check interval)."""
 
-    def __init__(self, kind, hp, net, model, opt, dist, state: dict):
+    def __init__(self, kind: RunKind, hp, net, model, opt, dist, state: dict):
         self.kind, self.hp, self.net, self.model, self.opt, self.dist = kind, hp, net, model, opt, dist
         self.state = state
         self.sample = kind.guard_sample(model)

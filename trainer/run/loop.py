@@ -13,10 +13,11 @@ EMA of the weights, the log / eval / checkpoint cadence, `max_wall`, the
 progress bar, the early stop of a finished fine-tune, the summary and the
 training-curve plot.
 
-A kind supplies the rest (`FanKind` in trainer/fan/kind.py, `SeqKind` in trainer/benchmark/kind.py): the model, the
-optimiser's parameter groups, the learning-rate schedule, the batches, the
-loss, the evaluation, the guard sample, and the RNG state its checkpoint
-keeps.  Fan et al.'s tasks (per-sample T(n), FAP/NTP objectives, length
+A kind supplies the rest, by the contract `RunKind` (trainer/run/kind.py)
+that `FanKind` (trainer/fan/kind.py) and `SeqKind` (trainer/benchmark/kind.py)
+implement: the model, the optimiser's parameter groups, the learning-rate
+schedule, the batches, the loss, the evaluation, the guard sample, and the
+RNG state its checkpoint keeps.  Fan et al.'s tasks (per-sample T(n), FAP/NTP objectives, length
 curriculum) and the comparison tasks (split generators, pooled heads,
 auxiliary losses) are two kinds.
 """
@@ -35,10 +36,11 @@ from rasp.errors import RaspError, RaspFileError
 from trainer.run import checkpoint, distributed, ema, explog
 from trainer.fan.compiled import finetune_stop_reason
 from trainer.run.guard import Guard
+from trainer.run.kind import RunKind
 from trainer.run.progress import bar as progress_bar
 
 
-def train(kind, log=()) -> dict:
+def train(kind: RunKind, log=()) -> dict:
     """Run (or resume) `kind`'s training; returns the summary.  `log`: the
     experiment loggers that also get metrics.jsonl's rows (trainer/run/explog.py)."""
     cfg = kind.cfg
@@ -71,7 +73,7 @@ def n_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _train(kind, d, loggers) -> dict:
+def _train(kind: RunKind, d, loggers) -> dict:
     cfg, hp, out = kind.cfg, kind.hp, Path(kind.cfg.out)
     device = torch.device(d.device if d.on else cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -249,7 +251,7 @@ def _no_sums() -> dict:
     return {"loss": 0.0, "acc": 0.0, "k": 0}
 
 
-def _summary(kind, model, opt, metrics_path: Path, record, step: int, seconds: float, init_info: dict) -> dict:
+def _summary(kind: RunKind, model, opt, metrics_path: Path, record, step: int, seconds: float, init_info: dict) -> dict:
     """The run's metrics AT ITS FINAL STEP, each with the steps it was measured
     over: the evaluation is made at the final step itself (and appended to
     metrics.jsonl) if the last periodic one was earlier -- also after a
