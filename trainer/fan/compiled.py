@@ -22,7 +22,6 @@ picks P:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
 
 import networkx as nx
 import torch
@@ -37,41 +36,6 @@ TIE_BREAK = 1e-3
 def has_clock(model: LoopedTransformer) -> bool:
     """Whether a compiled model carries the halting clock (compiler/clock.py)."""
     return "count" in model.cfg.extra.get("compiler", {}).get("clock", {})
-
-
-# ---- when a guarded fine-tune is done -------------------------------------
-
-FLAT_GAIN = 0.05          # "flat": the best loss of the last flat_stop steps is < 5% below the best before
-STUCK_SCALE = 2.0 ** -6   # the guard has halved the step size this far (net): steps no longer change anything
-
-
-def finetune_stop_reason(hp, rows: list, guard: dict, guard_scope: str) -> Optional[str]:
-    """Why a guarded fine-tune (a compiled start) should end now, or None.
-    `rows` are the logged metrics so far, `guard` the descent guard's state
-    (its fixed sample spans every compiled length).  The run ends when the
-    model is exact (training batches and the whole guard sample, halting
-    clock included) and the loss has stopped improving over `hp.flat_stop`
-    steps, or when the guard has shrunk the step size so far that nothing
-    changes any more; never before hp.flat_stop steps.  Off unless
-    hp.flat_stop and hp.guard."""
-    if not (hp.flat_stop and hp.guard and rows and "loss" in rows[-1]) or rows[-1]["step"] < hp.flat_stop:
-        return None         # (at least one window of steps before judging)
-    if guard["scale"] < STUCK_SCALE:
-        return (f"the guard rejected steps until the step size fell to {guard['scale']:.1e} x the learning rate; "
-                f"nothing changes any more")
-    if not (guard.get("acc") == 1.0 and guard.get("confident", 1.0) == 1.0):
-        return None
-    cut = rows[-1]["step"] - hp.flat_stop
-    earlier = [r["loss"] for r in rows if "loss" in r and r["step"] <= cut]
-    recent = [r for r in rows if "loss" in r and r["step"] > cut]
-    if not earlier or any(r["acc"] < 1.0 for r in recent):
-        return None
-    before, now = min(earlier), min(r["loss"] for r in recent)
-    if now > before * (1 - FLAT_GAIN):
-        return (f"exact (training batches and {guard_scope}) "
-                f"and the loss gained under {FLAT_GAIN:.0%} in the last {hp.flat_stop} steps "
-                f"({before:.3g} -> {now:.3g})")
-    return None
 
 
 def compile_task_model(program, max_len: int) -> LoopedTransformer:

@@ -34,8 +34,7 @@ from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
 from trainer.run import checkpoint, distributed, ema, explog
-from trainer.fan.compiled import finetune_stop_reason
-from trainer.run.guard import Guard
+from trainer.run.guard import Guard, finetune_stop_reason
 from trainer.run.kind import RunKind
 from trainer.run.progress import bar as progress_bar
 
