@@ -14,6 +14,7 @@ import sys
 from .errors import RaspError
 from .inputs import parse_params, read_inputs
 from .options import refuse_flags, run_limits
+from .stop import THRESHOLD
 
 EXIT_USAGE = 2
 
@@ -39,7 +40,7 @@ def add_run_arguments(p):
                         "program's T(n), the default), confidence (one step per input length, Fan et al.'s "
                         "Eq. 2), confidence_sample (one per input) or threshold")
     p.add_argument("--threshold", type=float, default=None, metavar="CE",
-                   help="--stop threshold: the confidence cross-entropy to stop at (default 0.01)")
+                   help=f"--stop threshold: the confidence cross-entropy to stop at (default {THRESHOLD:g})")
     p.add_argument("--max-len", type=int, default=None, metavar="N",
                    help="longest input accepted (default 8192 tokens)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",

@@ -7,7 +7,9 @@ argparse as it is, with two changes that make a mistyped flag obvious:
 * an unknown flag is named before anything else is checked, with the
   closest known flag: `rasp run p.rasp --inptu x` says "unrecognized argument
   --inptu (did you mean --input?)", not that --input is missing;
-* a mistyped choice gets the closest one: `rasp trian` -> "did you mean train?".
+* a mistyped choice gets the closest one: `rasp trian` -> "did you mean train?";
+* an epilog may be a function, called when the help is shown: what it lists
+  may take long to import, and parsing (or refusing) arguments never needs it.
 
 Subcommand parsers made by `add_subparsers` are of this class too.  The option
 helpers several commands share (`run_limits`, `refuse_flags`) are here too, so
@@ -39,6 +41,11 @@ class ArgumentParser(argparse.ArgumentParser):
         if unknown:
             self.error(self.unrecognized(unknown))
         return super().parse_known_args(args, namespace)
+
+    def format_help(self):
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
 
     def error(self, message):
         """argparse's error, with the closest choice to a mistyped one

@@ -163,6 +163,21 @@ def test_train_help_imports_the_trainer_only_for_train(tmp_path):
     assert "compiler" not in top
 
 
+@pytest.mark.parametrize("argv", [
+    ["train", "--task", "parity", "--stepz", "3", "--out", "{tmp}/x"],
+    ["train", "--task", "parity", "--steps", "-3", "--out", "{tmp}/x"],
+    ["eval", "{tmp}/x", "--stepz", "3"],
+    ["data", "flipflop", "--stepz", "3"],
+    ["export", "{tmp}/x", "--stepz", "3"],
+    ["compare", "--stepz", "3"],
+])
+def test_a_mistyped_flag_is_refused_before_torch_is_imported(tmp_path, argv):
+    """Parsing needs only torch-free tables (issue: a typo took 5 s to report)."""
+    status, _, top = _modules_after(tmp_path, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert status == 2 and not top & {"torch", "model", "compiler"}, top & {"torch", "model", "compiler"}
+    assert not (tmp_path / "x").exists()
+
+
 def test_every_table_entry_resolves():
     import importlib
     from rasp.cli import COMMANDS

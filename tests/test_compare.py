@@ -181,7 +181,7 @@ def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_asid
     """A preset edited after a run trained must not let the report pass the old
     result off as the new recipe's: the run is "stale" (never a number), and
     `rasp compare` moves its files to RUN_ID.stale1 and trains anew."""
-    from trainer.cli import planned_hparams
+    from trainer.settings.resolve import planned_hparams
     from trainer.compare.results import load_run
     out = tmp_path / "out"
     spec = G.expand(suite, "cpu", seeds=1, models=["gru"], tasks=["flip"])[0]

@@ -196,7 +196,7 @@ def test_a_reference_measurement_compresses_a_curriculum_over_positions(tmp_path
     6000 steps: squeezed into 10 steps that curriculum would end with 2 of 8
     positions scored, which the trainer refuses; the measurement compresses
     it as it does a length curriculum."""
-    from trainer.cli import planned_hparams
+    from trainer.settings.resolve import planned_hparams
     from trainer.settings.hparams import HParams
     from trainer.tasks import get_task
     from trainer.benchmark.kind import check_position_curriculum

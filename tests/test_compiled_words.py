@@ -111,7 +111,7 @@ def test_compiled_start_fine_tunes_under_the_guard_and_stays_exact(tmp_path):
 
 
 def test_default_compile_length_covers_every_split():
-    from trainer.cli import planned_hparams
+    from trainer.settings.resolve import planned_hparams
     hp = planned_hparams(["--task", "words_a5", "--model", "looped", "--init", "compiled", "--out", "x"])
     assert hp["steps"] == 0 and hp["extra"] == {"compile_max_len": 128}      # longest split: test_512
     hp = planned_hparams(["--task", "words_mixed", "--model", "looped", "--init", "compiled", "--out", "x"])

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rasp.cli import main
-from trainer.cli import planned_hparams
+from trainer.settings.resolve import planned_hparams
 
 DATA = Path(__file__).parent / "data" / "runs_v1"
 OLD_END = {

@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 
 from rasp.errors import RaspError
-from trainer.settings import validate
+from trainer.settings import evaluation, validate
 
 
 def add_data_args(p: argparse.ArgumentParser):
@@ -31,7 +31,7 @@ def add_data_args(p: argparse.ArgumentParser):
     p.add_argument("-o", "--output", type=validate.out_file, default=None, help="JSON-lines file to write")
     p.add_argument("--stats", action="store_true", help="print length and label distributions instead")
     p.add_argument("--seed", type=validate.SEED, default=0,
-                   help="generator seed (rasp eval's examples of a split are this with --seed 1234)")
+                   help=f"generator seed (rasp eval's examples of a split are this with --seed {evaluation.SEED})")
     return p
 
 

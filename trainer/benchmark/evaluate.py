@@ -27,6 +27,7 @@ from rasp.errors import RaspError
 from trainer.run import checkpoint
 from trainer.benchmark import scoring
 from trainer.benchmark.data import generate_split
+from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
 from trainer.run.progress import bar as progress_bar
 from trainer.benchmark.presets import apply
@@ -74,7 +75,7 @@ def analysis_parser(description: str, split: str, n: int):
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--splits", default=split)
     p.add_argument("-n", type=int, default=n)
-    p.add_argument("--seed", type=int, default=1234, help="rasp eval's default")
+    p.add_argument("--seed", type=int, default=evaluation.SEED, help="rasp eval's default")
     return p
 
 
@@ -148,7 +149,7 @@ def _split_result_ok(v) -> bool:
                 for x in v["stats"].values()))
 
 
-def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 64, seed: int = 1234,
+def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 64, seed: int = evaluation.SEED,
                      device="cpu", plots: bool = True, progress: bool = True, out_json=None) -> dict:
     run_dir = Path(run_dir)
     run, task, hp, model, state = load_run_model(run_dir, sets or {}, torch.device(device))

@@ -108,7 +108,7 @@ def known_speeds(out: Path, runs: list) -> dict:
 
 def planned(spec: RunSpec) -> Optional[dict]:
     """The hyper-parameters the run's train command gives (its preset, the suite's options)."""
-    from trainer.cli import planned_hparams        # here: it loads torch
+    from trainer.settings.resolve import planned_hparams        # here: planning loads the model registry (torch)
     try:
         return planned_hparams(train_args(spec, Path("/nonexistent")))
     except RaspError:

@@ -126,7 +126,7 @@ def stale_settings(spec: RunSpec, run_dir: Path) -> list:
     recorded = doc.get("hparams") if isinstance(doc, dict) else None
     if not isinstance(recorded, dict):
         return []
-    from trainer.cli import planned_hparams        # here: it loads torch
+    from trainer.settings.resolve import planned_hparams        # here: planning loads the model registry (torch)
     try:
         now = planned_hparams(train_args(spec, run_dir))
     except RaspError:

@@ -19,10 +19,11 @@ from trainer.run import checkpoint
 from trainer.fan import objectives
 from trainer.models import get_model_spec
 from trainer.run.progress import bar as progress_bar
+from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
 from trainer.fan.evalfile import document, rows
 from trainer.fan.halting import calibrate
-from trainer.fan.stopping import CALIBRATED, RULES
+from trainer.fan.rules import CALIBRATED, RULES, THRESHOLD
 from trainer.fan.kind import build_data
 
 
@@ -88,8 +89,9 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
     return rows
 
 
-def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = 256, batch_size: int = 128,
-                 threshold: float = 0.01, seed: int = 1234, device="cpu", labeler=None,
+def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluation.SAMPLES,
+                 batch_size: int = evaluation.BATCH, threshold: float = THRESHOLD, seed: int = evaluation.SEED,
+                 device="cpu", labeler=None,
                  out_json: Optional[str] = None, plots: bool = True, progress: bool = False) -> dict:
     """Evaluate and store the rows.  Results accumulate: the rows are merged by
     length into the file of the same stopping rule (and threshold) for the

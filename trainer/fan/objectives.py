@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.fan import stopping
+from trainer.fan.rules import THRESHOLD
 from trainer.fan.halting import trajectory
 
 
@@ -54,7 +55,7 @@ def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard
 
 
 @torch.no_grad()
-def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: float = 0.01,
+def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: float = THRESHOLD,
                    halting=None) -> dict:
     """Exact match per sample plus the chosen step, the iterations run and,
     for adaptive models, per-step curves (Fan et al. Fig. 6) and the exact

@@ -39,6 +39,7 @@ from model.files import (check_config, expected_shapes, load_tensors, read_json,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
 from trainer.run import lockfile
+from trainer.settings import hparams
 from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
 
 FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
@@ -88,9 +89,9 @@ def _newest_step_name(out: Path):
 
 # ---- run description --------------------------------------------------------------
 
-# what `--resume` may change: how long the run goes on and how it is logged,
-# never what the model and its updates are
-RESUMABLE = ("steps", "ckpt_every", "log_every", "eval_every", "eval_samples", "keep_ckpts")
+# what `--resume` may change (the fields' Settings say: how long the run goes on
+# and how it is logged, never what the model and its updates are)
+RESUMABLE = hparams.RESUMABLE
 
 
 def resumed_hparams(hp, given: dict):

@@ -9,103 +9,133 @@ per task), the comparison tasks have splits, a pooled head, dropout and a
 schedule (trainer/benchmark/presets.py: the presets per task family and model).
 A run records only its own kind's fields (`to_dict`), so `run.json` lists
 what applies to it and nothing else.
+
+Each field is described once, in its `Setting` (trainer/settings/setting.py):
+range or values, which kinds of run record it, its `rasp train` flag and
+help line, whether a resume may change it.  A new hyper-parameter is a new
+field here (and its values in the presets, where they differ).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from rasp.errors import RaspError
+from trainer.settings.setting import Setting
 
 KINDS = ("fan", "seq")
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
-# integer hyper-parameters: (lowest, highest), however given (flag, --set, preset, run.json);
-# the flags' argparse types (trainer/settings/validate.py) use the same ranges
-INT_RANGES = {"d_model": (1, MAX_SIZE), "n_layer": (1, MAX_SIZE), "n_head": (1, MAX_SIZE), "d_ff": (1, 4 * MAX_SIZE),
-              "batch_size": (1, 1 << 20), "steps": (0, 10 ** 9), "warmup": (0, 10 ** 9), "log_every": (1, 10 ** 9),
-              "eval_every": (0, 10 ** 9), "eval_samples": (1, 1 << 20), "ckpt_every": (1, 10 ** 9),
-              "keep_ckpts": (1, 1000), "seed": (0, MAX_SEED), "guard_samples": (1, 1 << 20),
-              "guard_every": (1, 10 ** 9), "flat_stop": (0, 10 ** 9)}
-FAN, SEQ = {"kind": "fan"}, {"kind": "seq"}
+MAX_N = 2000                 # training problem sizes (the paper's largest is 20)
+LONG = 10 ** 9               # step counts
+FAN, SEQ = ("fan",), ("seq",)
 
-# the recipe's switches and their values (the first is Fan et al.'s)
-CHOICES = {"wd_params": ("all", "matrices"), "init_scheme": ("gpt2", "normal"),
-           "read_in": ("linear", "embedding"), "arch": ("fan", "legacy"),
-           "loss_reduction": ("token", "sample"), "padding": ("scored", "ignored"),
-           "schedule": ("cosine", "constant", "linear", "root"), "pooling": ("mean", "end", "cls")}
+
+def _set(default=None, factory=None, **meta):
+    """A field and its Setting (trainer/settings/setting.py)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"setting": Setting(**meta)})
+    return field(default=default, metadata={"setting": Setting(**meta)})
+
+
+def _flag(group: str, at: int, help: str, **meta) -> dict:
+    return dict(group=group, at=at, help=help, **meta)
 
 
 @dataclass
 class HParams:
     kind: str = "fan"             # which family of runs: "fan" (Fan et al.'s tasks) or "seq" (comparison tasks)
     # ---- model size
-    d_model: int = 256
-    n_head: int = 8
-    n_layer: int = 1              # layers (in the looped block, for the looped model)
-    d_mlp: Optional[int] = field(default=None, metadata=FAN)   # default 4 * d_model
-    d_ff: int = field(default=128, metadata=SEQ)
-    dropout: float = field(default=0.0, metadata=SEQ)
-    pooling: str = field(default="mean", metadata=SEQ)    # classify / pair tasks: mean | end | cls
+    d_model: int = _set(256, lo=1, hi=MAX_SIZE, **_flag("size", 1, "width of the residual stream"))
+    n_head: int = _set(8, lo=1, hi=MAX_SIZE, **_flag("size", 3, "attention heads"))
+    n_layer: int = _set(1, lo=1, hi=MAX_SIZE, **_flag("size", 2, "layers (of the looped block, for the looped model)"))
+    d_mlp: Optional[int] = _set(None, kinds=FAN)   # default 4 * d_model
+    d_ff: int = _set(128, kinds=SEQ, lo=1, hi=4 * MAX_SIZE)
+    dropout: float = _set(0.0, kinds=SEQ, lo=0.0, hi=1.0, hi_open=True)
+    pooling: str = _set("mean", kinds=SEQ, choices=("mean", "end", "cls"))    # classify / pair tasks
     # ---- optimiser (AdamW)
-    batch_size: int = 64
-    lr: float = 1e-4
-    weight_decay: float = 0.01    # torch.optim.AdamW's default, as in Fan et al.'s code
-    wd_params: str = field(default="all", metadata=FAN)   # "all" (Fan et al.) | "matrices" (no decay on biases, norms)
-    betas: list = field(default_factory=lambda: [0.9, 0.999], metadata=SEQ)
-    eps: float = field(default=1e-8, metadata=SEQ)
-    warmup: int = 0               # linear warm-up steps
-    schedule: str = field(default="cosine", metadata=SEQ)  # cosine | constant | linear | root (JRC rootwarmup)
-    decay_start: Optional[int] = field(default=None, metadata=FAN)  # cosine decay from here (None: end of curriculum)
-    ema: float = 0.0              # decay of an EMA of the weights kept after decay_from() (0: off)
+    batch_size: int = _set(64, lo=1, hi=1 << 20, **_flag("optimiser", 2, "examples per step"))
+    lr: float = _set(1e-4, lo=0.0, lo_open=True, **_flag("optimiser", 3, "peak learning rate"))
+    # torch.optim.AdamW's default, as in Fan et al.'s code
+    weight_decay: float = _set(0.01, lo=0.0, **_flag("optimiser", 4, "AdamW's weight decay"))
+    # "all" (Fan et al.) | "matrices" (no decay on biases, norms)
+    wd_params: str = _set("all", kinds=FAN, choices=("all", "matrices"),
+                          **_flag("optimiser", 5, "decay all parameters, or only the weight matrices"))
+    betas: list = _set(factory=lambda: [0.9, 0.999], kinds=SEQ)
+    eps: float = _set(1e-8, kinds=SEQ, lo=0.0)
+    warmup: int = _set(0, lo=0, hi=LONG, **_flag("optimiser", 6, "steps of linear warm-up"))
+    # cosine | constant | linear | root (JRC rootwarmup)
+    schedule: str = _set("cosine", kinds=SEQ, choices=("cosine", "constant", "linear", "root"))
+    decay_start: Optional[int] = _set(None, kinds=FAN, lo=0, hi=LONG, none_means="the curriculum's end", **_flag(
+        "optimiser", 7, "step where the cosine decay starts ((max-train-n + 1) x interval)"))
+    # an EMA of the weights kept after decay_from() (0: off)
+    ema: float = _set(0.0, lo=0.0, hi=1.0, hi_open=True, flag_kinds=FAN, **_flag(
+        "optimiser", 9, "decay of an average of the weights kept from the decay's start (0: off)"))
     # ---- Fan et al.'s recipe switches (trainer/README.md lists each with its source)
-    init_scheme: str = field(default="gpt2", metadata=FAN)
-    read_in: str = field(default="linear", metadata=FAN)
-    arch: str = field(default="fan", metadata=FAN)
-    loss_reduction: str = field(default="token", metadata=FAN)
-    padding: str = field(default="scored", metadata=FAN)
-    read_in_dims: Optional[int] = field(default=None, metadata=FAN)   # fan-in of the one-hot read-in's init
-    read_out_dims: Optional[int] = field(default=None, metadata=FAN)  # read-out logits (Fan et al.: their n_dims)
-    steps: int = 100_000          # total optimizer steps
-    grad_clip: float = 1.0        # 0 = no clipping
+    init_scheme: str = _set("gpt2", kinds=FAN, choices=("gpt2", "normal"),
+                            **_flag("switches", 1, "initialisation of the weights"))
+    read_in: str = _set("linear", kinds=FAN, choices=("linear", "embedding"),
+                        **_flag("switches", 2, "how input tokens enter the model"))
+    arch: str = _set("fan", kinds=FAN, choices=("fan", "legacy"),
+                     **_flag("switches", 5, "block layout: Fan et al.'s, or this project's older one"))
+    loss_reduction: str = _set("token", kinds=FAN, choices=("token", "sample"),
+                               **_flag("switches", 6, "average the loss over tokens or over samples"))
+    padding: str = _set("scored", kinds=FAN, choices=("scored", "ignored"),
+                        **_flag("switches", 7, "whether padded answer positions are scored"))
+    read_in_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the input's tokens", **_flag(
+        "switches", 3, "fan-in of the one-hot read-in's initialisation"))
+    # Fan et al.: their n_dims
+    read_out_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens", **_flag(
+        "switches", 4, "logits of the read-out (at least the task's output tokens)"))
+    steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))
+    # 0 = no clipping
+    grad_clip: float = _set(1.0, lo=0.0, flag_lo_open=True, **_flag("optimiser", 8, "clip the gradient norm to this"))
     # ---- Fan et al.'s length curriculum and baselines
-    start_n: int = field(default=1, metadata=FAN)          # max length at step 0
-    max_train_n: int = field(default=20, metadata=FAN)     # final max length
-    interval: int = field(default=1000, metadata=FAN)      # steps per +1 of the max length
-    baseline_depth: int = field(default=20, metadata=FAN)  # FAP/NTP baselines: layers = this x the block's
-    pause_tokens: int = field(default=20, metadata=FAN)    # *-Pause baselines
-    loop_steps: int = field(default=20, metadata=FAN)      # NTP-Loop: fixed number of iterations
+    start_n: int = _set(1, kinds=FAN, lo=1, hi=MAX_N, **_flag("curriculum", 2, "longest length at step 0"))
+    max_train_n: int = _set(20, kinds=FAN, lo=1, hi=MAX_N, **_flag(
+        "curriculum", 1, "longest training length (the curriculum's end)"))
+    interval: int = _set(1000, kinds=FAN, lo=1, hi=LONG, **_flag("curriculum", 3, "steps per +1 of the longest length"))
+    baseline_depth: int = _set(20, kinds=FAN, lo=1, hi=MAX_SIZE, **_flag(
+        "curriculum", 4, "FAP/NTP baselines: layers, in multiples of the looped block's"))
+    pause_tokens: int = _set(20, kinds=FAN, lo=0, hi=MAX_N, **_flag(
+        "curriculum", 5, "*-Pause baselines: pause tokens per input"))
+    loop_steps: int = _set(20, kinds=FAN, lo=1, hi=100_000, **_flag("curriculum", 6, "NTP-Loop: iterations per token"))
     # ---- comparison tasks' data
-    train_split: str = field(default="train", metadata=SEQ)
-    valid_split: str = field(default="valid", metadata=SEQ)
+    train_split: str = _set("train", kinds=SEQ)
+    valid_split: str = _set("valid", kinds=SEQ)
     # a curriculum over positions (per-position tasks): the loss scores each example's first
     # loss_first targets (0: all), one more every loss_grow_every steps (0: never more);
     # for a causal model this is training on the words' prefixes, shortest first
-    loss_first: int = field(default=0, metadata=SEQ)
-    loss_grow_every: int = field(default=0, metadata=SEQ)
+    loss_first: int = _set(0, kinds=SEQ, lo=0, hi=1_000_000)
+    loss_grow_every: int = _set(0, kinds=SEQ, lo=0, hi=1_000_000)
     # ---- bookkeeping
-    log_every: int = 50
-    ckpt_every: int = 1000
-    keep_ckpts: int = 2
-    eval_every: int = 500         # evaluation during training (0: only at the end)
-    eval_samples: int = 256
+    log_every: int = _set(50, lo=1, hi=LONG, resumable=True, **_flag(
+        "logging", 1, "steps per row of metrics.jsonl (mean loss, accuracy, learning rate)"))
+    ckpt_every: int = _set(1000, lo=1, hi=LONG, resumable=True, **_flag("logging", 4, "steps per checkpoint"))
+    keep_ckpts: int = _set(2, lo=1, hi=1000, resumable=True)
+    eval_every: int = _set(500, lo=0, hi=LONG, resumable=True, **_flag(
+        "logging", 2, "steps per evaluation (0: only at the end)"))
+    eval_samples: int = _set(256, lo=1, hi=1 << 20, resumable=True, **_flag("logging", 3, "inputs per evaluation"))
     # ---- the descent guard (trainer/run/guard.py) and a compiled start
-    guard: bool = False           # keep only steps that do not hurt the batch and a fixed guard sample
-    guard_samples: int = 256
-    guard_max_n: Optional[int] = field(default=None, metadata=FAN)  # guard lengths 1..this (None: max_train_n)
-    guard_every: int = 1          # check the guard sample every this many kept steps (undo them all if it fails)
-    flat_stop: int = 0            # guarded runs: stop once exact and the loss gained < 5% over this many steps
-    keep_zeros: bool = False      # train only the nonzero weights (a compiled start's sparsity pattern)
-    freeze_fragile: bool = field(default=False, metadata=FAN)  # freeze tensors whose tolerance shrinks with length
-    seed: int = 0
-    extra: dict = field(default_factory=dict, metadata=SEQ)    # the comparison model's own options (--set)
+    guard: bool = _set(False)     # keep only steps that do not hurt the batch and a fixed guard sample
+    guard_samples: int = _set(256, lo=1, hi=1 << 20)
+    guard_max_n: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_N, none_means="--max-train-n", **_flag(
+        "guard", 1, "lengths of the guard's fixed sample: 1..this"))
+    # undo them all if it fails
+    guard_every: int = _set(1, lo=1, hi=LONG, flag_kinds=FAN, **_flag(
+        "guard", 2, "check the guard sample every this many kept steps"))
+    flat_stop: int = _set(0, lo=0, hi=LONG, flag_kinds=FAN, **_flag(
+        "guard", 3, "stop once exact and the loss gained < 5%% over this many steps (0: never)"))
+    keep_zeros: bool = _set(False)   # train only the nonzero weights (a compiled start's sparsity pattern)
+    freeze_fragile: bool = _set(False, kinds=FAN)  # freeze tensors whose tolerance shrinks with length
+    seed: int = _set(0, lo=0, hi=MAX_SEED, **_flag("optimiser", 10, "random seed of the weights and the data"))
+    extra: dict = _set(factory=dict, kinds=SEQ)    # the comparison model's own options (--set)
 
     # ---- reading and writing ---------------------------------------------------------------
     @classmethod
     def names(cls, kind: str) -> list:
         """The fields a run of `kind` records."""
-        return [f.name for f in fields(cls) if f.name != "kind" and f.metadata.get("kind", kind) == kind]
+        return [name for name, s in SETTINGS.items() if kind in s.kinds]
 
     def to_dict(self) -> dict:
         return {k: _copy(getattr(self, k)) for k in self.names(self.kind)}
@@ -138,42 +168,44 @@ class HParams:
     def validate(self) -> "HParams":
         if self.kind not in KINDS:
             raise RaspError(f"kind {self.kind!r}: one of {', '.join(KINDS)}")
-        mine = set(self.names(self.kind))
-        for name, allowed in CHOICES.items():
-            if name in mine and getattr(self, name) not in allowed:
-                raise RaspError(f"{name} = {getattr(self, name)!r}: one of {', '.join(allowed)}")
-        for k, (lo, hi) in INT_RANGES.items():
-            v = getattr(self, k)
-            if k in mine and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
-                raise RaspError(f"{k} = {v!r}: an integer from {lo} to {hi}")
-        for k in ("lr", "weight_decay", "eps", "grad_clip", "dropout"):
-            v = getattr(self, k)
-            if k in mine and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
-                raise RaspError(f"{k} = {v!r}: a finite number >= 0")
-        if self.lr <= 0:
-            raise RaspError(f"lr = {self.lr}: must be positive")
-        for k in ("guard", "keep_zeros", "freeze_fragile"):
-            if not isinstance(getattr(self, k), bool):
-                raise RaspError(f"{k} = {getattr(self, k)!r}: true or false")
-        if isinstance(self.ema, bool) or not isinstance(self.ema, (int, float)) or not 0.0 <= self.ema < 1.0:
-            raise RaspError(f"ema = {self.ema!r}: a decay in [0, 1) (0 = off)")
+        for name in self.names(self.kind):
+            why = _refusal(SETTINGS[name], _TYPES[name], getattr(self, name))
+            if why:
+                raise RaspError(f"{name} = {getattr(self, name)!r}: {why}")
         if self.kind == "seq":
             self._validate_seq()
         return self
 
     def _validate_seq(self):
-        if not self.dropout < 1:
-            raise RaspError(f"dropout = {self.dropout}: below 1")
         if not (isinstance(self.betas, (list, tuple)) and len(self.betas) == 2
                 and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas)):
             raise RaspError(f"betas = {self.betas!r}: two numbers in [0, 1)")
         self.betas = [float(b) for b in self.betas]
         if not isinstance(self.extra, dict):
             raise RaspError("extra must be a mapping")
-        for k in ("loss_first", "loss_grow_every"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1_000_000:
-                raise RaspError(f"{k} = {v!r}: an integer from 0 to 1000000 (0 = off)")
+
+
+SETTINGS = {f.name: f.metadata["setting"] for f in fields(HParams) if "setting" in f.metadata}
+_TYPES = {f.name: f.type for f in fields(HParams)}      # annotations, as text
+CHOICES = {name: s.choices for name, s in SETTINGS.items() if s.choices}
+RESUMABLE = tuple(name for name, s in SETTINGS.items() if s.resumable)
+
+
+def _refusal(s: Setting, annotation: str, v) -> str:
+    """Why `v` is not a value of the setting ("" if it is)."""
+    if v is None and annotation.startswith("Optional"):
+        return ""
+    if s.choices:
+        return "" if v in s.choices else f"one of {', '.join(s.choices)}"
+    if "bool" in annotation:
+        return "" if isinstance(v, bool) else "true or false"
+    if "int" in annotation and s.lo is not None:
+        ok = isinstance(v, int) and not isinstance(v, bool) and s.lo <= v <= s.hi
+        return "" if ok else s.int_text()
+    if "float" in annotation and s.lo is not None:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and s.number_ok(v, s.lo_open)
+        return "" if ok else s.number_text(s.lo_open)
+    return ""
 
 
 def scored_positions(step: int, first: int, grow_every: int) -> int:

@@ -10,9 +10,8 @@ import math
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.settings.hparams import CHOICES, INT_RANGES, MAX_SEED, MAX_SIZE, HParams
-
-MAX_N = 2000              # training problem sizes (the paper's largest is 20)
+from trainer.settings.setting import Setting
+from trainer.settings.hparams import MAX_SEED, MAX_SIZE, SETTINGS
 
 
 def int_in(lo: int, hi: int):
@@ -28,15 +27,18 @@ def int_in(lo: int, hi: int):
     return parse
 
 
-def float_in(lo: float, hi: float, lo_open: bool = False):
+def float_in(lo: float, hi: float = math.inf, lo_open: bool = False, hi_open: bool = False):
+    return _numbers(Setting(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open), lo_open)
+
+
+def _numbers(s: Setting, lo_open: bool):
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
-            raise argparse.ArgumentTypeError(f"must be a finite number {'>' if lo_open else '>='} {lo:g}"
-                                             + (f" and <= {hi:g}" if math.isfinite(hi) else "") + f", got {text}")
+        if not s.number_ok(v, lo_open):
+            raise argparse.ArgumentTypeError(f"must be {s.number_text(lo_open)}, got {text}")
         return v
     parse.__name__ = "number"
     return parse
@@ -51,20 +53,20 @@ def one_of(allowed: tuple):
     return parse
 
 
-positive = int_in(1, 10 ** 9)
 size = int_in(1, MAX_SIZE)
 
+
+def flag_type(s: Setting):
+    """The argparse type of a hyper-parameter's flag, from its Setting."""
+    if s.choices:
+        return one_of(s.choices)
+    if isinstance(s.lo, int):
+        return int_in(s.lo, s.hi)
+    return _numbers(s, s.lo_open or s.flag_lo_open)
+
+
 # `rasp train` flag -> its type (None = keep the preset's value)
-HP_FLAG_TYPES = {
-    **{name: int_in(*INT_RANGES[name]) for name in ("steps", "batch_size", "warmup", "d_model", "n_layer", "n_head",
-                                                     "ckpt_every", "log_every", "eval_every", "eval_samples", "seed")},
-    "lr": float_in(0.0, math.inf, lo_open=True), "weight_decay": float_in(0.0, math.inf),
-    "max_train_n": int_in(1, MAX_N), "start_n": int_in(1, MAX_N), "interval": positive,
-    "grad_clip": float_in(0.0, math.inf, lo_open=True),
-    "baseline_depth": size, "pause_tokens": int_in(0, MAX_N), "loop_steps": int_in(1, 100_000),
-    "guard_max_n": int_in(1, MAX_N), "guard_every": positive, "flat_stop": int_in(0, 10 ** 9),
-    "ema": float_in(0.0, 1.0), "decay_start": int_in(0, 10 ** 9), "read_in_dims": size, "read_out_dims": size,
-    **{name: one_of(allowed) for name, allowed in CHOICES.items() if name in HParams.names("fan")}}
+HP_FLAG_TYPES = {name: flag_type(s) for name, s in SETTINGS.items() if s.takes_flag}
 COMPRESS = size
 MAX_WALL = float_in(0.0, math.inf, lo_open=True)
 EVAL_SAMPLES = int_in(1, 1 << 20)

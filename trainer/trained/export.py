@@ -35,7 +35,7 @@ from pathlib import Path
 
 from rasp.atomic import write_bytes_atomic
 from rasp.errors import RaspError, RaspFileError
-from trainer.trained.inference import EXPORT_FORMAT, model_files
+from trainer.trained.layout import EXPORT_FORMAT, model_files
 
 MANIFEST = "manifest.json"
 CARD = "README.md"

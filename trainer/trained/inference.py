@@ -33,25 +33,18 @@ import torch
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError, shorten
 from rasp.limits import RunLimits
+from rasp.stop import RUN_STOP, THRESHOLD
+from trainer.settings import evaluation
+from trainer.trained.layout import EXPORT_FORMAT, model_files
 
-DEFAULT_STOP = "oracle"         # `rasp eval`'s default too
-DEFAULT_THRESHOLD = 0.01
-BATCH = 128                     # inputs run together (`rasp eval`'s default --batch-size)
+DEFAULT_STOP = RUN_STOP         # `rasp run`'s; `rasp eval`'s is depth_law, fitted on the run's training lengths
+BATCH = evaluation.BATCH        # inputs run together, as `rasp eval` runs them
 PAIR_SEPARATOR = "|"            # between the two sentences of a pair task's input
 NO_TOKEN = "?"                  # an output logit beyond the task's output tokens
 
-EXPORT_FORMAT = "rasp-export/1"
-FAN_FILES = ("config.json", "model.safetensors", "vocab.json", "program.rasp")
-SEQ_FILES = ("config.json", "model.safetensors", "vocab.json")
-
-
-def model_files(kind: str) -> tuple:
-    """The files of an exported model that its manifest checks."""
-    return FAN_FILES if kind == "fan" else SEQ_FILES
-
 
 def _device(name: str) -> torch.device:
-    from trainer.cli import check_device
+    from trainer.run.device import check_device
     return torch.device(check_device(name))
 
 
@@ -89,17 +82,17 @@ class FanModel:
         if not spec.adaptive and (stop is not None or threshold is not None):
             raise RaspError(f"--stop/--threshold: model {spec.name} runs a fixed number of iterations "
                             f"({spec.iterations(hp)}); stopping rules are for looped models")
-        from trainer.fan.stopping import RULES
+        from trainer.fan.rules import RULES
         self.stop = stop or DEFAULT_STOP
         if self.stop not in RULES:
             raise RaspError(f"unknown --stop {shorten(str(self.stop))!r} (one of {', '.join(RULES)})")
-        from trainer.fan.stopping import CALIBRATED
+        from trainer.fan.rules import CALIBRATED
         if self.stop in CALIBRATED:
             raise RaspError(f"--stop {self.stop}: it is fitted on the training lengths when `rasp eval` runs; "
                             f"`rasp run` takes {', '.join(r for r in RULES if r not in CALIBRATED)}")
         if threshold is not None and self.stop != "threshold":
             raise RaspError("--threshold: only with --stop threshold")
-        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        self.threshold = THRESHOLD if threshold is None else threshold
         if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold) and self.threshold > 0):
             raise RaspError(f"--threshold must be a positive number, got {self.threshold}")
         if data.input_tokens != module.cfg.extra.get("input_tokens"):
@@ -283,7 +276,7 @@ def read_export(path) -> dict:
         raise RaspFileError(d, f"not a complete exported model (missing {', '.join(missing)})")
     if not verify_manifest(d, model_files(config["kind"]), EXPORT_FORMAT):
         raise RaspFileError(d / "manifest.json", "missing: every exported model has one (export it again)")
-    from trainer.fan.stopping import RULES
+    from trainer.fan.rules import RULES
     if config.get("stop") is not None and config["stop"] not in RULES:
         raise RaspFileError(d / "config.json", f"stop: expected one of {', '.join(RULES)}")
     run = checkpoint.check_run(config["run"], d / "config.json")
@@ -327,7 +320,7 @@ def run_trained(args) -> int:
     import rasp
     from rasp.options import refuse_flags, run_limits
     from rasp.inputs import read_inputs
-    from trainer.cli import set_threads
+    from trainer.run.device import set_threads
     refuse_flags(args, ("trace", "param", "steps"), "for programs and compiled models; a trained model's "
                                                     "iterations come from its task program and --stop")
     set_threads(None)

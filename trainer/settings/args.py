@@ -1,0 +1,120 @@
+"""The arguments of `rasp train` and `rasp eval`, from torch-free tables
+(the fields' Settings, the presets' values, the task and stopping-rule
+names), so that a mistyped flag is refused as fast as one of `rasp run`:
+torch is imported only once the arguments are parsed.  The --help epilog,
+which lists the models (each registered by a torch module), is built only
+when --help is shown."""
+from __future__ import annotations
+
+import argparse
+
+from trainer.fan.presets import PRESETS
+from trainer.fan.rules import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
+from trainer.run import explog
+from trainer.run.device import SMALL_CPU
+from trainer.settings import evaluation, trainhelp, validate
+
+
+def add_threads_arg(p: argparse.ArgumentParser):
+    p.add_argument("--threads", type=validate.THREADS, default=None, metavar="N",
+                   help=f"torch CPU threads (default: 1 on machines with <= {SMALL_CPU} cores, where a second "
+                        f"thread made small models up to 25x slower when another process ran; else torch's)")
+
+
+def catalogue() -> str:
+    """Every task and model `rasp train` knows, a line each (the --help epilog)."""
+    from trainer.models import MODELS
+    from trainer.registry import COMPARISON, FAN
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+
+    def block(title, rows):
+        width = max(len(name) for name, _ in rows) + 2
+        return f"{title}:\n" + "\n".join(f"  {name:<{width}}{text}" for name, text in rows)
+    fan = [(n, t.description) for n, t in TASKS.items() if not isinstance(t, SeqTask)]
+    seq = [(n, t.description) for n, t in TASKS.items() if isinstance(t, SeqTask)]
+    return "\n\n".join([
+        block("Fan et al.'s tasks (a looped transformer and its baselines: --model below)", fan),
+        block("models for Fan et al.'s tasks", [(n, m.specs[FAN].description) for n, m in MODELS.items()
+                                                 if m.serves(FAN)]),
+        block("comparison tasks (docs: trainer/README.md)", seq),
+        block("models for the comparison tasks (--set KEY=VALUE sets their options)",
+              [(n, m.specs[COMPARISON].description) for n, m in MODELS.items() if m.serves(COMPARISON)])])
+
+
+class Given(argparse.Action):
+    """Stores the value and notes that the flag was given (`args.given`), so
+    a setting that a run already has can be told from a default."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
+
+
+def add_train_args(p: argparse.ArgumentParser):
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.usage = "%(prog)s --task TASK --out DIR [--model MODEL] [--preset {paper,cpu}] [options]"
+    p.epilog = lambda: trainhelp.RECIPE_NOTE + "\n\n" + catalogue()     # rasp.options: built for --help only
+    p.add_argument("--task", action=Given, help="the task (listed below)")
+    p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the run directory (created; --resume continues it)")
+    p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESETS),
+                   help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
+                   help=f"also log the metrics to {', '.join(explog.LOGGERS)} in DIR/ (pip install -e '.[log]'); "
+                        "repeatable")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    add_threads_arg(p)
+    p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, metavar="SECONDS",
+                   help="stop after this many seconds, checkpointed (--resume goes on)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none anyway when stderr is not a terminal)")
+    start = p.add_argument_group("the starting weights")
+    start.add_argument("--init", action=Given, default="random", choices=["random", "compiled"],
+                       help="random, or compiled from the task's RASP program (exact before training); default random")
+    start.add_argument("--compress", action=Given, type=validate.COMPRESS, default=None, metavar="D",
+                       help="with --init compiled: project the compiled model into width D")
+    start.add_argument("--compress-method", action=Given, default="merge", choices=["merge", "pca", "random"],
+                       help="with --compress: merge (share coordinates between dims that are never live together, "
+                            "exact, then PCA below that width), pca or random; default merge")
+    start.add_argument("--guard", default="auto", choices=["auto", "on", "off"],
+                       help="reject steps that raise the batch loss or break the guard sample "
+                            "(auto: on for --init compiled)")
+    start.add_argument("--freeze-fragile", default="auto", choices=["auto", "on", "off"],
+                       help="freeze the compiled start's length-fragile tensors (auto: on for --init compiled)")
+    seq = p.add_argument_group("comparison tasks")
+    seq.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="any hyper-parameter or model option (EncoderConfig.extra), repeatable")
+    seq.add_argument("--data", action=Given, default=None, metavar="FILE.jsonl",
+                     help="train on this file (from `rasp data`) instead of generating online")
+    trainhelp.add_recipe_flags(p)
+    return p
+
+
+def add_eval_args(p: argparse.ArgumentParser):
+    p.add_argument("run", help="run directory written by `rasp train`")
+    p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
+    p.add_argument("--stop", default=None, choices=list(RULES),
+                   help=f"Fan-task runs: when the loop stops (default {DEFAULT_RULE}; oracle for fixed-depth "
+                        "baselines): " + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items()))
+    p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
+                   help=f"--stop threshold: confidence CE to exit at (default {THRESHOLD:g})")
+    p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
+                   help=f"Fan-task runs: test inputs per length (default {evaluation.SAMPLES})")
+    p.add_argument("--batch-size", type=validate.EVAL_BATCH, default=evaluation.BATCH)
+    p.add_argument("--seed", type=validate.SEED, default=evaluation.SEED)
+    p.add_argument("--max-len", type=validate.EVAL_MAX_LEN, default=None, metavar="N",
+                   help="longest --lengths accepted (default: 4x the training range, at least the task's "
+                        "test length)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", type=validate.out_file, default=None, help="where to write the results (default RUN/eval_STOP.json)")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--splits", default=None, help="comparison runs: splits to evaluate, e.g. test,ood (default all)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="comparison runs: test-time model options (iteration caps, tolerances)")
+    p.add_argument("-n", type=validate.EVAL_EXAMPLES, default=None,
+                   help="comparison runs: examples per split (default up to 1000)")
+    add_threads_arg(p)
+    return p

@@ -1,0 +1,127 @@
+"""From parsed `rasp train` arguments to the hyper-parameters of a run:
+a new run's (its preset, then the flags given), what a resume may be asked
+for, and `planned_hparams` (what a train command line would give, without
+training: `rasp compare` checks finished runs against it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rasp.errors import RaspError
+from rasp.options import ArgumentParser
+from trainer.benchmark.presets import parse_set
+from trainer.fan.presets import make_hparams
+from trainer.settings.args import add_train_args
+from trainer.settings.hparams import SETTINGS, HParams
+from trainer.tasks import TASKS, get_task
+
+# the recipe's flags (HParams fields; None = not given, keep the preset's value) and
+# those of them that mean the same for a comparison run (the others are refused there)
+HP_FLAGS = tuple(name for name, s in SETTINGS.items() if s.takes_flag)
+SHARED_FLAGS = tuple(name for name in HP_FLAGS if "seq" in SETTINGS[name].takes_flag)
+
+# what names a run (run.json), and so cannot change on --resume
+RUN_SETTINGS = ("task", "model", "init", "compress", "compress_method", "preset", "data")
+
+
+def refuse_changed_run(args, run: dict):
+    """--resume with a run-level flag that names something else than the run is."""
+    given = getattr(args, "given", frozenset())
+    changed = [k for k in RUN_SETTINGS if k in given and getattr(args, k) != run.get(k)
+               and not (k == "data" and run.get(k) and Path(args.data).resolve() == Path(run[k]))]
+    if changed:
+        raise RaspError("--resume: " + ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)} (the run has "
+                                                 f"{run.get(k)})" for k in changed)
+                        + "; a resumed run keeps what it is: leave them out, or start a new run with another --out")
+
+
+def refuse_given(args, names, reason: str):
+    """Refuse the flags among `names` that were given (None, [], False and
+    "auto" are their not-given defaults): they do not apply to this run."""
+    given = [("-n" if k == "n" else "--" + k.replace("_", "-")) for k in names if getattr(args, k, None)
+             not in (None, [], False, "auto")]
+    if given:
+        raise RaspError(f"{', '.join(given)}: {reason}")
+
+
+def on_off(value: str):
+    """--guard / --freeze-fragile: on, off, or auto (None: the preset decides)."""
+    return {"on": True, "off": False}.get(value)
+
+
+def is_seq_train(args) -> bool:
+    """Does this `rasp train` run a comparison task (trainer/benchmark/kind.py)?"""
+    from trainer.run import checkpoint
+    from trainer.tasks.base import SeqTask
+    if args.resume and checkpoint.is_seq_run_dir(args.out):
+        return True
+    return bool(args.task) and isinstance(TASKS.get(args.task), SeqTask)
+
+
+# ---- Fan-task runs ---------------------------------------------------------------------
+
+def fan_flags(args) -> dict:
+    """The hyper-parameters given as flags (None: not given)."""
+    given = {k: getattr(args, k, None) for k in HP_FLAGS}
+    # the descent guard keeps a compiled start exact (trainer/run/guard.py)
+    given["guard"] = on_off(args.guard)
+    given["freeze_fragile"] = on_off(args.freeze_fragile)
+    return given
+
+
+def fresh_hparams(args) -> HParams:
+    """The hyper-parameters a new Fan-task run of these arguments trains with."""
+    from trainer.models import get_model_spec
+    if not args.task:
+        raise RaspError("--task is required (one of: " + ", ".join(TASKS) + ")")
+    task = get_task(args.task)
+    get_model_spec(args.model)      # a user error naming the models of Fan et al.'s tasks
+    if args.freeze_fragile == "on" and args.init != "compiled":
+        raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
+    return make_hparams(args.preset, task, args.init, **fan_flags(args))
+
+
+# ---- comparison-task runs -------------------------------------------------------------
+
+def refuse_fan_only(args):
+    refuse_given(args, [k for k in HP_FLAGS if k not in SHARED_FLAGS] + ["compress", "freeze_fragile"],
+                 "Fan-task options, not used by comparison tasks (set model settings with --set KEY=VALUE)")
+
+
+def seq_flags(args, sets=None) -> dict:
+    """The hyper-parameters given as flags (None: not given), and --set's."""
+    return {k: getattr(args, k, None) for k in SHARED_FLAGS} | {"guard": on_off(getattr(args, "guard", "auto"))} \
+        | (sets or {})
+
+
+def seq_hparams(args):
+    """The hyper-parameters a new comparison run of these arguments trains with."""
+    from trainer.models import get_encoder_spec
+    from trainer.benchmark.presets import make_seq_hparams
+    from trainer.benchmark.kind import seq_task
+    refuse_fan_only(args)
+    task, init = seq_task(args.task), getattr(args, "init", "random")
+    if init == "compiled" and args.model != "looped":
+        raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
+    spec = get_encoder_spec(args.model)
+    hp = make_seq_hparams(args.preset, task, spec, seq_flags(args), parse_set(args.set), init)
+    if init == "compiled":
+        from trainer.benchmark.compiled import resolve_hparams
+        resolve_hparams(task, hp)
+    return hp
+
+
+def planned_hparams(train_argv: list) -> dict:
+    """The hyper-parameters `python -m trainer train TRAIN_ARGV` would give a
+    new run, without training (`rasp compare` checks a finished run against
+    them: a preset edited since the run makes it stale).  RaspError if the
+    arguments are wrong."""
+    parser = ArgumentParser(prog="python -m trainer train", add_help=False)
+    add_train_args(parser)
+    try:
+        args = parser.parse_args(train_argv)
+    except SystemExit:
+        raise RaspError(f"cannot parse the train arguments {' '.join(train_argv)}") from None
+    args.resume = False
+    if is_seq_train(args):
+        return seq_hparams(args).to_dict()
+    return fresh_hparams(args).to_dict()
