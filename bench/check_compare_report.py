@@ -7,7 +7,7 @@ text is found in the row of DIR/report.md, and the per-suite summary (best
 model per range, its margin over the second, the Mann-Whitney p) is
 recomputed from the cells and found in report.md.
 
-    python bench/check_compare_report.py DIR [DIR ...]   # prints mismatches, exit 1 if any
+    python -m bench.check_compare_report DIR [DIR ...]   # prints mismatches, exit 1 if any
 """
 from __future__ import annotations
 

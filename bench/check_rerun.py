@@ -1,7 +1,7 @@
 """Does a rerun with other seeds fall inside the uncertainty a report states?
 
     rasp compare flipflop --first-seed 100 --out runs/flipflop_rerun
-    python bench/check_rerun.py docs/results/flipflop runs/flipflop_rerun
+    python -m bench.check_rerun docs/results/flipflop runs/flipflop_rerun
 
 Every table cell that both reports measured (same suite, preset, table, row
 and column) is tested: a two-sided Welch t-test of the stated seeds' values

@@ -37,16 +37,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-if __package__ in (None, ""):         # run as a file: bench/ first on the path would shadow `compiler`
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-from rasp import atomic                                  # noqa: E402
-from rasp.errors import RaspError                        # noqa: E402
-from trainer.compare import estimate as E                # noqa: E402
-from trainer.compare import grid as G                    # noqa: E402
-from trainer.compare.suite import PRESETS, available_suites, load_suite   # noqa: E402
+from rasp import atomic
+from rasp.errors import RaspError
+from trainer.compare import estimate as E
+from trainer.compare import grid as G
+from trainer.compare.suite import PRESETS, available_suites, load_suite
 
 ABOUT = ("Reference speeds of `rasp compare` cells (task x model x preset): seconds per training step, per "
          "validation and per run's evaluations, and a fresh process's start-up; the dry run uses them where "

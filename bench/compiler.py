@@ -6,11 +6,11 @@ until an input disagrees with the interpreter or --search-to is reached), and
 forward throughput of the compiled model against the interpreter on the same
 batch.
 
-    python bench/compiler.py                      # --max-len 64, search to 4x
-    python bench/compiler.py --max-len 16 --search-to 1024 programs/parity.rasp
-    python bench/compiler.py --coverage -o compiler/COVERAGE.md   # markdown coverage table
+    python -m bench.compiler                      # --max-len 64, search to 4x
+    python -m bench.compiler --max-len 16 --search-to 1024 programs/parity.rasp
+    python -m bench.compiler --coverage -o compiler/COVERAGE.md   # markdown coverage table
 
-    python bench/compiler.py --sizes                              # size table (issue 27)
+    python -m bench.compiler --sizes                              # size table (issue 27)
 
 --sizes: parameters and compile time of every program in programs/ and every ported
 program (tests/ported_programs.py) at --max-len 16, 64 and 256 (each compile in its
@@ -31,17 +31,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+import rasp
+from compiler import compile_program
+from rasp.errors import RaspError, RaspRequireError
+from rasp.atomic import write_text_atomic
 
-import rasp  # noqa: E402
-from compiler import compile_program  # noqa: E402
-from rasp.errors import RaspError, RaspRequireError  # noqa: E402
-from rasp.atomic import write_text_atomic  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 try:
-    import references as R  # noqa: E402  (task samplers)
+    from tests import references as R  # task samplers
 except ImportError:
     R = None
 
@@ -246,7 +244,7 @@ SIZE_LENGTHS = (16, 64, 256)
 def size_entries() -> list:
     """(name, how to load it in a child process) for programs/ and the ported programs."""
     out = [(Path(p).stem, f"path:{p}") for p in sorted((ROOT / "programs").glob("*.rasp"))]
-    import ported_programs as P
+    from tests import ported_programs as P
     return out + [(f"ported `{p.name}`", f"port:{p.name}") for p in P.PORTS]
 
 
@@ -266,7 +264,7 @@ def size_one(spec: str, lengths, limit: float) -> list:
     if kind == "path":
         prog = rasp.load(name)
     else:
-        import ported_programs as P
+        from tests import ported_programs as P
         prog = rasp.loads(P.BY_NAME[name].source, f"<{name}>")
     out = []
     for n in lengths:
@@ -288,8 +286,9 @@ def size_one(spec: str, lengths, limit: float) -> list:
 def size_cells(spec: str, limit: float) -> list:
     import json
     import subprocess
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--size-one", spec, str(limit)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}      # CPU time = one thread's work
+    cmd = [sys.executable, "-m", "bench.compiler", "--size-one", spec, str(limit)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",      # CPU time = one thread's work
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=len(SIZE_LENGTHS) * (limit + 30))
     except subprocess.TimeoutExpired:
@@ -348,7 +347,7 @@ def sizes_table(limit: float, only=None, jobs: int = 1) -> str:
 
 TARGET_PARAMS, TARGET_SECONDS = 2_000_000, 0.5      # issue 27's targets at --max-len 64
 
-SIZES_MARK = "## Sizes (issue 27; `python bench/compiler.py --sizes -o FILE`)"
+SIZES_MARK = "## Sizes (issue 27; `python -m bench.compiler --sizes -o FILE`)"
 
 
 def sizes_section(table: str, jobs: int = 1, load_before: float = float("nan")) -> str:
@@ -408,7 +407,7 @@ def main(argv=None):
     if args.coverage:
         max_len = args.max_len if "--max-len" in (argv or sys.argv) else 16
         search_to = args.search_to or 4 * max_len
-        command = "python bench/compiler.py --coverage" + (f" --max-len {max_len}" if max_len != 16 else "") \
+        command = "python -m bench.compiler --coverage" + (f" --max-len {max_len}" if max_len != 16 else "") \
             + (f" --search-to {args.search_to}" if args.search_to else "") + (f" -o {args.out}" if args.out else "")
         text = coverage(max_len, search_to, args.check, args.seed, command)
         print(text)

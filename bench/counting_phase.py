@@ -1,7 +1,7 @@
 """What counting runs predict on the phase-alignment tests, example by example
 (issue 28: why different models score exactly the same on test_double_isi).
 
-    python bench/counting_phase.py RUN_DIR [RUN_DIR ...] --splits test_double_isi -n 500
+    python -m bench.counting_phase RUN_DIR [RUN_DIR ...] --splits test_double_isi -n 500
 
 For each run (a `rasp train` directory) and split, every example is one ITI,
 an ISI, a gap, a second ISI and a tail of zeros; this prints, per gap length
@@ -19,11 +19,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from trainer.benchmark.evaluate import analysis_parser, each_split, predict_examples
 
-from trainer.benchmark.evaluate import analysis_parser, each_split, predict_examples  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def runs_of(x: list) -> list:

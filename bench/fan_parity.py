@@ -5,12 +5,12 @@ n = 10 (the `cpu` preset), one torch thread.  Reports exact match at n 1-10,
 and the per-sample rule, plus training steps/s.
 
     # one seed per process (run them as separate background jobs):
-    OMP_NUM_THREADS=1 python bench/fan_parity.py run --seed 0 --out runs/fan_parity
+    OMP_NUM_THREADS=1 python -m bench.fan_parity run --seed 0 --out runs/fan_parity
     # then the table of every finished seed (--paired TAG: the speed ratio of the
     # variant whose seeds were started together with official_fan_parity.py's):
-    python bench/fan_parity.py table --out runs/fan_parity [--paired padded]
+    python -m bench.fan_parity table --out runs/fan_parity [--paired padded]
     # more stopping rules for a finished seed, without training:
-    python bench/fan_parity.py eval --tag readout6 --seed 0 --rules confidence --out runs/fan_parity
+    python -m bench.fan_parity eval --tag readout6 --seed 0 --rules confidence --out runs/fan_parity
 
 `--set key=value` overrides a hyper-parameter (ablations, e.g.
 `--set init_scheme=normal --set loss_reduction=sample --set weight_decay=0`),
@@ -23,13 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 RANGES = {"1-10": range(1, 11), "11-20": range(11, 21), "21-30": range(21, 31)}
 RULES = ("oracle", "confidence", "confidence_sample")

@@ -1,7 +1,7 @@
 """Where a flip-flop run's reads go wrong (issue 28: the Transformer's last
 read at twice the training length).
 
-    python bench/flipflop_positions.py RUN_DIR [RUN_DIR ...] --splits test_256_p0.8 -n 1000
+    python -m bench.flipflop_positions RUN_DIR [RUN_DIR ...] --splits test_256_p0.8 -n 1000
 
 For each run (a `rasp train` directory) and split, every read (`r`) of every
 example is scored like `rasp eval` scores it (same examples: seed 1234 and
@@ -24,13 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from trainer.models import blocks
+from trainer.benchmark.evaluate import analysis_parser, each_split, predict_examples
+from trainer.tasks.flipflop import W
 
-from trainer.models import blocks  # noqa: E402
-from trainer.benchmark.evaluate import analysis_parser, each_split, predict_examples  # noqa: E402
-from trainer.tasks.flipflop import W  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def reads(model, task, examples, batch_size: int = 100) -> list:

@@ -4,8 +4,8 @@ trajectories, exact match in distribution and beyond training, against
 the oracle.
 
     rasp train --task TASK --preset cpu --seed S --out RUNS/TASK_sS     # for each task, seed
-    OMP_NUM_THREADS=1 python bench/halting.py eval RUNS/TASK_sS [...]
-    python bench/halting.py table RUNS/*_s*
+    OMP_NUM_THREADS=1 python -m bench.halting eval RUNS/TASK_sS [...]
+    python -m bench.halting table RUNS/*_s*
 
 `eval` writes RUN/halting_bench.json (per rule and length: exact match, the
 oracle's on the same inputs, mean chosen step, iterations run; the held-in

@@ -1,8 +1,8 @@
 """Benchmark: implicit vs explicit Mamba2 and Llama beside the GRU, LSTM and
 NoPE Transformer (issue 12's evidence), made by `rasp compare` with the cpu preset.
 
-    python bench/implicit.py --run      # the compare runs, one process at a time, then the tables
-    python bench/implicit.py            # the tables only, from the finished runs
+    python -m bench.implicit --run      # the compare runs, one process at a time, then the tables
+    python -m bench.implicit            # the tables only, from the finished runs
 
 The runs are exactly
 
@@ -26,11 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from trainer.run.checkpoint import write_text_atomic
+from trainer.compare.grid import run_id
 
-from trainer.run.checkpoint import write_text_atomic  # noqa: E402
-from trainer.compare.grid import run_id  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WORDS_MODELS = ["mamba2", "implicit_mamba2", "llama", "implicit_llama", "gru", "lstm", "transformer"]
 WORDS_TASKS = ["z60_k8", "a5_k8", "mixed"]

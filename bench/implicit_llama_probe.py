@@ -2,7 +2,7 @@
 (bench/implicit.md, issue 28): which positions of the prefix product a model
 has learned after how many steps.
 
-    python bench/implicit_llama_probe.py MODEL L STEPS [--every N] [--eval-len L] [--loss-first K [--grow-every N]] [KEY=VALUE ...]
+    python -m bench.implicit_llama_probe MODEL L STEPS [--every N] [--eval-len L] [--loss-first K [--grow-every N]] [KEY=VALUE ...]
 
 Trains MODEL (any comparison-task model: implicit_llama, llama, implicit_mamba2, ...)
 with the words cpu preset's recipe (`trainer/benchmark/presets.py` and the model's preset;
@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from trainer.models import get_encoder_spec  # noqa: E402
-from trainer.models.base import param_groups  # noqa: E402
-from trainer.benchmark.data import generate_split  # noqa: E402
-from trainer.benchmark.presets import lr_at, make_seq_hparams, parse_set  # noqa: E402
-from trainer.benchmark.kind import build_model, seq_task  # noqa: E402
-from trainer.settings.hparams import scored_positions  # noqa: E402
+from trainer.models import get_encoder_spec
+from trainer.models.base import param_groups
+from trainer.benchmark.data import generate_split
+from trainer.benchmark.presets import lr_at, make_seq_hparams, parse_set
+from trainer.benchmark.kind import build_model, seq_task
+from trainer.settings.hparams import scored_positions
 
 ORDER = 60
 

@@ -2,7 +2,7 @@
 RASP-L evaluator and against hand-written NumPy for the same task, and the
 same batch through the command line (`rasp run PROGRAM --inputs FILE`).
 
-    python bench/interpreter.py [--inputs 1000] [--naive-inputs 20] [--naive-seconds 5] [--n 16 64 256]
+    python -m bench.interpreter [--inputs 1000] [--naive-inputs 20] [--naive-seconds 5] [--n 16 64 256]
 
 For parity, copy and addition at each n: 1000 random inputs (all of length
 for that n).  All three implementations must agree on every full output
@@ -27,12 +27,10 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import rasp
+from rasp.interpreter import execute
 
-import rasp                                    # noqa: E402
-from rasp.interpreter import execute           # noqa: E402
-
-from bench.naive_rasp import run_naive         # noqa: E402
+from bench.naive_rasp import run_naive
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 

@@ -5,9 +5,9 @@ modules, it ships none of their code).
 Needs a checkout of github `truongbuu/looped-tf` (tested at 7570c59):
 
     git clone https://github.com/truongbuu/looped-tf /path/looped-tf
-    OMP_NUM_THREADS=1 python bench/official_fan_parity.py --src /path/looped-tf/src \\
+    OMP_NUM_THREADS=1 python -m bench.official_fan_parity --src /path/looped-tf/src \\
         --seed 0 --out runs/fan_parity
-    python bench/fan_parity.py table --out runs/fan_parity   # both codes, one table
+    python -m bench.fan_parity table --out runs/fan_parity   # both codes, one table
 
 What it runs is their `train.py:50-100` on the parity task (their
 `GeneralTransformerModel(n_dims 6, d 64, 1 layer, 16 heads, linear read-in)`,
@@ -34,15 +34,13 @@ import time
 import types
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.fan_parity import RANGES, range_means  # noqa: E402   (one table for both codes)
+from bench.fan_parity import RANGES, range_means  # one table for both codes
 
 
 def _importable(src: Path):
-    """Their modules on sys.path, importable on a CPU-only, offline machine."""
+    """Their modules importable on a CPU-only, offline machine.  Their src/ folder goes on
+    sys.path: their code imports its own modules by top-level name (`import utils`), so
+    this is the one path edit in bench/, and it is for a checkout outside this repository."""
     import torch
     hub = types.ModuleType("huggingface_hub")
     def stand_in(name):                        # names imported, never called

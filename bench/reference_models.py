@@ -6,7 +6,7 @@ and this script writes the table of results beside the probes' claims:
 bench/comparison_reference.md (`rasp compare bench/reference.toml` gives the
 same runs and a report.md).
 
-    python bench/reference_models.py --out runs/reference [--only lstm_flipflop,...] [--jobs 1]
+    python -m bench.reference_models --out runs/reference [--only lstm_flipflop,...] [--jobs 1]
 
 One torch thread per process; `--jobs 2` runs two probes side by side.
 """
@@ -109,7 +109,7 @@ NOTES = """## Notes
 def table(results: list, load: str) -> str:
     from trainer.tasks import TASKS
     lines = ["# Reference models at the cpu preset (docs/benchmarks.md §9)", "",
-             "Produced by `python bench/reference_models.py` (the suite bench/reference.toml through "
+             "Produced by `python -m bench.reference_models` (the suite bench/reference.toml through "
              "`rasp compare`'s runner: `rasp train --preset cpu` with the probe's budget, then `rasp eval`); "
              "each row is one split, mean ± standard error over its examples.  Single seed (0), one torch "
              f"thread per run on the shared 2-core machine ({load}).", "",
@@ -150,7 +150,6 @@ def main(argv=None):
     names = args.only.split(",") if args.only else list(PROBES)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(ROOT))
     unknown = [n for n in names if n not in PROBES]
     if unknown:
         ap.error(f"--only: unknown probe(s) {', '.join(unknown)} (known: {', '.join(PROBES)})")

@@ -15,9 +15,9 @@ against the suite's stated uncertainty with bench/check_rerun.py.
 The same command regenerates the bench pages drawn from these folders
 (bench/recurrent_transformers.md, bench/linear_recurrence.md; BENCH_PAGES).
 
-    python bench/results_page.py                       # regenerate docs/results.md, the reports and the bench pages
-    python bench/results_page.py --check               # exit 1 if a page differs from a regeneration
-    python bench/results_page.py --collect runs/fan    # copy a run folder's results into docs/results/fan
+    python -m bench.results_page                       # regenerate docs/results.md, the reports and the bench pages
+    python -m bench.results_page --check               # exit 1 if a page differs from a regeneration
+    python -m bench.results_page --collect runs/fan    # copy a run folder's results into docs/results/fan
 """
 from __future__ import annotations
 
@@ -30,23 +30,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from rasp.atomic import write_text_atomic
+from bench import check_rerun, linear_recurrence, recurrent_transformers
+from bench.check_compare_report import check as check_report
+from trainer.compare import report as R
+from trainer.compare.estimate import duration, load_range
+from trainer.compare.suite import available_suites
 
-from rasp.atomic import write_text_atomic  # noqa: E402
-from bench import check_rerun, linear_recurrence, recurrent_transformers  # noqa: E402
-from bench.check_compare_report import check as check_report  # noqa: E402
-from trainer.compare import report as R  # noqa: E402
-from trainer.compare.estimate import duration, load_range  # noqa: E402
-from trainer.compare.suite import available_suites  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = ROOT / "docs" / "results"
 RERUNS = "reruns"           # docs/results/reruns/<suite>: the same suite from another first seed
 PAGE = ROOT / "docs" / "results.md"
 RUN_FILES = ("run.json", "summary.json", "compare_run.json", "failed.json")     # and the eval files
 DIR_FILES = (R.MANIFEST, "speeds.json")
-GENERATED_BY = "`python bench/results_page.py`"
+GENERATED_BY = "`python -m bench.results_page`"
 # the bench pages tabulated from the same folders: file name -> (result folders, the page as committed) -> text
 # (the suite reports `regenerate` built are passed on as `report`: the runs are read once)
 BENCH_PAGES = {
@@ -126,7 +124,7 @@ def rerun_section(reruns: list, folders: list, docs: list) -> list:
     lines = ["## Reruns with other seeds", "",
              "A rerun trains a suite again from another first seed (`rasp compare SUITE --first-seed S`, collected "
              "into results/reruns/) and tests every cell that both runs measured against the uncertainty stated "
-             "here (`python bench/check_rerun.py`; its docstring gives the test).", ""]
+             "here (`python -m bench.check_rerun`; its docstring gives the test).", ""]
     for folder, doc in reruns:
         name = Path(folder).name
         if name not in stated:
@@ -147,7 +145,7 @@ def page(folders: list, docs: list, page_dir: Path, reruns: list = ()) -> str:
              "error and seed count; a margin between two models counts only where the stated test over seeds "
              "puts it beyond noise.  To test a suite's stated uncertainty with seeds it never saw, rerun it from "
              "another first seed into a folder of its own and compare: `rasp compare SUITE --first-seed 100 "
-             "--out runs/SUITE_rerun`, then `python bench/check_rerun.py docs/results/SUITE runs/SUITE_rerun` "
+             "--out runs/SUITE_rerun`, then `python -m bench.check_rerun docs/results/SUITE runs/SUITE_rerun` "
              "(a Welch t-test per cell, and whether more cells fall outside than chance gives).", "", R.LEGEND, "",
              "## Across suites", "",
              "| suite | preset | seeds | runs | ranges ranked | margins beyond noise | run time | load (1 min) |",
@@ -263,7 +261,7 @@ def main(argv=None) -> int:
         for p in problems:
             print(p)
         print(f"{args.page} and {len(BENCH_PAGES)} bench pages: "
-              + (f"{', '.join(stale)} differ from a regeneration (run python bench/results_page.py)" if stale
+              + (f"{', '.join(stale)} differ from a regeneration (run python -m bench.results_page)" if stale
                  else "match a regeneration") + f"; {len(problems)} report mismatches")
         return 1 if stale or problems else 0
     built = {}

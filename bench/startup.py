@@ -1,6 +1,6 @@
 """Start-up cost of the interpreter commands, timed as whole processes.
 
-    python bench/startup.py [--runs 7] [--target 0.3]
+    python -m bench.startup [--runs 7] [--target 0.3]
 
 Each row is a fresh process (what a shell loop pays per call), median and
 min of --runs wall times after one untimed warm-up run (which also fills the

@@ -1,8 +1,8 @@
 """Benchmark: parity and copy on CPU, random vs compiled initialisation,
 oracle vs maximum-confidence (and threshold) stopping.
 
-    python bench/train.py --out runs/bench_train            # train + evaluate
-    python bench/train.py --out runs/bench_train --eval-only  # re-evaluate existing runs
+    python -m bench.train --out runs/bench_train            # train + evaluate
+    python -m bench.train --out runs/bench_train --eval-only  # re-evaluate existing runs
 
 Writes OUT/results.md (markdown table), OUT/results.json and one accuracy-vs-
 length plot per task.  Every number comes from `trainer.fan.kind` /
@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import traceback
 from pathlib import Path
 
+import torch
+
+from rasp.errors import RaspError
+from trainer.run import plots
+from trainer.fan.evaluate import evaluate_run, rows
+from trainer.fan.presets import make_hparams
+from trainer.tasks import get_task
+from trainer.fan.kind import RunConfig, train
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from rasp.errors import RaspError  # noqa: E402
-from trainer.run import plots  # noqa: E402
-from trainer.fan.evaluate import evaluate_run, rows  # noqa: E402
-from trainer.fan.presets import make_hparams  # noqa: E402
-from trainer.tasks import get_task  # noqa: E402
-from trainer.fan.kind import RunConfig, train  # noqa: E402
 
 
 def run_one(out: Path, task: str, init: str, args) -> dict:

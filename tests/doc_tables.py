@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 DOCS = (ROOT / "docs" / "models.md", ROOT / "docs" / "benchmarks.md")
 BLOCK = re.compile(r"(<!-- (\w+):([\w/]+) -->\n)(.*?)(<!-- /\2 -->)", re.S)

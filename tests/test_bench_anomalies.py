@@ -1,8 +1,7 @@
 """bench/counting_phase.py and bench/flipflop_positions.py score each example
 themselves (to group it by gap or by position); their per-example scores must
 equal the task's own metrics (trainer/tasks/scoring.py), which `rasp eval` reports."""
-import importlib.util
-from pathlib import Path
+import importlib
 
 import numpy as np
 import torch
@@ -11,14 +10,9 @@ from trainer.benchmark.data import generate_split
 from trainer.tasks import TASKS
 from trainer.tasks.scoring import score
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(f"bench.{name}")
 
 
 class Guess(torch.nn.Module):

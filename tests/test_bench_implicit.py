@@ -1,19 +1,9 @@
 """bench/implicit.py reads `rasp compare` run directories and rewrites only the
 table block of its markdown file."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_implicit", ROOT / "bench" / "implicit.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def fake_run(root: Path, run_id: str, splits: dict, stats: bool):
@@ -35,7 +25,7 @@ def fake_run(root: Path, run_id: str, splits: dict, stats: bool):
 
 
 def test_tables_from_compare_runs_keep_the_notes(tmp_path):
-    bench = load_bench()
+    from bench import implicit as bench
     words = tmp_path / "words"
     fake_run(words, "z60_k8__implicit_mamba2__cpu__s0", {"test_32": (32, 0.5), "valid": (8, 0.98)}, stats=True)
     fake_run(words, "z60_k8__gru__cpu__s0", {"valid": (8, 0.9)}, stats=False)
@@ -59,9 +49,7 @@ def test_implicit_llama_probe_reports_every_position(capsys):
     """bench/implicit_llama_probe.py: checks its labels against the task's, then prints one
     JSON row per evaluation with an accuracy per position of the evaluation length.
     Slow: the label check builds the task's RASP labeler (~3 s at load 15)."""
-    spec = importlib.util.spec_from_file_location("bench_probe", ROOT / "bench" / "implicit_llama_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    from bench import implicit_llama_probe as probe
     probe.main(["implicit_llama", "2", "2", "--every", "2", "--eval-len", "3", "d_model=16", "d_ff=32",
                 "n_head=2", "batch_size=4", "f_max_iter=3", "test_max_iter=3"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -72,8 +60,6 @@ def test_implicit_llama_probe_reports_every_position(capsys):
 @pytest.mark.slow
 def test_implicit_llama_probe_refuses_a_loss_beyond_its_words():
     """Slow: loading the probe imports the trainer (~10 s at load 9)."""
-    spec = importlib.util.spec_from_file_location("bench_probe", ROOT / "bench" / "implicit_llama_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    from bench import implicit_llama_probe as probe
     with pytest.raises(SystemExit):
         probe.main(["implicit_llama", "4", "1", "--loss-first", "5"])

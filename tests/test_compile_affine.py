@@ -9,16 +9,12 @@ position."""
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import rasp  # noqa: E402
-import ported_programs as P  # noqa: E402
-from compiler import compile_program  # noqa: E402
+import rasp
+import ported_programs as P
+from compiler import compile_program
 
 
 def assert_same(prog, cm, batch):

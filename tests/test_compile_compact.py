@@ -17,20 +17,18 @@ back to the wide construction:
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rasp
+import references as R
+from compiler import compile_program
+from compiler.craft import Crafter
+from test_compile_digits import assert_same, short_and_random
 
-import rasp  # noqa: E402
-import references as R  # noqa: E402
-from compiler import compile_program  # noqa: E402
-from compiler.craft import Crafter  # noqa: E402
-from test_compile_digits import assert_same, short_and_random  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def params(cm) -> int:

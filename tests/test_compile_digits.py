@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import itertools
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rasp
+import references as R
+from compiler import compile_program
+from compiler.craft import Crafter
 
-import rasp  # noqa: E402
-import references as R  # noqa: E402
-from compiler import compile_program  # noqa: E402
-from compiler.craft import Crafter  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 WIDE = """input seq: {0, 1, 2}
 c = 50 * cumsum(seq == 1)

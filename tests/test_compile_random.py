@@ -31,15 +31,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+import rasp
+from compiler import compile_program
+from rasp.errors import RaspError, RaspRequireError
+from random_programs import programs, random_program
+from test_compiler import interpreter_ok
 
-import rasp  # noqa: E402
-from compiler import compile_program  # noqa: E402
-from rasp.errors import RaspError, RaspRequireError  # noqa: E402
-from random_programs import programs, random_program  # noqa: E402
-from test_compiler import interpreter_ok  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 MISMATCH_DIR = HERE / "data" / "compile_mismatches"
 CI_SEEDS = range(120)

@@ -11,22 +11,19 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import rasp  # noqa: E402
-import references as R  # noqa: E402
-from compiler import attn as A  # noqa: E402
-from compiler import compile_program  # noqa: E402
-from compiler.craft import Crafter  # noqa: E402
-from model.looped import position_feature  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
+import rasp
+import references as R
+from compiler import attn as A
+from compiler import compile_program
+from compiler.craft import Crafter
+from model.looped import position_feature
+from rasp.errors import RaspError
 
 ROOT = Path(__file__).resolve().parents[1]
 

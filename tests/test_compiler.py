@@ -7,7 +7,6 @@ random inputs at every length up to N and at 4N (the compile-time --max-len is N
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,14 @@ import rasp
 from compiler import compile_program, draw_layers, load_compiled
 from rasp.errors import RaspError
 
+import references as R
+
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = sorted((ROOT / "programs").glob("*.rasp"))
 # The generated group-word programs (60..240-element tables) take minutes here; CI keeps
 # word_s3 and the 60 x 60 table of tests/test_lookup_table.py, and its slow
 # test_group_word_programs_exact_to_4x_slow checks every words_*.rasp to 4x.
 COMPILED = [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("words_") else p for p in PROGRAMS]
-sys.path.insert(0, str(Path(__file__).parent))
-import references as R  # noqa: E402
 
 N = 8                    # compile-time --max-len for the property tests
 _CACHE: dict = {}

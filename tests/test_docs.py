@@ -25,14 +25,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
+from rasp import help as H
+from rasp.builtins import BUILTINS
+from rasp.lower import _library_module
 
-import rasp  # noqa: E402
-from rasp import help as H  # noqa: E402
-from rasp.builtins import BUILTINS  # noqa: E402
-from rasp.lower import _library_module  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 LANGUAGE = ROOT / "docs" / "language.md"

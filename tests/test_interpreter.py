@@ -718,10 +718,8 @@ def test_empty_batch():
 
 def test_agrees_with_naive_evaluator_on_every_program():
     import random
-    import sys
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
-    sys.path[:0] = [str(root), str(root / "tests")]
     import references as R
     from bench.naive_rasp import run_naive
     checked = 0

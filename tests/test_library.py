@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import ast
 import random
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, HealthCheck, strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
 
-import rasp  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS = dict(max_examples=15, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

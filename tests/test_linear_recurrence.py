@@ -276,9 +276,6 @@ def test_rasp_train_uses_the_ssm_groups_and_resumes(tmp_path):
     (SSM lr = 0.1 × the base lr at lr 1e-2), the checkpoint keeps them, and
     every linear-recurrence model trains end to end on a toy task."""
     import json
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).parent))
     from seq_toys import TOYS, register_toys
     from rasp.cli import main
     from trainer.tasks import TASKS

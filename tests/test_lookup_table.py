@@ -7,20 +7,16 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
+import references as R
+from rasp.errors import RaspError, RaspRuntimeError
 
-import rasp  # noqa: E402
-import references as R  # noqa: E402
-from rasp.errors import RaspError, RaspRuntimeError  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS = dict(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import sys
 import warnings
 from pathlib import Path
 
@@ -21,14 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+import rasp
+from compiler import DesignLengthWarning, compile_program
+from ported_programs import BY_NAME, PORTS, uniform
+from rasp.errors import RaspError
 
-import rasp  # noqa: E402
-from compiler import DesignLengthWarning, compile_program  # noqa: E402
-from ported_programs import BY_NAME, PORTS, uniform  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 COMPILED = [p for p in PORTS if p.refuse is None]
 REFUSED = [p for p in PORTS if p.refuse is not None]

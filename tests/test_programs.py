@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, HealthCheck, strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
+import references as R
 
-import rasp  # noqa: E402
-import references as R  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PROGRAMS = ROOT / "programs"
 ALL = sorted(R.REFERENCES)

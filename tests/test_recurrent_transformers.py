@@ -3,8 +3,6 @@ halting arithmetic against hand-computed values, causality, TLB's fast
 stream, the GUT ablations, gradients, and a few seconds of toy training."""
 import json
 import random
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,13 +10,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-from seq_toys import TOYS, register_toys  # noqa: E402
+from seq_toys import TOYS, register_toys
 
-from rasp.cli import main  # noqa: E402
-from trainer.models.base import EncoderConfig, get_encoder_spec  # noqa: E402
-from trainer.models import recurrent_transformers as rt  # noqa: E402
-from trainer.models.blocks import positions  # noqa: E402
+from rasp.cli import main
+from trainer.models.base import EncoderConfig, get_encoder_spec
+from trainer.models import recurrent_transformers as rt
+from trainer.models.blocks import positions
 
 torch.set_num_threads(1)
 MODELS = ["ut_act", "ut", "gut", "gut_token", "gut_nogate", "gut_notrans", "tlb", "tlb_fixed", "gutlb"]

@@ -19,17 +19,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-for p in (ROOT, ROOT / "tests"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+from rasp.cli import main
+from rasp.errors import RaspFileError
+from test_compare import FAKE_TRAINER, SUITE, finished_run, write
+from trainer.compare import report as R
+from trainer.compare import runner
+from trainer.compare.suite import load_suite
 
-from rasp.cli import main  # noqa: E402
-from rasp.errors import RaspFileError  # noqa: E402
-from test_compare import FAKE_TRAINER, SUITE, finished_run, write  # noqa: E402
-from trainer.compare import report as R  # noqa: E402
-from trainer.compare import runner  # noqa: E402
-from trainer.compare.suite import load_suite  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 

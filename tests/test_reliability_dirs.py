@@ -22,14 +22,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
+from rasp.cli import main
+from trainer.run import checkpoint
+from trainer.fan.evaluate import rows
 
-import rasp  # noqa: E402
-from rasp.cli import main  # noqa: E402
-from trainer.run import checkpoint  # noqa: E402
-from trainer.fan.evaluate import rows  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 

@@ -13,12 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from rasp.cli import main
+from trainer.settings import validate
 
-from rasp.cli import main  # noqa: E402
-from trainer.settings import validate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 BASE = ["train", "--task", "parity", "--preset", "cpu", "--no-progress", "--steps", "1"]

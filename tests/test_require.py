@@ -15,21 +15,17 @@ import io
 import json
 import random
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
+import references as R
+from rasp.cli import main
+from rasp.errors import RaspError, RaspRequireError
 
-import rasp  # noqa: E402
-import references as R  # noqa: E402
-from rasp.cli import main  # noqa: E402
-from rasp.errors import RaspError, RaspRequireError  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PROGRAMS = ROOT / "programs"
 SETTINGS = dict(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from seq_toys import TOYS, register_toys  # noqa: E402
+from seq_toys import TOYS, register_toys
 
-from rasp.cli import main  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
-from trainer.benchmark import scoring  # noqa: E402
-from trainer.benchmark.data import SeqBatch, collate, generate_split, read_jsonl  # noqa: E402
-from trainer.settings.hparams import defaults, scored_positions  # noqa: E402
-from trainer.benchmark.presets import apply, lr_at, parse_set  # noqa: E402
+from rasp.cli import main
+from rasp.errors import RaspError
+from trainer.benchmark import scoring
+from trainer.benchmark.data import SeqBatch, collate, generate_split, read_jsonl
+from trainer.settings.hparams import defaults, scored_positions
+from trainer.benchmark.presets import apply, lr_at, parse_set
 
 
 @pytest.fixture(autouse=True)

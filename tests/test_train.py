@@ -17,19 +17,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from compiler import compile_program  # noqa: E402,F401  (a hard part of the project: a broken import fails)
-from rasp.errors import RaspError  # noqa: E402
-from trainer.run import checkpoint  # noqa: E402
+from compiler import compile_program  # noqa: F401  (a hard part of the project: a broken import fails)
+from rasp.errors import RaspError
+from trainer.run import checkpoint
 from trainer.fan import objectives
-from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval  # noqa: E402
-from trainer.fan.evaluate import evaluate_run, rows as eval_rows  # noqa: E402
-from trainer.models import fan_models, get_model_spec  # noqa: E402
-from trainer.settings.hparams import HParams  # noqa: E402
-from trainer.fan.kind import RunConfig, build_data, train  # noqa: E402
+from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval
+from trainer.fan.evaluate import evaluate_run, rows as eval_rows
+from trainer.models import fan_models, get_model_spec
+from trainer.settings.hparams import HParams
+from trainer.fan.kind import RunConfig, build_data, train
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 

@@ -4,29 +4,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import references as R
+from model import LoopedConfig, LoopedTransformer, zero_skipping
+from rasp.errors import RaspError
+from trainer.fan import stopping
+from trainer.fan.compiled import compress, projection, remap_vocab, residual_second_moment
+from trainer.fan.data import TaskData
+from trainer.tasks.labels import ProgramLabeler
+from trainer.settings.hparams import HParams
+from trainer.fan.presets import make_hparams
+from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths
+from trainer.tasks import TASKS, Task, get_task, parse_lengths
 
-import references as R  # noqa: E402
-from model import LoopedConfig, LoopedTransformer, zero_skipping  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
-from trainer.fan import stopping  # noqa: E402
-from trainer.fan.compiled import compress, projection, remap_vocab, residual_second_moment  # noqa: E402
-from trainer.fan.data import TaskData  # noqa: E402
-from trainer.tasks.labels import ProgramLabeler  # noqa: E402
-from trainer.settings.hparams import HParams  # noqa: E402
-from trainer.fan.presets import make_hparams  # noqa: E402
-from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths  # noqa: E402
-from trainer.tasks import TASKS, Task, get_task, parse_lengths  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 FAN_TASKS = sorted(name for name, t in TASKS.items() if isinstance(t, Task))   # not the comparison SeqTasks
 

@@ -8,17 +8,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import rasp
+from rasp.cli import main
 
-import rasp  # noqa: E402
-from rasp.cli import main  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
 

@@ -7,24 +7,21 @@ same set for every node, or both refuse."""
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+import rasp
+from compiler.clock import try_clock
+from compiler.graph import ProgramGraph
+from compiler.loops import one_loop
+from compiler.params import causal_params
+from compiler.values import MAX_ITER, MAX_SET, ValueSets, host_bound
+from ported_programs import PORTS
+from random_programs import random_program
+from rasp.errors import RaspError
 
-import rasp  # noqa: E402
-from compiler.clock import try_clock  # noqa: E402
-from compiler.graph import ProgramGraph  # noqa: E402
-from compiler.loops import one_loop  # noqa: E402
-from compiler.params import causal_params  # noqa: E402
-from compiler.values import MAX_ITER, MAX_SET, ValueSets, host_bound  # noqa: E402
-from ported_programs import PORTS  # noqa: E402
-from random_programs import random_program  # noqa: E402
-from rasp.errors import RaspError  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 class PlainValueSets(ValueSets):

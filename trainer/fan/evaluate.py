@@ -126,7 +126,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     warnings = halting_warnings(rule, fresh, head.get("calibration")) if spec.adaptive else []
     result.update(json=str(path), kept=len(kept), warnings=warnings)
     if plots:
-        from trainer import plots as P
+        from trainer.run import plots as P
         result["plots"] = P.eval_plots(result, rows(result), Path(path).with_suffix(""))
     return result
 
