@@ -11,9 +11,12 @@ step-10 checkpoint as a `kill -9` after that checkpoint leaves it:
     seq_v1  rasp train --task words_z60 --model gru --steps 20 --batch-size 8 --d-model 8 --set log_every=5
             --set eval_every=10 --set eval_samples=16 --set ckpt_every=10
 
-The hashes and losses below are what the old code wrote at step 20 when it
-ran those commands to the end."""
-import hashlib
+The losses below are what the old code logged up to step 20 when it ran
+those commands to the end, on another machine: a resume here matches them
+within LOSS_TOLERANCE (float32 kernels differ between instruction sets, so no
+bytes or hashes of trained weights are compared across machines; that a resume
+is bit-identical to a straight run on one machine is tested in
+tests/test_train.py and tests/test_seqtrain.py)."""
 import json
 import shutil
 from pathlib import Path
@@ -24,12 +27,11 @@ from rasp.cli import main
 from trainer.settings.resolve import planned_hparams
 
 DATA = Path(__file__).parent / "data" / "runs_v1"
-OLD_END = {
-    "fan_v1": ("686465e940220de972fd110cdf2feda06f555452494d9bfde112c4bbe1bddb08",
-               [2.279127, 2.021129, 1.727983, 1.464882]),
-    "seq_v1": ("0e92f4e5586da0a71fcbb61f8a743970790c84550abf79bdbbed428ab677ce33",
-               [4.141486, 4.191443, 4.139522, 4.119769]),
+OLD_LOSSES = {
+    "fan_v1": [2.279127, 2.021129, 1.727983, 1.464882],
+    "seq_v1": [4.141486, 4.191443, 4.139522, 4.119769],
 }
+LOSS_TOLERANCE = 1e-4   # relative; AVX-512 against AVX2 kernels moved these by < 1e-5
 COMMANDS = {
     "fan_v1": ["--task", "parity", "--steps", "20", "--d-model", "16", "--n-head", "2", "--ckpt-every", "10",
                "--log-every", "5", "--eval-every", "10", "--eval-samples", "16", "--max-train-n", "4", "--interval",
@@ -45,22 +47,20 @@ def _copy(name, tmp_path) -> Path:
     return run
 
 
-@pytest.mark.parametrize("name", sorted(OLD_END))
+@pytest.mark.parametrize("name", sorted(OLD_LOSSES))
 def test_a_format_1_run_resumes_to_what_the_old_code_trained(name, tmp_path):
     run = _copy(name, tmp_path)
     assert "format" not in json.loads((run / "run.json").read_text())
     assert main(["train", "--resume", "--out", str(run), "--no-progress"]) == 0
-    weights = run / "checkpoints" / "step_0000020" / "model.safetensors"
-    digest, losses = OLD_END[name]
-    assert hashlib.sha256(weights.read_bytes()).hexdigest() == digest
+    assert (run / "checkpoints" / "step_0000020" / "model.safetensors").is_file()
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [round(r["loss"], 6) for r in rows if "loss" in r] == losses
+    assert [r["loss"] for r in rows if "loss" in r] == pytest.approx(OLD_LOSSES[name], rel=LOSS_TOLERANCE)
     assert json.loads((run / "run.json").read_text())["format"] == 2
     summary = json.loads((run / "summary.json").read_text())
     assert summary["format"] == 2 and summary["finished"] and summary["step"] == 20
 
 
-@pytest.mark.parametrize("name", sorted(OLD_END))
+@pytest.mark.parametrize("name", sorted(OLD_LOSSES))
 def test_a_format_1_run_is_not_stale_for_the_command_that_made_it(name):
     """`rasp compare` compares a run's recorded hyper-parameters with what its
     command gives a new run now: the new settings must not flag old runs."""
