@@ -102,7 +102,7 @@ def unembed_rows(rep, d, gate=None):
                       for t in tokens])
         return tokens, W, np.zeros(len(tokens))
     if gate is not None and not isinstance(rep, ClockedNum):
-        # a number v + offset would read as itself (craft.Crafter.output)
+        # a number v + offset would read as itself (craft.readout.numeric_clock)
         raise ValueError("a clocked numeric output must come as a ClockedNum")
     num = rep.value if isinstance(rep, ClockedNum) else rep
     lo, hi = int(np.floor(num.lo)), int(np.ceil(num.hi))

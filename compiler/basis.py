@@ -118,7 +118,7 @@ class Num:
     `rot` = (cos form, sin form, lo, hi): cos and sin of the angle 2 pi v / P
     for the values v in [lo, hi], both 0 for the others (P the compile's
     rotary period: equality attention past the quadratic score's range,
-    craft.Crafter.rot_of)."""
+    craft.rotary.rot_of)."""
     lin: dict
     lo: float
     hi: float

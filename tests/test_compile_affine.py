@@ -1,7 +1,7 @@
 """Selects between two positions of the same slope, `select(indices + b1,
 indices + b2, pred)`: the compiler decides at compile time whether every
 earlier key is selected ("always"), none is ("never"), or a prefix ending t
-back ("lag"), from the distance d = i - j alone (compiler/craft.py,
+back ("lag"), from the distance d = i - j alone (compiler/craft/selects.py,
 select_kind).  It used to look at distances below 50 only, so `indices + 60
 >= indices` compiled as "always" and gave wrong counts past position 60.
 Checked against the interpreter on inputs up to the design length, every

@@ -6,9 +6,9 @@ back to the wide construction:
 
 * wide value sets of small ints encoded as numbers (craft.dense_small);
 * numeric equality selects narrowed to the range where both sides meet
-  (craft.Crafter.narrowed), and many-match max/min over them by digits;
+  (craft.selects.narrowed), and many-match max/min over them by digits;
 * max/min over an order select of wide numbers by two digit heads
-  (craft.Crafter.build_order_digits);
+  (craft.aggregates.build_order_digits);
 * the one-hot build a program falls back to when an op needs one-hot codes
   (a lookup table of two wide values);
 * blocks only as wide as their own ops (LoopedConfig.block_shapes; layers.schedule_compact
@@ -72,7 +72,7 @@ def test_equality_select_narrowed_to_where_both_sides_meet():
     prog = rasp.loads(NARROW, "<narrow>")
     cm = compile_program(prog, max_len=8)            # -999 is beyond the quadratic score's range
     # q is a min aggregate plus 1: its own head returns it narrowed, with its
-    # square (craft.Crafter.clamped_by_head): no clamp units, no square table
+    # square (craft.selects.clamped_by_head): no clamp units, no square table
     assert "clamp" not in cm.report() and "square" not in cm.report()
     vocab = [0, 1, 2, 5, 8, 9, -103, -100]
     assert_same(prog, cm, short_and_random(vocab, 32, 4, 3, 3))
@@ -141,7 +141,7 @@ def test_sel_widths_compared_by_their_heads_shares(pred, extra):
 
 def test_positions_beyond_the_quadratic_range_compare_number_digits(monkeypatch):
     # --max-len 96: positions up to 383 > 362, so shift_right and index_select
-    # compare two digits held as numbers (craft.Crafter.number_digit_select):
+    # compare two digits held as numbers (craft.digits.number_digit_select):
     # tens of thousands of weights, where one-hot digits took 336,834.  (Rotary
     # codes, tests/test_compile_rot.py, take these first; without them, digits.)
     monkeypatch.setattr(Crafter, "rot_wanted", lambda self: False)
@@ -213,7 +213,7 @@ def test_a_numeric_output_keeps_the_halting_clock(monkeypatch, wide):
     scored ones too).  Every position is compared.  `wide`: as if the
     output were beyond the quadratic unembedding at the clock's margins (the
     clocked output is then read through a one-hot code)."""
-    import compiler.craft as K
+    import compiler.craft.readout as K
     if wide:
         monkeypatch.setattr(K, "quadratic_unembed_exact", lambda lo, hi, scale=1.0: scale == 1.0)
     prog = rasp.load(ROOT / "programs" / "unique_set.rasp")

@@ -1,4 +1,4 @@
-"""Numeric equality of wide numbers (compiler/craft.py, digit_select): both
+"""Numeric equality of wide numbers (compiler/craft/digits.py, digit_select): both
 sides are written as two small digits in one base B ~ sqrt(range) and the
 head compares the digits.  Exact for every value in the range the numbers
 take at the design length L = 4 x max-len (ranges up to 363^2 values);

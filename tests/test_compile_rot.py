@@ -1,4 +1,4 @@
-"""Positions compared by rotary codes (compiler/craft.py, rot_pair; attn.py,
+"""Positions compared by rotary codes (compiler/craft/rotary.py, rot_pair; attn.py,
 rot_eq_exact): past the quadratic score's float32 range (design length 363 on)
 an equality between positions scores SEL - R + R cos(2 pi (k - q) / P) from
 two fixed position features, cos and sin of 2 pi i / P (P = L + 64), rotated
@@ -122,7 +122,7 @@ def test_an_offset_beyond_the_period_falls_back_to_digits():
 
 
 def test_a_lag_beyond_the_period_takes_the_general_path(monkeypatch):
-    # a prefix select lagged 30 back is a 'lag' (craft.select_kind): a prefix head and
+    # a prefix select lagged 30 back is a 'lag' (craft.selects.select_kind): a prefix head and
     # a shift head; with the shift past the rotary period it is an order select instead
     prog = rasp.loads("input seq: {0, 1, 2}\n"
                       "output aggr(select(indices(seq), indices(seq) - 30, le), seq, 0, max)\n", "<lag>")

@@ -351,7 +351,7 @@ def test_compiled_finetune_bench_setting_stays_exact_to_3x(tmp_path):
 
 
 # compiled addition at the trainer's compile length (102 tokens): numeric equality over
-# indices above 362 compares two one-hot digits (compiler/craft.py, digit_select), 6.8M
+# indices above 362 compares two one-hot digits (compiler/craft/digits.py, digit_select), 6.8M
 # parameters (it was 663M through one-hot codes, and these tests were slow); its merge
 # compression still takes minutes on 2 busy cores, so that one stays slow
 ADDITION_SLOW = pytest.param("addition", marks=pytest.mark.slow)
