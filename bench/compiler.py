@@ -322,7 +322,7 @@ def sizes_table(limit: float, only=None, jobs: int = 1) -> str:
     entries = [(name, spec) for name, spec in size_entries() if not only or any(o in name for o in only)]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:      # each compile is its own process
         results = list(pool.map(lambda e: size_cells(e[1], limit), entries))
-    for (name, spec), cells in zip(entries, results):
+    for (name, _spec), cells in zip(entries, results):
         g = growth(cells[1], cells[2], SIZE_LENGTHS[2] / SIZE_LENGTHS[1])
         rows.append(f"| {name} | " + " | ".join(show(c) for c in cells)
                     + f" | {'' if g is None else f'{g:.2f}'} |")

@@ -5,8 +5,8 @@ modules, it ships none of their code).
 Needs a checkout of github `truongbuu/looped-tf` (tested at 7570c59):
 
     git clone https://github.com/truongbuu/looped-tf /path/looped-tf
-    OMP_NUM_THREADS=1 python -m bench.official_fan_parity --src /path/looped-tf/src \\
-        --seed 0 --out runs/fan_parity
+    PYTHONPATH=/path/looped-tf/src OMP_NUM_THREADS=1 python -m bench.official_fan_parity \\
+        --src /path/looped-tf/src --seed 0 --out runs/fan_parity
     python -m bench.fan_parity table --out runs/fan_parity   # both codes, one table
 
 What it runs is their `train.py:50-100` on the parity task (their
@@ -38,9 +38,9 @@ from bench.fan_parity import RANGES, range_means  # one table for both codes
 
 
 def _importable(src: Path):
-    """Their modules importable on a CPU-only, offline machine.  Their src/ folder goes on
-    sys.path: their code imports its own modules by top-level name (`import utils`), so
-    this is the one path edit in bench/, and it is for a checkout outside this repository."""
+    """Their modules importable on a CPU-only, offline machine.  Their code imports its
+    own modules by top-level name (`import utils`), so their src/ folder must be on
+    PYTHONPATH (checked here; nothing in this repository edits sys.path)."""
     import torch
     hub = types.ModuleType("huggingface_hub")
     def stand_in(name):                        # names imported, never called
@@ -53,7 +53,9 @@ def _importable(src: Path):
     check.dep_version_check = lambda pkg, hint=None: None       # pins we do not install (tokenizers, ...)
     sys.modules["transformers.dependency_versions_check"] = check
     torch.Tensor.cuda = lambda self, *a, **k: self
-    sys.path.insert(0, str(src))
+    if src.resolve() not in {Path(p or ".").resolve() for p in sys.path}:
+        sys.exit(f"--src {src}: put it on PYTHONPATH too (PYTHONPATH={src} python -m bench.official_fan_parity ...): "
+                 f"their modules import each other by top-level name")
 
 
 def main(argv=None):

@@ -135,7 +135,6 @@ def models_table(arg: str) -> str:
     from trainer.models import comparison_models, get_encoder_spec
     from trainer.settings.hparams import HParams
     fields = set(HParams.names("seq"))
-    opt_keys = {k for k, _ in OPT_KEYS}
     out = []
     for name in sorted(comparison_models()):
         spec = get_encoder_spec(name)

@@ -245,7 +245,6 @@ def test_skip_finished_resume_interrupted(suite, tmp_path):
 
 
 def test_fan_summary_without_finished_key_counts_as_trained(suite, tmp_path):
-    r = G.expand(suite, "cpu")[0]
     write(tmp_path / "summary.json", json.dumps({"step": 2000, "final_eval_acc": 1.0}))
     assert runner.trained(tmp_path)
 

@@ -23,7 +23,6 @@ from compiler import attn as A
 from compiler import compile_program
 from compiler.craft import Crafter
 from model.looped import position_feature
-from rasp.errors import RaspError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -106,7 +106,7 @@ def _graph() -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from(MODULES)
     for module in sorted(MODULES):
-        for imported, names, line in _imports(module):
+        for imported, _names, line in _imports(module):
             target = _internal(imported)
             if target is None or target == module:
                 continue

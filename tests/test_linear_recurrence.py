@@ -240,7 +240,7 @@ def test_presets_build(name):
     assert spec.family == "linear_recurrence"
     for preset in ("paper", "cpu"):
         assert set(spec.presets[preset]) == {"words", "memory", "counting"}
-    for family, over in spec.presets["cpu"].items():
+    for over in spec.presets["cpu"].values():
         fields = {k: v for k, v in over.items() if k in ("d_model", "n_layer")}
         extra = {k: v for k, v in over.items() if k not in fields and k != "lr"}
         assert set(extra) <= set(spec.defaults), extra

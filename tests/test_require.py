@@ -160,7 +160,7 @@ def test_every_program_declares_its_contract():
 def test_malformed_inputs_are_rejected(tmp_path_factory, name, seed, n_inputs):
     rng = random.Random(seed)
     batch, expect = [], {}
-    for i in range(n_inputs):
+    for _ in range(n_inputs):
         tokens = R.SAMPLERS[name](rng, rng.randint(0 if name != "flip_flop" else 1, 12))
         if rng.random() < 0.6:
             options = [m for m in MUTATIONS[name] if m[1](tokens)]

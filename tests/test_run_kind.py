@@ -34,7 +34,7 @@ def kind_uses(source: str) -> tuple:
         args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         names = {a.arg for a in args if isinstance(a.annotation, ast.Name) and a.annotation.id == "RunKind"}
 
-        def is_kind(node) -> bool:
+        def is_kind(node, names=names) -> bool:
             return ((isinstance(node, ast.Name) and node.id in names)
                     or (isinstance(node, ast.Attribute) and node.attr == "kind"
                         and isinstance(node.value, ast.Name) and node.value.id == "self"))

@@ -153,7 +153,7 @@ def test_eval_json_schema(tmp_path, capsys):
         assert main(["eval", str(out), "-n", "40", "--no-progress"]) == 0
         res = json.loads((out / "eval.json").read_text())
         assert res["task"] == task and res["model"] == "gru" and set(res["splits"]) == {"train", "valid", "long"}
-        for name, e in res["splits"].items():
+        for e in res["splits"].values():
             assert e["n"] == 40
             assert set(e["metrics"]) == {"acc"} and set(e["metrics"]["acc"]) == {"mean", "se"}
             assert sum(row["n"] for row in e["by_length"].values()) == 40

@@ -74,7 +74,7 @@ def test_counting_signal_statistics(setting):
         assert len(x) == L and ex.target == x[1:] + [-1]               # next input; the last unscored
         runs = _runs(x)
         assert runs[0][0] == 0
-        for k, (v, n) in enumerate(runs[:-1]):                          # the last run may be cut
+        for v, n in runs[:-1]:                          # the last run may be cut
             if v == 1:
                 assert n == isi
             else:

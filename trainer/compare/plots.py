@@ -162,11 +162,11 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
         if not res:
             continue
         metric = _metric_for(t.name, tables, res)
-        acc = _series(res, lambda d: {L: row.get(metric) for L, row in d.get("by_length", {}).items()})
+        acc = _series(res, lambda d, metric=metric: {L: row.get(metric) for L, row in d.get("by_length", {}).items()})
         train_max = next((d.get("train_max_n") for r in res if r.status == "finished"
                           for s in r.evals.values() for d in s.values() if d.get("train_max_n")), None)
         per_split(acc, t.name, metric, train_max, unit_range=True)
         for stat in DEPTH_STATS:
-            dep = _series(res, lambda d: d.get("stats", {}).get(stat, {}).get("by_length", {}))
+            dep = _series(res, lambda d, stat=stat: d.get("stats", {}).get(stat, {}).get("by_length", {}))
             per_split(dep, t.name, stat, train_max, unit_range=False)
     return made

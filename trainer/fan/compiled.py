@@ -42,7 +42,7 @@ def compile_task_model(program, max_len: int) -> LoopedTransformer:
     try:
         from compiler import compile_program
     except ImportError as e:
-        raise RaspError(f"--init compiled: the compiler is not available ({e})")
+        raise RaspError(f"--init compiled: the compiler is not available ({e})") from e
     cm = compile_program(program, max_len=max_len)
     model = cm.model
     for key in ("input_tokens", "output_tokens"):
@@ -102,7 +102,7 @@ def _safe_index(p, mask, exact, seeds: int):
     for seed in range(seeds):
         z = _direction(p, mask, seed)
 
-        def ok(i):
+        def ok(i, z=z):
             p.copy_(old * (1 + SAFE_EPS[i] * z))
             return exact()
 

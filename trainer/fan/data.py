@@ -117,7 +117,7 @@ class TaskData:
             try:
                 return x.index(self.sym[">"])
             except ValueError:
-                raise RaspError("a full-answer input has no end-of-query symbol '>'")
+                raise RaspError("a full-answer input has no end-of-query symbol '>'") from None
         return 0 if t == "per_position" else len(x) - 1
 
     def _out(self, v) -> int:

@@ -11,7 +11,6 @@ the implicit model's sequential mode.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import torch
 import torch.nn.functional as F

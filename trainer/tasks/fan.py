@@ -139,7 +139,7 @@ def parse_lengths(text: str) -> list:
             else:
                 out.add(int(part))
     except ValueError:
-        raise RaspError(f"bad --lengths {text!r}: use LO:HI, LO:HI:STEP or a comma list, e.g. 1:40")
+        raise RaspError(f"bad --lengths {text!r}: use LO:HI, LO:HI:STEP or a comma list, e.g. 1:40") from None
     if not out or min(out) < 1:
         raise RaspError(f"bad --lengths {text!r}: lengths must be >= 1")
     return sorted(out)

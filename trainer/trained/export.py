@@ -84,7 +84,7 @@ def export_run(run_dir, out) -> list:
     plots = {}
     if (run_dir / "train_curves.png").is_file():
         plots["train_curves.png"] = (run_dir / "train_curves.png").read_bytes()
-    for name, doc in evals:
+    for name, _doc in evals:
         png = run_dir / (Path(name).stem + "_accuracy.png")
         if png.is_file():
             plots[png.name] = png.read_bytes()
@@ -188,7 +188,7 @@ def _seq_tables(evals) -> list:
 
 def _model_index(name: str, task: str, evals, kind: str) -> list:
     results = []
-    for file, doc in evals:
+    for _file, doc in evals:
         if kind == "fan":
             from trainer.fan.evalfile import FAN_SPLIT
             m = doc.get("splits", {}).get(FAN_SPLIT, {}).get("metrics", {}).get("exact_match", {})
