@@ -185,7 +185,6 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
             "forms": [{str(remap[k]): c for k, c in lin.items() if k in remap} for _, lin in forms]})
     with _no_random_init():                # every parameter is written below
         model = LoopedTransformer(cfg)
-    t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
     def put(param, array):                 # share the float32 buffer instead of copying
         param.data = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
 

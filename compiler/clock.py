@@ -27,7 +27,7 @@ counts are beyond the compiler: such programs compile without a clock.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, TypeVar
 
 from rasp import ir
 from rasp.errors import RaspError
@@ -38,6 +38,7 @@ from .values import ValueSets
 CLOCK = "(clock)"        # not an identifier, so no program variable has this name
 DONE_LOGIT = 13.0        # output margin after exactly T iterations
 OPEN_LOGIT = 3.0         # output margin after any other number of iterations
+_N = TypeVar("_N", bound=ir.Node)
 
 
 class NoClock(Exception):
@@ -60,7 +61,7 @@ class _Builder:
     def __init__(self, prog: ir.ProgramIR, loc):
         self.prog, self.loc = prog, loc
 
-    def node(self, node: ir.Node, block: ir.Block) -> ir.Node:
+    def node(self, node: _N, block: ir.Block) -> _N:
         node.loc, node.block = self.loc, block
         block.items.append(node)
         return node

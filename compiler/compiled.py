@@ -160,6 +160,7 @@ class CompiledModel:
         if self.fixed_steps is not None:
             return np.full(len(batch), int(self.fixed_steps), dtype=np.int64)
         pir = one_loop(self.program.ir)    # the loop the model runs
+        assert self.loop is not None       # set when has_loop
         return host_values(pir, batch, pir.loops[0].count, self.loop.loc, params).clip(min=0)
 
     def encode_batch(self, batch):
@@ -176,26 +177,26 @@ class CompiledModel:
         m = self.model
         if not self.has_loop:
             return m(tokens, 1), np.zeros(len(counts), dtype=np.int64)
-        counts = torch.as_tensor(counts).clamp(min=0)
+        steps = torch.as_tensor(counts).clamp(min=0)
         if self.until_stable:
             # halting by convergence lives in the model class (LoopedTransformer.run_until_stable)
-            out, ran = m.run_until_stable(tokens, counts, self.state_dims, lengths,
+            out, ran = m.run_until_stable(tokens, steps, self.state_dims, lengths,
                                           first_step_changes=self._undefined_init())
-            zero = counts == 0
+            zero = steps == 0
             if bool(zero.any()):            # 0 iterations: the prelude's values, read by the postlude
                 out = torch.where(zero[:, None, None], m.decode(m.encode(tokens)), out)
             return out, ran.numpy()
         e = m.encode(tokens)
         h = m.initial_state(e)
         out = m.decode(e)                    # 0 iterations: the prelude's values, read by the postlude
-        ran = torch.zeros_like(counts)
-        active = counts > 0
+        ran = torch.zeros_like(steps)
+        active = steps > 0
         t = 0
         while bool(active.any()):
             t += 1
             h = torch.where(active[:, None, None], m.step(h, e), h)
             ran += active.long()
-            done_now = active & (counts <= t)
+            done_now = active & (steps <= t)
             if bool(done_now.any()):
                 out = torch.where(done_now[:, None, None], m.decode(h), out)
             active = active & ~done_now

@@ -65,7 +65,8 @@ def group_action(rows: tuple) -> Optional[Action]:
             return None
     inv = np.argmax(t == e, axis=1)                             # a . inv[a] = e
     conj = t[t[:, :], inv[:, None]]                            # conj[x, g] = x g x^-1
-    classes, cls_of = [], {}
+    classes: list[frozenset[int]] = []         # the conjugacy classes
+    cls_of: dict[int, int] = {}
     for g in range(n):
         if g not in cls_of:
             c = frozenset(conj[:, g].tolist())
@@ -76,9 +77,11 @@ def group_action(rows: tuple) -> Optional[Action]:
     chosen = _faithful(subgroups, classes, n, e)
     if chosen is None:
         return None
-    images, orbits = [[] for _ in range(n)], []
+    images: list[list[int]] = [[] for _ in range(n)]
+    orbits: list[tuple[int, ...]] = []
     for h in chosen:
-        cosets, coset_of = [], {}
+        cosets: list[int] = []                 # a representative of each coset
+        coset_of: dict[int, int] = {}
         for x in range(n):
             if x not in coset_of:
                 for y in (rows[x][k] for k in h):
@@ -94,7 +97,8 @@ def group_action(rows: tuple) -> Optional[Action]:
 def _base(images) -> tuple:
     """Points whose images tell every element apart, chosen greedily (the
     point that splits the elements into the most classes next)."""
-    n, base = len(images), []
+    n = len(images)
+    base: list[int] = []
     while len({tuple(im[p] for p in base) for im in images}) < n:
         base.append(max((p for p in range(len(images[0])) if p not in base),
                         key=lambda q: len({tuple(im[p] for p in base + [q]) for im in images})))
@@ -108,7 +112,7 @@ def _subgroups(rows, e, class_reps) -> set:
     only on <g> and <h>, so one generator per cyclic subgroup is tried, and
     at most MAX_CLOSURES pairs (compile time; {e} is always there)."""
     n = len(rows)
-    cyclic = {}
+    cyclic: dict[frozenset[int], int] = {}    # cyclic subgroup -> its first generator
     for x in range(n):
         cyclic.setdefault(_closure(rows, e, (x,), n), x)
     seconds = sorted(cyclic.values())

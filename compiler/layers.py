@@ -26,7 +26,8 @@ def schedule(ops: list, max_units=None, max_heads=None) -> int:
     its layer hold more than max_units MLP units (or max_heads heads) goes to
     the first later layer with room (an op alone in a layer always fits)."""
     n = 0
-    units, heads = {}, {}
+    units: dict[int, int] = {}        # layer -> MLP units, attention heads in it
+    heads: dict[int, int] = {}
     for op in ops:
         if op.kind == "attn":
             layer = max([d.layer + 1 for d in op.deps], default=0)
@@ -95,6 +96,7 @@ def schedule_compact(stages: dict, fixed: int, d_model: int) -> tuple:
         cost, _ = run(cu, ch)
         if best is None or cost < best[0]:
             best = (cost, cu, ch)
+    assert best is not None           # caps() always offers (None, None)
     return run(best[1], best[2])
 
 
@@ -124,7 +126,7 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
     res = crafter.res
     _drop_dead(crafter, body_ops)
     states = [(var, *crafter.state[var]) for var in crafter.pg.loop_vars()]
-    last_read = {}            # dim -> last body layer reading it
+    last_read: dict[int, int] = {}    # dim -> last body layer reading it
     for op in body_ops:
         for d in op.reads():
             last_read[d] = max(last_read.get(d, -1), op.layer)
@@ -177,6 +179,7 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
             if isinstance(new, Num):
                 raise crafter.error(var.update, f"loop variable '{var.name}' gets a numeric update but "
                                     "holds few values (internal)")
+            assert not isinstance(new, int)     # LoopVar.update is a node, so `new` is its rep
             for v, lin in s.vals.items():
                 (sd,) = lin
                 extra[cv].units.append(Unit(cur.vals[v], 0.0, {sd: -1.0}))
@@ -197,12 +200,12 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
     for var, op in direct.items():
         s = crafter.state[var][0]
         new = crafter.reps[var.update]
-        remap = {}
+        remap: dict[int, list[int]] = {}     # update dim -> the state dims it goes to
         for v, lin in new.vals.items():
             (d,) = lin
             remap.setdefault(d, []).append(next(iter(s.vals[v])))
         for u in op.units:
-            out = {}
+            out: dict[int, float] = {}
             for d, cf in u.out.items():
                 for sd in remap.get(d, [d]):
                     out[sd] = out.get(sd, 0.0) + cf

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
+from typing import Optional
 
 from rasp import ir
 from rasp.errors import RaspError
@@ -25,9 +27,10 @@ from rasp.errors import RaspError
 COUNTER = "(step)"       # not an identifier: no program variable has this name
 
 
-_CONST_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-              "min": min, "max": max, "neg": lambda a: -a,
-              "floordiv": lambda a, b: a // b if b else None, "mod": lambda a, b: a % b if b else None}
+_CONST_OPS: dict[str, Callable[..., Optional[int]]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "min": min, "max": max, "neg": lambda a: -a,
+    "floordiv": lambda a, b: a // b if b else None, "mod": lambda a, b: a % b if b else None}
 
 
 def const_count(prog: ir.ProgramIR, e: ir.HostExpr):
@@ -88,13 +91,14 @@ def drop_empty_loops(prog: ir.ProgramIR) -> ir.ProgramIR:
     if not empty:
         return prog
     top = ir.Block()
-    post, undefined = {}, []
+    post: dict[ir.Node, ir.Node] = {}          # node before -> after the copy
+    undefined: list[_Undefined] = []
     _copy_items(prog.body.items, post, top, empty, prog, undefined)
     output = _rebuild(prog.output, post, top, None)
-    for n in undefined:
-        if _depends_on(output, n):
-            raise RaspError(f"loop variable '{n.var.name}' is first defined inside this loop, which runs 0 "
-                            "times: it has no value after it", loc=n.loop.loc, source=prog.source)
+    for u in undefined:
+        if _depends_on(output, u):
+            raise RaspError(f"loop variable '{u.var.name}' is first defined inside this loop, which runs 0 "
+                            "times: it has no value after it", loc=u.loop.loc, source=prog.source)
     loops = _all_loops(top)
     for n, l in enumerate(loops):
         l.index = n
@@ -201,7 +205,7 @@ def _depends_on(n, target, memo=None) -> bool:
 
 def _reads_any(loop, post) -> bool:
     """Whether a flat loop's initial values or body read a value in `post`."""
-    memo = {}
+    memo: dict[ir.Node, bool] = {}
     nodes = [v.init for v in loop.vars if v.init is not None] + [v.update for v in loop.vars]
     return any(_depends_any(n, post, memo) for n in nodes)
 
@@ -290,7 +294,7 @@ def merge_sequential(prog: ir.ProgramIR) -> ir.ProgramIR:
             top.items.append(it)
     counter.init = node(ir.Full(const(0, top)), top)
     outs = {v: v.out for l in loops for v in l.vars if getattr(v, "out", None) is not None}
-    pre = {}                # before the loop: every loop's variables hold their initial values
+    pre: dict[ir.Node, ir.Node] = {}        # before the loop: every loop's variables hold their initial values
     for loop in loops:
         for v in loop.vars:
             nv = ir.LoopVar(v.name, v.kind, rebuild(v.init, pre, top) if v.init is not None else None)
@@ -309,7 +313,8 @@ def merge_sequential(prog: ir.ProgramIR) -> ir.ProgramIR:
         if hi is not None:
             active = node(ir.Map("and", (active, node(ir.Map("lt", (c_state, const(hi, body))), body))), body)
         # initial values on the earlier loops' values after this iteration
-        nxt_memo = {v.state: nv.state for v, nv in new_var.items()}
+        # (Optional: the types of LoopVar.state and .update, set by now)
+        nxt_memo: dict[Optional[ir.Node], Optional[ir.Node]] = {v.state: nv.state for v, nv in new_var.items()}
         for v in loop.vars:
             nv = new_var[v]
             nv.update = node(ir.Map("where", (active, rebuild(v.update, cur, body), nv.state)), body)

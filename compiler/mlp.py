@@ -104,7 +104,8 @@ def cat_map_cost(f, sets) -> int:
         return 0
     order = sorted(range(len(sets)), key=lambda i: len(sets[i]))
     last, rest = order[-1], order[:-1]
-    counts, per = {}, []
+    counts: dict[int, int] = {}           # output value -> times it is given
+    per: list[set] = []
     for combo in itertools.product(*[sorted(sets[i]) for i in rest]):
         outs = set()
         for u in sets[last]:
@@ -117,7 +118,7 @@ def cat_map_cost(f, sets) -> int:
                 outs.add(w)
                 counts[w] = counts.get(w, 0) + 1
         per.append(outs)
-    omit = max(counts, key=counts.get) if counts else None
+    omit = max(counts, key=counts.__getitem__) if counts else None
     return 2 * sum(len(o - {omit}) for o in per)
 
 
@@ -144,7 +145,7 @@ def group_map(a: Cat, b: Cat, action, out_values, alloc, explicit=False):
     im = action.images
 
     def moves(c: Cat) -> dict:      # (p, q) -> sum of the indicators of the values sending p to q
-        forms = {}
+        forms: dict[tuple[int, int], dict] = {}
         for v, lin in c.vals.items():
             for p in range(action.points):
                 forms[(p, im[v][p])] = lin_add(forms.get((p, im[v][p]), {}), lin)
@@ -187,7 +188,8 @@ def num_where(c: Cat, x, y, lo, hi, alloc):
     nz = lin_add(*[l for v, l in c.vals.items() if v != 0])
     z = lin_add(*[l for v, l in c.vals.items() if v == 0])
     dim = alloc("where")
-    units, free = [], {}
+    units: list[Unit] = []
+    free: dict = {}
     for branch, cond in ((x, nz), (y, z)):
         if isinstance(branch, int):
             free = lin_add(free, (float(branch), cond))
@@ -260,7 +262,7 @@ def selwidth_decode(a_dim: int, L: int, outputs: list, alloc):
     # Basis relu(a_k - a): a unit is on for widths above k.  For the convex
     # outputs used here (w, w^2) every coefficient is positive, so the sum has
     # no cancellation and stays exact in float32 at long lengths.
-    units = {}
+    units: dict[int, dict[int, float]] = {}     # knot -> {output dim: coefficient}
     for d, y in cols:
         slope = (y[:-1] - y[1:]) / (a[:-1] - a[1:])     # segment k spans [a_{k+1}, a_k]
         coef = {0: -slope[0]}
@@ -270,7 +272,7 @@ def selwidth_decode(a_dim: int, L: int, outputs: list, alloc):
             if abs(c) > 1e-12 * max(1.0, abs(slope).max()):
                 units.setdefault(k, {})[d] = c
     mlp = [Unit({a_dim: -1.0}, float(a[k]), out) for k, out in sorted(units.items())]
-    out_reps = []
+    out_reps: list[Num | Cat] = []
     for (kind, d, lo, hi), (_, f) in zip(reps, outputs):
         if kind == "num":
             out_reps.append(Num(lin_add((float(f(0)), NOTBOS), {d: 1.0}), lo, hi))

@@ -19,6 +19,7 @@ another token, or of `>` without a `require` that it occurs, before it.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from rasp import ir
 from rasp.errors import RaspError
@@ -27,7 +28,7 @@ from .clock import NoClock, _Builder
 from .loops import _all_loops, _copy_items, _count_text, _rebuild, host_ops
 
 
-def _guarantees(prog, tok: int) -> bool:
+def _guarantees(prog, tok: Optional[int]) -> bool:
     """Whether a scalar `require` says that `tok` occurs in every input."""
     for r in prog.requires:
         n = r.node
@@ -82,7 +83,7 @@ def causal_params(prog: ir.ProgramIR) -> ir.ProgramIR:
         return prog
     err = lambda msg, node: RaspError(msg, loc=node.loc, source=prog.source)
     eoq = prog.symbols.get(">")
-    users = {}
+    users: dict[ir.Node, list[ir.Node]] = {}      # node -> the nodes that read it
     for n in nodes:
         for i in n.inputs:
             users.setdefault(i, []).append(n)
@@ -130,7 +131,7 @@ def causal_params(prog: ir.ProgramIR) -> ir.ProgramIR:
                       "positions before it, where the value is unknown", n)
     top = ir.Block()
     b = _Builder(prog, None)
-    memo = {}
+    memo: dict[ir.Node, ir.Node] = {}
 
     def sop(n):
         if n in memo:

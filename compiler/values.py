@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -73,7 +74,10 @@ def unique_key(sel: ir.Select) -> bool:
     the compiler built itself and marked (`one_key`, see clock.py)."""
     if getattr(sel, "one_key", False):
         return True
-    return sel.pred == "eq" and affine_of(sel.key) is not None and affine_of(sel.key)[0] != 0
+    if sel.pred != "eq":
+        return False
+    affine = affine_of(sel.key)
+    return affine is not None and affine[0] != 0
 
 
 def affine_of(node) -> tuple | None:
@@ -169,7 +173,7 @@ class ValueSets:
                     for n in body:
                         self.sets.pop(n, None)
                 else:
-                    redo = sorted({n for state in grown for n in reach[state]}, key=order.get) \
+                    redo = sorted({n for state in grown for n in reach[state]}, key=order.__getitem__) \
                         if len(grown) > 1 else reach[next(iter(grown))]
                     for n in redo:
                         self.before[n] = self.sets.pop(n, None)
@@ -215,7 +219,7 @@ class ValueSets:
         for state in grown:          # (self.before keeps the set the body last read)
             step = counters[state]
             self.sets[state] = frozenset(x + step * k for x in self.sets[state] for k in range(left))
-        redo = sorted({n for state in grown for n in self.reach[state]}, key=self.order.get)
+        redo = sorted({n for state in grown for n in self.reach[state]}, key=self.order.__getitem__)
         for n in redo:
             self.before[n] = self.sets.pop(n, None)
         for n in redo:
@@ -231,7 +235,8 @@ class ValueSets:
         L = self.length
         for i in node.inputs:
             if isinstance(i, ir.Host) or (isinstance(i, ir.Map) and i.kind == ir.SCALAR):
-                what = f"param '{i.name}'" if getattr(i, "name", None) else "a host value (len/count/param)"
+                name = getattr(i, "name", None)
+                what = f"param '{name}'" if name else "a host value (len/count/param)"
                 raise self.error(node, f"{what} is computed on the host from the whole input; a causal "
                                  "transformer cannot use it as a value here (params may only be loop counts)")
         if isinstance(node, ir.Input):
@@ -319,8 +324,10 @@ def may_overflow(op: str, sets: list) -> bool:
     corners of the operands' ranges, computed here in Python's exact ints."""
     if op in ("add", "sub", "mul", "neg", "abs") and all(sets):
         corners = itertools.product(*[(min(v), max(v)) for v in sets])
-        f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-             "neg": lambda a: -a, "abs": lambda a: abs(a)}[op]
+        ops: dict[str, Callable[..., int]] = {
+            "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "neg": lambda a: -a, "abs": lambda a: abs(a)}
+        f = ops[op]
         return any(not INT64_MIN <= f(*c) <= INT64_MAX for c in corners)
     if op == "floordiv" and len(sets) == 2:
         return INT64_MIN in sets[0] and -1 in sets[1]

@@ -20,12 +20,13 @@ trainer/fan/compiled.py's --compress merge), not for training.
 from __future__ import annotations
 
 import copy
+from typing import cast
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .looped import CausalSelfAttention, LoopedTransformer
+from .looped import MLP, CausalSelfAttention, LoopedTransformer
 
 
 def _index(mask: torch.Tensor) -> torch.Tensor:
@@ -35,6 +36,8 @@ def _index(mask: torch.Tensor) -> torch.Tensor:
 class _LiveLinear(nn.Module):
     """nn.Linear on its rows `rows` and columns `cols` (default: those with a
     nonzero entry); every other output is 0."""
+    rows: torch.Tensor          # buffers (register_buffer)
+    cols: torch.Tensor
 
     def __init__(self, lin: nn.Linear, rows=None, cols=None):
         super().__init__()
@@ -65,7 +68,7 @@ class _LiveMLP(nn.Module):
     bias) and down reads (nonzero column): the others give act(0) = 0 or are
     multiplied by 0."""
 
-    def __init__(self, mlp: nn.Module):
+    def __init__(self, mlp: MLP):
         super().__init__()
         up_nz, down_nz = mlp.up.weight.detach() != 0, mlp.down.weight.detach() != 0
         written = up_nz.any(1) if mlp.up.bias is None else up_nz.any(1) | (mlp.up.bias.detach() != 0)
@@ -84,10 +87,12 @@ class _LiveAttention(CausalSelfAttention):
     def __init__(self, attn: CausalSelfAttention):
         nn.Module.__init__(self)
         self.n_head, self.d_head, self.scale = attn.n_head, attn.d_head, attn.scale
-        self.q, self.k, self.v, self.o = (_LiveLinear(getattr(attn, name)) for name in "qkvo")
+        # add_module: the stand-ins do nn.Linear's work but are not the declared nn.Linear
+        for name in "qkvo":
+            self.add_module(name, _LiveLinear(getattr(attn, name)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not len(self.o.rows):
+        if not len(cast(_LiveLinear, self.o).rows):     # o is a _LiveLinear (__init__)
             return torch.zeros_like(x)
         return super().forward(x)
 
@@ -98,5 +103,5 @@ def zero_skipping(model: LoopedTransformer) -> LoopedTransformer:
     live = copy.deepcopy(model)
     for blk in live.blocks():
         blk.attn, blk.mlp = _LiveAttention(blk.attn), _LiveMLP(blk.mlp)
-    live.unembed = _LiveLinear(live.unembed)
+    live.add_module("unembed", _LiveLinear(live.unembed))     # a stand-in, as in _LiveAttention
     return live.eval()

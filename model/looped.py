@@ -18,7 +18,7 @@ import math
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Optional, cast
 
 import torch
 import torch.nn as nn
@@ -173,7 +173,8 @@ class LoopedTransformer(nn.Module):
         self.final_norm = _norm(cfg) if cfg.decode_norm else nn.Identity()
         if cfg.embed_bias:
             self.embed_bias = nn.Parameter(torch.zeros(cfg.d_model))
-        self.unembed = nn.Linear(cfg.d_model, cfg.out_vocab_size, bias=cfg.bias)
+        n_out = cast(int, cfg.out_vocab_size)      # LoopedConfig.__post_init__ fills in None
+        self.unembed = nn.Linear(cfg.d_model, n_out, bias=cfg.bias)
         self.apply(self._init_weights)
 
     @staticmethod

@@ -18,6 +18,8 @@ Either way the error is located at the loop and names the estimate.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from .errors import RaspRuntimeError
@@ -50,7 +52,7 @@ def static_work(ir: ProgramIR, hosts, lengths, max_steps=None):
     """([B] lower bound of each input's work, [(loop, [B] work of that loop
     with the loops inside it, over the whole run)] in source order)."""
     length = np.asarray(lengths, dtype=np.float64)
-    per_loop = []
+    per_loop: list[Optional[tuple[Loop, np.ndarray]]] = []     # None while its body is costed
 
     def cost(block, times):
         total = _computed_items(block) * length

@@ -7,7 +7,7 @@ from . import ir
 from .values import Function, LambdaValue, Predicate, Reduction, Scope, describe
 
 # parameter lists: (name, default) where None means required
-_SIGNATURES = {
+_SIGNATURES: dict[str, list[tuple[str, int | str | None]]] = {
     "full": [("x", None), ("c", None)],
     "indices": [("x", None)],
     "tok_map": [("x", None), ("f", None)],

@@ -17,7 +17,7 @@ import difflib
 import re
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 from . import ast as A
 
@@ -234,7 +234,8 @@ def format_entry(entry: Entry) -> str:
     if entry.example:
         lines += [f"  example: x = {entry.given}", f"           {entry.example}  ->  {entry.gives}"]
     if entry.group == "library":
-        lines += ["  defined in rasp/lib.rasp as:"] + ["    " + l for l in library_source(entry.name).splitlines()]
+        source = cast(str, library_source(entry.name))     # a library entry is defined there
+        lines += ["  defined in rasp/lib.rasp as:"] + ["    " + l for l in source.splitlines()]
     return "\n".join(lines)
 
 

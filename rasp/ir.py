@@ -55,7 +55,7 @@ class Node:
     kind: str = SOP
     inputs: tuple = ()
     loc: Optional[Loc] = None
-    block: "Block" = None          # the block this node is computed in
+    block: Optional["Block"] = None       # the block this node is computed in
     origin: Optional[str] = None   # the library function whose inlined code made it
 
     def label(self) -> str:
@@ -165,6 +165,7 @@ class Table:
 class Select(Node):
     """A[q, k] = pred(key[k], query[q]) for k <= q."""
     kind = SELECTOR
+    one_key: bool = False       # set by the compiler on a select it built with at most one key per query
 
     def __init__(self, key: Node, query: Node, pred: str):
         self.inputs = (key, query)
@@ -229,12 +230,15 @@ class LoopVar:
     """A variable assigned in a loop body.  `init` is its value before the
     loop (None if the body defines it first: then it is undefined if the loop
     runs 0 times).  `update` is its value at the end of an iteration.  After
-    the loop the program reads `state`'s final value through `LoopOut`."""
+    the loop the program reads `state`'s final value through `LoopOut`
+    (`out`, the one LoopOut node of the variable once something reads it).
+    `state` and `update` are None only while the loop is being built."""
     name: str
     kind: str
     init: Optional[Node]
-    state: LoopState = None
-    update: Node = None
+    state: Optional[LoopState] = None
+    update: Optional[Node] = None
+    out: Optional[LoopOut] = field(default=None, repr=False)
 
 
 class LoopOut(Node):

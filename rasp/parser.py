@@ -8,6 +8,7 @@ import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
@@ -161,6 +162,20 @@ def _first_position(tree):
     return 1, 1
 
 
+def _binop(op: str):
+    """A _ToAst method that builds a BinOp `op` (v_args(meta=True) applies to it)."""
+    def build(self, meta, c):
+        return A.BinOp(*_pos(meta), op, c[0], c[1])
+    return build
+
+
+def _unop(op: str):
+    """A _ToAst method that builds a UnaryOp `op`."""
+    def build(self, meta, c):
+        return A.UnaryOp(*_pos(meta), op, c[0])
+    return build
+
+
 @v_args(meta=True)
 class _ToAst(Transformer):
     """Builds rasp.ast nodes; keeps line/column on each."""
@@ -211,20 +226,10 @@ class _ToAst(Transformer):
     def lambda_expr(self, meta, c):
         return A.Lambda(*_pos(meta), [str(t) for t in c[:-1]], c[-1])
 
-    def _binop(op):
-        def build(self, meta, c):
-            return A.BinOp(*_pos(meta), op, c[0], c[1])
-        return build
-
     or_op, and_op = _binop("or"), _binop("and")
     bitor, bitxor, bitand = _binop("bitor"), _binop("bitxor"), _binop("bitand")
     add, sub, mul = _binop("add"), _binop("sub"), _binop("mul")
     floordiv, mod, truediv = _binop("floordiv"), _binop("mod"), _binop("truediv")
-
-    def _unop(op):
-        def build(self, meta, c):
-            return A.UnaryOp(*_pos(meta), op, c[0])
-        return build
 
     not_op, neg, pos, invert = _unop("not"), _unop("neg"), _unop("pos"), _unop("invert")
 
@@ -310,7 +315,8 @@ def parse(source: str, path: str = "<string>") -> A.Module:
         raise RaspError(f"nested too deeply (more than Python's stack allows); split it into several "
                         "statements", Loc(path, 1, 1), source) from None
     except UnexpectedCharacters as e:
-        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        pos = cast(int, e.pos_in_stream)        # Optional on UnexpectedInput; always set here
+        ch = text[pos] if pos < len(text) else ""
         msg = f"unexpected character {ch!r}"
         if ch in "\"'":
             msg = "unterminated string (strings end on the same line)"

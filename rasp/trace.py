@@ -9,7 +9,7 @@ and in a pipe (no colour codes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union, cast
 
 from .ir import SCALAR, SELECTOR, Loc, ProgramIR
 
@@ -24,7 +24,7 @@ class TraceEvent:
     loc: Optional[Loc]
     steps: tuple
     kind: str
-    value: object
+    value: Union[int, list[int], list[list[int]]]
 
 
 def format_trace(ir: ProgramIR, result) -> str:
@@ -61,7 +61,7 @@ class _Row:
 
 def _length(e: TraceEvent) -> int:
     if e.kind == SELECTOR:
-        return len(e.value)
+        return len(cast(list, e.value))     # a selector's value is its list of rows
     return len(e.value) if isinstance(e.value, list) else 0
 
 

@@ -9,13 +9,16 @@ give over sets of operand values; the compiler's value-set inference
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
 import numpy as np
 
 from . import ir
 
 MAX_EVAL = 4_000_000     # largest product of operand value sets a map is evaluated on
 
-_NP = {
+_NP: dict[str, Callable[..., Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply,
     "floordiv": np.floor_divide, "mod": np.mod, "neg": np.negative,
     "eq": lambda a, b: (a == b), "ne": lambda a, b: (a != b), "lt": lambda a, b: (a < b),
@@ -28,7 +31,7 @@ _NP = {
 }
 
 
-def apply_op(op: str, args: list) -> np.ndarray:
+def apply_op(op: str, args: Sequence) -> np.ndarray:
     """Element-wise op on broadcastable int arrays, with the interpreter's int
     semantics (floor division/modulo; comparisons give 0/1)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -46,7 +49,7 @@ def table_array(table: ir.Table) -> np.ndarray:
     return cached
 
 
-def in_table(table: ir.Table, args: list) -> np.ndarray:
+def in_table(table: ir.Table, args: Sequence) -> np.ndarray:
     """Where every index lies inside the table (broadcast over args)."""
     ok = np.ones(np.broadcast_shapes(*[np.shape(a) for a in args]), dtype=bool)
     for a, n in zip(args, table.shape):
@@ -54,7 +57,7 @@ def in_table(table: ir.Table, args: list) -> np.ndarray:
     return ok
 
 
-def lookup(table: ir.Table, args: list, ok=None) -> np.ndarray:
+def lookup(table: ir.Table, args: Sequence, ok=None) -> np.ndarray:
     """T[a] / T[a][b] element-wise; positions outside the table read entry 0
     (callers report or drop them: see in_table)."""
     ok = in_table(table, args) if ok is None else ok
@@ -62,7 +65,7 @@ def lookup(table: ir.Table, args: list, ok=None) -> np.ndarray:
     return table_array(table)[index]
 
 
-def eval_map(op: str, sets: list, table: ir.Table = None) -> np.ndarray:
+def eval_map(op: str, sets: list, table: Optional[ir.Table] = None) -> np.ndarray:
     """All values of `op` over the product of the operand sets (combinations
     that are run-time errors -- division by zero, an index outside a lookup
     table -- are skipped: the interpreter rejects them)."""
@@ -78,6 +81,7 @@ def eval_map(op: str, sets: list, table: ir.Table = None) -> np.ndarray:
         raise OverflowError(total)
     grids = np.meshgrid(*arrays, indexing="ij")
     if op == "lookup":
+        assert table is not None, "a lookup brings its table"
         ok = in_table(table, grids)
         return np.unique(lookup(table, grids, ok)[ok])
     out = apply_op(op, grids)
