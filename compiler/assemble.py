@@ -154,7 +154,7 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
 
     # drop residual dims nothing reads (state dims stay: halting compares them)
     read = np.zeros(d, dtype=bool)
-    for W, B in pre + body + post:
+    for W, _B in pre + body + post:
         for name in ("q", "k", "v", "up"):
             read |= np.abs(W[name]).sum(axis=0) > 0
     read |= np.abs(WU).sum(axis=0) > 0
@@ -191,7 +191,7 @@ def assemble(crafter, stages: dict, out_rep, extra: dict, gate=None):
     zeros = lambda n: np.zeros(n, dtype=np.float32)
     put(model.embed.weight, WE[:, keep])
     for blk, (W, B), (h, w, m) in zip(model.blocks(), pre + body + post, shapes):
-        heads = lambda a: a.reshape(nh, dh, a.shape[1])[:h, :w].reshape(h * w, a.shape[1])  # the block's head rows
+        heads = lambda a, h=h, w=w: a.reshape(nh, dh, a.shape[1])[:h, :w].reshape(h * w, a.shape[1])  # the block's head rows
         for name, lin in (("q", blk.attn.q), ("k", blk.attn.k), ("v", blk.attn.v)):
             put(lin.weight, heads(W[name])[:, keep])
             put(lin.bias, zeros(lin.bias.shape[0]))

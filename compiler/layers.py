@@ -137,7 +137,7 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
     # one-hot variable then need not share the widest layer with another's),
     # otherwise all in one layer
     commit = {}
-    for var, s, init in states:
+    for var, s, _init in states:
         cv = max([last_read.get(d, 0) for lin in _forms(s) for d in lin] + [0])
         new = crafter.reps.get(var.update) if crafter.pg.stage.get(var.update) == "body" else None
         for d in _dims(new) if new is not None else ():
@@ -148,13 +148,13 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
     if not spread:
         commit = dict.fromkeys(commit, max(commit.values(), default=0))
     direct = {}
-    for var, s, init in states:
+    for var, s, _init in states:
         new = crafter.reps.get(var.update)
         op = _pure_writer(new, writer) if crafter.pg.stage.get(var.update) == "body" else None
         if op is not None and op.layer == commit[var] and isinstance(s, Cat) and set(new.vals) <= set(s.vals) \
                 and not any(last_read.get(d, -1) >= 0 for d in op.writes):
             direct[var] = op
-    for var, s, init in states:
+    for var, _s, _init in states:
         if var in direct:
             continue
         new = crafter.reps.get(var.update)
@@ -232,7 +232,7 @@ def _plan_body(crafter, body_ops: list, spread: bool) -> int:
                 # here: the dim is never written with a nonzero value
                 continue
             _cancel(extra[layer], d, dim.signed, None)
-    for layer, op in extra.items():
+    for op in extra.values():
         if op.units:
             body_ops.append(op)
     return n_layers

@@ -143,7 +143,7 @@ def causal_params(prog: ir.ProgramIR) -> ir.ProgramIR:
             try:
                 r = b.count_sop(n.expr, top)
             except NoClock as e:
-                raise err(f"the compiler cannot compute {n.label()} as a value in a causal model: {e}", n)
+                raise err(f"the compiler cannot compute {n.label()} as a value in a causal model: {e}", n) from e
         elif isinstance(n, ir.Map) and type(n) is ir.Map and n.kind == ir.SCALAR:
             r = b.node(ir.Map(n.op, tuple(sop(i) for i in n.inputs)), top)
         else:

@@ -11,7 +11,6 @@ import itertools
 import math
 from collections.abc import Callable
 
-import numpy as np
 
 from rasp import ir
 from rasp.errors import RaspError

@@ -119,7 +119,7 @@ class ExpressionLowering:
                     raise self.error(f"{fn.name}() is missing the argument '{name}'", node)
                 value = default if fn.builtin else self.expr(default, self.globals_for(fn))
                 bound[name] = (node, value)
-        for name, (arg_node, value) in bound.items():
+        for arg_node, value in bound.values():
             if isinstance(value, LambdaValue) and not fn.builtin:
                 raise self.error("a lambda is only allowed as the function argument of tok_map or seq_map",
                                  arg_node)

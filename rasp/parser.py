@@ -312,7 +312,7 @@ def parse(source: str, path: str = "<string>") -> A.Module:
         _check_nesting(tree, path, source)
         return _ToAst().transform(tree)
     except RecursionError:
-        raise RaspError(f"nested too deeply (more than Python's stack allows); split it into several "
+        raise RaspError("nested too deeply (more than Python's stack allows); split it into several "
                         "statements", Loc(path, 1, 1), source) from None
     except UnexpectedCharacters as e:
         pos = cast(int, e.pos_in_stream)        # Optional on UnexpectedInput; always set here

@@ -32,7 +32,7 @@ class FusionMixin:
                 continue
             inner, leaves = set(), []
 
-            def walk(node):
+            def walk(node, inner=inner, leaves=leaves):
                 for i in node.inputs:
                     if self.absorbable(i, node):
                         inner.add(i)

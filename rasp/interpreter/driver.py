@@ -26,8 +26,9 @@ GROUP_WORK = 2**16                   # padded tokens per length group (see lengt
 
 
 def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
-            trace: bool = False, limits: RunLimits = RunLimits()) -> BatchResult:
+            trace: bool = False, limits: Optional[RunLimits] = None) -> BatchResult:
     """Run `ir` on every input of `batch` (validated lists of ints)."""
+    limits = limits or RunLimits()
     groups = [] if trace else length_groups([len(x) for x in batch])
     if len(groups) > 1:
         try:
