@@ -187,3 +187,11 @@ def test_programs_are_up_to_date_and_label_like_the_tables():
     for name in groups.NAMES:
         x = rng.integers(0, groups.get(name).order, size=(20, 17))
         assert words.prefix_targets(name, x) == groups.get(name).prefix_products(x).tolist()
+
+
+def test_the_registry_knows_each_word_groups_name_and_order_without_building_it():
+    """trainer/tasks/groups.py SIZES: what the registry reads before flags are parsed."""
+    from trainer.tasks import groups
+    for key, (name, order) in groups.SIZES.items():
+        g = groups.get(key)
+        assert (g.name, g.order) == (name, order), key

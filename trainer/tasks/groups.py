@@ -92,6 +92,11 @@ APERIODIC = Monoid("Ma", np.array([[0, 1, 2, 3],
                                    [3, 3, 3, 3]], dtype=np.int64), ("E", "A", "B", "X"))
 
 
+# (name, order) of what get() builds for the word tasks, known without building it: the task
+# registry is read before `rasp train` parses its flags (tests/test_tasks_words.py checks them)
+SIZES = {"z60": ("Z60", 60), "a4z5": ("A4xZ5", 60), "a5": ("A5", 60), "s5": ("S5", 120), "mixed": ("MaxA5", 240)}
+
+
 @lru_cache(maxsize=None)
 def get(name: str) -> Monoid:
     """z60, a4z5, a5, s5, mixed (= M^a × A5), a4, z5, ma."""

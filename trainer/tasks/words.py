@@ -95,9 +95,8 @@ def _examples(group_name, words) -> list:
 
 
 def generator(group_name: str):
-    order = groups.get(group_name).order
-
     def generate(rng: np.random.Generator, params: dict, n: int) -> list:
+        order = groups.get(group_name).order        # built on first use, not at registration
         if group_name == "mixed":
             return _examples("mixed", draw_mixed(rng, int(params["L"]), float(params["p"]), n))
         lengths = draw_lengths(rng, params, n, order)
@@ -158,23 +157,23 @@ WP_STATS = {
 }
 
 for _suffix, _wp in P3_GROUPS.items():
-    _g = groups.get(_suffix)
-    _splits = p3_splits(_g.order)
+    _name, _order = groups.SIZES[_suffix]
+    _splits = p3_splits(_order)
     if _suffix == "s5":      # P2 Fig. 1: S5 trained at L = 32, tested up to 128
         _splits["train_32"] = Split("train_32", {"min_len": 32, "max_len": 32}, CAP,
                                       "P2 Fig. 1: length 32 only (size not stated; 10^6 as P3)")
     register(SeqTask(
-        name=f"words_{_suffix}", kind="per_position", vocab=tuple(str(i) for i in range(_g.order)),
-        labels=tuple(str(i) for i in range(_g.order)), splits=_splits, generate=generator(_suffix),
+        name=f"words_{_suffix}", kind="per_position", vocab=tuple(str(i) for i in range(_order)),
+        labels=tuple(str(i) for i in range(_order)), splits=_splits, generate=generator(_suffix),
         metrics=("token_acc", "seq_acc"), family="words",
-        description=f"word problem over {_g.name} ({_g.order} elements): the prefix product at every position",
-        train_range=(2, TRAIN_K), paper_stats={**WP_STATS, "group order": _g.order},
+        description=f"word problem over {_name} ({_order} elements): the prefix product at every position",
+        train_range=(2, TRAIN_K), paper_stats={**WP_STATS, "group order": _order},
         program=str(PROGRAMS / f"words_{_suffix}.rasp")))
 
-_mixed = groups.get("mixed")
+_mixed_order = groups.SIZES["mixed"][1]
 register(SeqTask(
-    name="words_mixed", kind="per_position", vocab=tuple(str(i) for i in range(_mixed.order)),
-    labels=tuple(str(i) for i in range(_mixed.order)), splits=mixed_splits(), generate=generator("mixed"),
+    name="words_mixed", kind="per_position", vocab=tuple(str(i) for i in range(_mixed_order)),
+    labels=tuple(str(i) for i in range(_mixed_order)), splits=mixed_splits(), generate=generator("mixed"),
     metrics=("token_acc", "seq_acc"), family="words",
     description="A5 x the aperiodic monoid under D_p (P2 §4): the prefix product at every position",
     train_range=(256, 256),
