@@ -5,16 +5,36 @@ constructors, errors, statements and scopes these methods call."""
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from . import ast as A
 from . import ir
 from .values import (UNDEFINED, Function, LambdaValue, LazyLoopOut, Predicate, Reduction, Scope,
                      describe)
 
+if TYPE_CHECKING:
+    from .errors import RaspError
+
 COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 
 
 class ExpressionLowering:
+    # what these methods use of rasp.lower.Lowering, the class this is a mixin
+    # of (declared for the type checker; Lowering defines them)
+    graph: Any      # a rasp.lower.Graph (not imported: rasp.lower imports this module, and
+                    # tests/test_layers.py allows no import circle, under TYPE_CHECKING either)
+    call_stack: list                 # the names of the functions being inlined
+    call_site: Optional[ir.Loc]
+    library_scope: Scope
+    global_scope: Scope
+
+    if TYPE_CHECKING:
+        def loc(self, node: A.Node) -> ir.Loc: ...
+
+        def error(self, message: str, node: A.Node) -> RaspError: ...
+
+        def run_body(self, stmts: list, scope: Scope, in_def: Optional[Function] = None) -> Any: ...
+
     def expr(self, node: A.Node, scope: Scope, allow_lambda=False):
         method = getattr(self, "expr_" + type(node).__name__)
         return method(node, scope, allow_lambda) if isinstance(node, A.Lambda) else method(node, scope)
@@ -142,7 +162,8 @@ class ExpressionLowering:
             local = Scope(self.globals_for(fn))
             for name, (_, value) in bound.items():
                 local.vars[name] = value
-            return self.run_body(fn.body, local, in_def=fn)
+            body = cast(list, fn.body)      # not a builtin (returned above): a def, which has statements
+            return self.run_body(body, local, in_def=fn)
         finally:
             self.call_stack.pop()
             self.call_site, self.graph.origin = outer_site, outer_origin

@@ -57,6 +57,9 @@ class Node:
     loc: Optional[Loc] = None
     block: Optional["Block"] = None       # the block this node is computed in
     origin: Optional[str] = None   # the library function whose inlined code made it
+    # set by the lowering (rasp/lower.py, Graph.add) on the nodes it makes:
+    use_block: Optional["Block"] = None   # the innermost block containing every use (Graph's docstring)
+    index_derived: bool = False           # computed from indices (the RASP-L check, docs/language.md §10)
 
     def label(self) -> str:
         return type(self).__name__
@@ -114,7 +117,7 @@ class Map(Node):
     """Element-wise operator `op` (a key of MAP_ARITY) on s-ops/scalars.
     A Map whose inputs are all scalars is itself a scalar (only for Host
     operands: Const operands are folded)."""
-    def __init__(self, op: str, inputs: tuple):
+    def __init__(self, op: str, inputs: Union[tuple, list]):
         self.op = op
         self.inputs = tuple(inputs)
         if all(i.kind == SCALAR for i in self.inputs):
@@ -129,7 +132,7 @@ class Lookup(Map):
     const lookup table T (a `Table`).  A Map whose op is "lookup": back ends
     that tabulate maps evaluate it with `Table.get`; an index outside the
     table is a run-time error (the interpreter), never a silent value."""
-    def __init__(self, table: "Table", inputs: tuple):
+    def __init__(self, table: "Table", inputs: Union[tuple, list]):
         super().__init__("lookup", inputs)
         self.table = table
 

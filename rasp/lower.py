@@ -16,7 +16,7 @@ import graphlib
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Optional
+from typing import Optional, cast
 
 from . import ast as A
 from . import builtins as _builtins
@@ -81,12 +81,14 @@ class Graph:
 
 
 def _common_block(a: ir.Block, b: ir.Block) -> ir.Block:
+    # (the casts: a block deeper than another, or one of two distinct blocks
+    # at the same depth, is not the top block, so its parent is a Block)
     while a.depth > b.depth:
-        a = a.parent
+        a = cast(ir.Block, a.parent)
     while b.depth > a.depth:
-        b = b.parent
+        b = cast(ir.Block, b.parent)
     while a is not b:
-        a, b = a.parent, b.parent
+        a, b = cast(ir.Block, a.parent), cast(ir.Block, b.parent)
     return a
 
 
@@ -97,6 +99,10 @@ def _key(cls, attrs, inputs):
 # ---- the lowering ---------------------------------------------------------------
 
 class Lowering(ExpressionLowering):
+    # the scopes functions are defined in, set by _make_scope and _lower before any statement is lowered
+    library_scope: Scope        # builtins <- library functions
+    global_scope: Scope         # library_scope <- the program's functions and top-level names
+
     def __init__(self, source: str, path: str):
         self.source, self.path = source, path
         self.top = ir.Block()
@@ -231,7 +237,8 @@ class Lowering(ExpressionLowering):
                 return values[0] if len(values) == 1 else tuple(values)
             self.stmt(stmt, scope, in_def)
         if in_def is not None:
-            raise self.error(f"function '{in_def.name}' has no 'return'", stmts[-1] if stmts else None)
+            # (a def's body is never empty: grammar.lark's suite is stmt+)
+            raise self.error(f"function '{in_def.name}' has no 'return'", stmts[-1])
         return None
 
     def stmt(self, stmt: A.Node, scope: Scope, in_def):
@@ -310,6 +317,7 @@ class Lowering(ExpressionLowering):
             odd = node.items[rows.index(not rows[0])]
             raise self.error("a lookup table is a list of ints or a list of rows (lists of ints), not a "
                              "mix of both", odd)
+        data: tuple         # of ints (1-D) or of rows, tuples of ints (2-D)
         if not rows[0]:
             data = tuple(self.table_entry(e, scope) for e in node.items)
         else:
@@ -496,9 +504,9 @@ class Lowering(ExpressionLowering):
 
     def loop_out(self, lazy: LazyLoopOut) -> ir.Node:
         var = lazy.var
-        if getattr(var, "out", None) is None:
+        if var.out is None:
             node = ir.LoopOut(lazy.loop, var)
-            parent = lazy.loop.body.parent
+            parent = cast(ir.Block, lazy.loop.body.parent)     # a loop body's parent: the block holding the loop
             node.loc, node.block = lazy.loop.loc, parent
             node.index_derived = getattr(var.update, "index_derived", False)
             parent.items.append(node)
@@ -511,7 +519,8 @@ class Lowering(ExpressionLowering):
 def host_expr(node: ir.Node) -> ir.HostExpr:
     if isinstance(node, ir.Const):
         return ir.HostExpr("lit", (node.value,))
-    return node.expr if node.name is None else ir.HostExpr("param", (node.name,))
+    host = cast(ir.Host, node)      # callers pass a Const or a Host (a host expression's operand)
+    return host.expr if host.name is None else ir.HostExpr("param", (host.name,))
 
 
 def require_text(source: str, stmt: A.Require) -> str:

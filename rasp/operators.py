@@ -2,9 +2,10 @@
 (rasp/lower.py) and the value tables the compiler writes into weights.  The
 interpreter's NumPy versions (rasp/interpreter/elementwise.py) have the same
 names and agree on every int64 value (tests/test_interpreter.py checks it).
-This module imports nothing, so `rasp check` loads no NumPy."""
+This module imports only typing names, so `rasp check` loads no NumPy."""
+from typing import Any, Callable
 
-PYTHON = {
+PYTHON: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a: -a,
     "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b),

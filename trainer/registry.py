@@ -1,6 +1,8 @@
 """A name -> spec table that new tasks and models plug into."""
 from __future__ import annotations
 
+from typing import Any
+
 from rasp.errors import RaspError
 
 
@@ -35,7 +37,7 @@ class Model:
 
     def __init__(self, name: str):
         self.name = name
-        self.specs = {}
+        self.specs: dict[str, Any] = {}       # kind -> its spec (a ModelSpec or an EncoderSpec)
 
     def serves(self, kind: str) -> bool:
         return kind in self.specs

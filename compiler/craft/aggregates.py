@@ -13,9 +13,10 @@ from .. import mlp as M
 from ..basis import NOTBOS, Cat, Num, lin_add, lin_scale
 from ..ops import Unit
 from ..values import unique_key
+from .base import CrafterBase
 
 
-class AggregatesMixin:
+class AggregatesMixin(CrafterBase):
     def default_of(self, node):
         d = node.default
         if isinstance(d, ir.Const):

@@ -8,9 +8,10 @@ import numpy as np
 from .. import attn as A
 from .. import mlp as M
 from ..basis import NOTBOS, Cat, Num, lin_add
+from .base import CrafterBase
 
 
-class DigitsMixin:
+class DigitsMixin(CrafterBase):
     def digit_select(self, sel, k, q):
         """Numeric equality of wide numbers (|value| > 362, where the quadratic
         score's float32 rounding would reach its margin): both sides written

@@ -8,9 +8,10 @@ import numpy as np
 from rasp import ir
 
 from .. import mlp as M
+from .base import CrafterBase
 
 
-class FusionMixin:
+class FusionMixin(CrafterBase):
     FUSE_PRODUCT = 20000       # largest product of the leaves' value-set sizes (costing larger ones took most of count.rasp's compile time and never won)
     FUSE_COMBOS = 1200         # largest product over all leaves but the biggest
 

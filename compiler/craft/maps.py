@@ -6,29 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from rasp import ir
-from rasp.operators import PYTHON as PYTHON_OPS
 
 from .. import groups as G
 from .. import mlp as M
 from ..basis import NOTBOS, Cat, Num, lin_add, lin_scale
 from ..ops import Unit
+from .base import CrafterBase
 
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 
-class MapsMixin:
-    def fn(self, node):
-        if isinstance(node, ir.Lookup):       # None outside the table: a run-time error, never tabulated
-            return node.table.get
-        op = PYTHON_OPS[node.op]
-        zero_check = node.op in ("floordiv", "mod")
-
-        def f(*args):
-            if zero_check and args[1] == 0:
-                return None
-            return int(op(*args))
-        return f
-
+class MapsMixin(CrafterBase):
     def plan_embedded_maps(self) -> set:
         """Token maps (one-hot maps of the input alone) the embedding writes
         into dims of their own, when the input is read only through them and

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .. import mlp as M
 from ..basis import NOTBOS, Cat, ClockedNum, Num
 from ..clock import DONE_LOGIT, OPEN_LOGIT
+from .base import CrafterBase
 
 
 def quadratic_unembed_exact(lo, hi, scale=1.0) -> bool:
@@ -19,7 +20,7 @@ def quadratic_unembed_exact(lo, hi, scale=1.0) -> bool:
     return 3 * 2.0 ** -23 * m * m * scale <= 0.4
 
 
-class ReadoutMixin:
+class ReadoutMixin(CrafterBase):
     def numeric_clock(self) -> bool:
         """Whether the clocked output where(done, value, value + offset) would
         be a number (a wide value set, is_cat): a number v + offset reads as

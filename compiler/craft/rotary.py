@@ -7,9 +7,10 @@ import numpy as np
 
 from .. import attn as A
 from ..basis import Num, lin_add, lin_scale
+from .base import CrafterBase
 
 
-class RotaryMixin:
+class RotaryMixin(CrafterBase):
     ROT_OFFSETS = 64         # the rotary period is L + this: offsets up to it from a position
 
     @property

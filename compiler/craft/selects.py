@@ -12,9 +12,10 @@ from .. import attn as A
 from ..basis import IDX, IDX2, NOTBOS, Cat, Num, lin_add
 from ..ops import Unit
 from ..values import unique_key
+from .base import CrafterBase
 
 
-class SelectsMixin:
+class SelectsMixin(CrafterBase):
     def select_kind(self, sel, agg_node):
         k, q = self.rep(sel.key), self.rep(sel.query)
         if sel.pred == "always":

@@ -1,6 +1,8 @@
 """The element-wise operators on int64 arrays: the NumPy side of
 rasp/operators.py's table, by the same names (floordiv and mod are not here:
 a zero divisor is an error the run reports, `Run.divide`)."""
+from typing import Any, Callable
+
 import numpy as np
 
 
@@ -18,7 +20,7 @@ def where(c, x, y):
     return np.bitwise_xor(y, np.bitwise_and(np.bitwise_xor(x, y), mask))
 
 
-NUMPY = {
+NUMPY: dict[str, Callable[..., Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal,

@@ -3,6 +3,8 @@ node class): lookups and maps with their located errors, aggregates handed
 to the run's reduction, loop states and outputs."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from ..errors import RaspRuntimeError
@@ -91,7 +93,7 @@ def _eval_loop_out(run, node: LoopOut):
     return value
 
 
-EVAL = {
+EVAL: dict[type, Callable[..., Any]] = {
     Const: lambda run, n: n.value,
     Host: eval_host,
     Input: lambda run, n: run.tokens,

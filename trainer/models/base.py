@@ -31,7 +31,7 @@ file holds only the model of its paper.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -73,7 +73,7 @@ class EncoderSpec:
 def tag_optim(param: torch.nn.Parameter, **settings) -> torch.nn.Parameter:
     """Give a parameter its own optimiser settings (`lr` — an upper bound —
     and/or `weight_decay`), e.g. S4D's SSM parameters (lr <= 1e-3, no decay)."""
-    param._optim = dict(settings)
+    param._optim = dict(settings)     # type: ignore[attr-defined]  # a tag torch's Parameter does not declare
     return param
 
 
@@ -83,7 +83,8 @@ def param_groups(module: torch.nn.Module, lr: float, weight_decay: float) -> lis
     min(tagged, lr) (S4 `setup_optimizer`).  Every group carries `lr_scale` =
     its lr / lr, which a learning-rate schedule multiplies.  Without tags:
     one group, in `module.parameters()` order."""
-    plain, tagged = [], {}
+    plain: list = []
+    tagged: dict[tuple, list] = {}         # settings -> parameters
     for p in module.parameters():
         if not p.requires_grad:
             continue
@@ -92,7 +93,7 @@ def param_groups(module: torch.nn.Module, lr: float, weight_decay: float) -> lis
             tagged.setdefault(tuple(sorted(settings.items())), []).append(p)
         else:
             plain.append(p)
-    groups = [{"params": plain, "lr": lr, "weight_decay": weight_decay}] if plain else []
+    groups: list[dict[str, Any]] = [{"params": plain, "lr": lr, "weight_decay": weight_decay}] if plain else []
     for key, params in tagged.items():
         settings = dict(key)
         groups.append({"params": params, "weight_decay": settings.get("weight_decay", weight_decay),

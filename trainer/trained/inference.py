@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -59,7 +60,7 @@ def _check_work(total: float, max_work):
 
 def _chunks(order: list, key) -> list:
     """`order` (indices sorted by key) cut into runs of one key, at most BATCH each."""
-    out = []
+    out: list[list] = []
     for i in order:
         if out and key(out[-1][0]) == key(i) and len(out[-1]) < BATCH:
             out[-1].append(i)
@@ -107,11 +108,11 @@ class FanModel:
         return {"input": [self.token_text(v) for v in self.data.input_tokens],
                 "output": [self.token_text(v) for v in self.data.output_tokens]}
 
-    def __call__(self, inputs, limits: RunLimits = None, max_work=None) -> list:
+    def __call__(self, inputs, limits: Optional[RunLimits] = None, max_work=None) -> list:
         from rasp.inputs import api_inputs
         return self.answers(api_inputs(inputs), "input", limits, max_work)
 
-    def answers(self, lines, where: str = "input", limits: RunLimits = None, max_work=None) -> list:
+    def answers(self, lines, where: str = "input", limits: Optional[RunLimits] = None, max_work=None) -> list:
         """The answer tokens of input texts [(line, text)] (errors at WHERE:LINE)."""
         from compiler.limits import flops
         from trainer.fan import objectives
@@ -130,7 +131,7 @@ class FanModel:
         ntp = self.spec.objective == "ntp"
         _check_work(sum(flops(self.module.cfg, len(inputs[c[0]]) + self.data.pause, len(c), max(iters[i] for i in c))
                         * (len(inputs[c[0]]) if ntp else 1) for c in chunks), max_work)
-        answers = [None] * len(inputs)
+        answers: list[Optional[list[str]]] = [None] * len(inputs)     # each set below
         with torch.no_grad():
             for c in chunks:
                 xs = [inputs[i] for i in c]
@@ -165,7 +166,7 @@ class SeqModel:
     def vocabulary(self) -> dict:
         return {"input": ["<pad>", *self.task.vocab], "output": list(self.task.labels)}
 
-    def __call__(self, inputs, limits: RunLimits = None, max_work=None) -> list:
+    def __call__(self, inputs, limits: Optional[RunLimits] = None, max_work=None) -> list:
         from rasp.inputs import api_inputs
         return self.answers(api_inputs(inputs), "input", limits, max_work)
 
@@ -198,7 +199,7 @@ class SeqModel:
         return max([1] + [int(v) for k, v in self.hp.extra.items()
                           if k in ("loops", "test_max_iter") and isinstance(v, int) and not isinstance(v, bool)])
 
-    def answers(self, lines, where: str = "input", limits: RunLimits = None, max_work=None) -> list:
+    def answers(self, lines, where: str = "input", limits: Optional[RunLimits] = None, max_work=None) -> list:
         from trainer.benchmark.data import collate
         from trainer.tasks.base import Example
         limits = limits or RunLimits()
@@ -219,7 +220,7 @@ class SeqModel:
         width = self.hp.d_model * self.hp.n_layer
         _check_work(sum(len(c) * len(parsed[c[0]]) * iters * (n_params * size(c[-1]) + width * size(c[-1]) ** 2)
                         for c in chunks), max_work)
-        answers = [None] * len(parsed)
+        answers: list[Optional[list[str]]] = [None] * len(parsed)     # each set below
         with torch.no_grad():
             for c in chunks:
                 examples = [Example(parsed[i][0], [-1] * len(parsed[i][0]) if self.task.kind == "per_position" else 0,
