@@ -43,8 +43,13 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def format_help(self):
+        # an epilog or a help line may be a function: what it shows can cost imports
+        # (registries, presets) that parsing never needs
         if callable(self.epilog):
             self.epilog = self.epilog()
+        for action in self._actions:
+            if callable(action.help):
+                action.help = action.help()
         return super().format_help()
 
     def error(self, message):

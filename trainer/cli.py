@@ -7,8 +7,9 @@ rasp/cli.py names them in its command table (imported only when they run):
 
 `python -m trainer train|eval|compare ...` does the same without the front end's CLI
 (and is what `torchrun --nproc_per_node K -m trainer train ...` runs).
-The parsers (trainer/settings/args.py) are torch-free; what runs imports
-torch, inside the functions.  User errors raise `rasp.errors.RaspError`.
+The parsers (trainer/settings/args.py) are torch-free and import no task or
+preset; what runs imports them, and torch, inside the functions, so a
+mistyped flag is refused as fast as `rasp run` refuses one.  User errors raise `rasp.errors.RaspError`.
 """
 from __future__ import annotations
 
@@ -17,18 +18,15 @@ import sys
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.benchmark.presets import parse_set
 from trainer.fan.rules import DEFAULT_RULE, THRESHOLD
 from trainer.settings import args as arguments, evaluation, validate
 from trainer.settings.hparams import HParams
-from trainer.settings.resolve import (fan_flags, fresh_hparams, is_seq_train, refuse_changed_run, refuse_fan_only,
-                                      refuse_given, seq_flags, seq_hparams)
-from trainer.tasks import get_task, parse_lengths
 
 # the parsers, which rasp/cli.py's command table finds in this module
 add_train_args, add_eval_args = arguments.add_train_args, arguments.add_eval_args
 
 def config_from_args(args):
+    from trainer.settings.resolve import fan_flags, fresh_hparams, refuse_changed_run
     from trainer.run import checkpoint
     from trainer.run.device import check_device
     from trainer.fan.kind import RunConfig
@@ -54,6 +52,8 @@ def config_from_args(args):
 def seq_run_config(args):
     """The SeqRunConfig of `rasp train ARGS` on a comparison task (a resumed
     run keeps its own settings; --steps may extend it)."""
+    from trainer.benchmark.presets import parse_set
+    from trainer.settings.resolve import refuse_changed_run, refuse_fan_only, seq_flags, seq_hparams
     from trainer.run import checkpoint
     from trainer.run.device import check_device
     from trainer.benchmark.kind import SeqRunConfig, seq_task
@@ -76,6 +76,8 @@ def seq_run_config(args):
 
 
 def run_seq_eval(args) -> int:
+    from trainer.benchmark.presets import parse_set
+    from trainer.settings.resolve import refuse_given
     from trainer.run.device import check_device, set_threads
     from trainer.benchmark.evaluate import evaluate_seq_run, format_table
     refuse_given(args, ("lengths", "stop", "threshold", "samples", "max_len"),
@@ -99,6 +101,7 @@ def _main_rank() -> bool:
 def train_kind(args):
     """The run `rasp train ARGS` asks for, as a kind of run of the one
     training loop (trainer/run/loop.py): a Fan task's or a comparison task's."""
+    from trainer.settings.resolve import is_seq_train
     if is_seq_train(args):
         from trainer.benchmark.kind import SeqKind
         return SeqKind(seq_run_config(args))
@@ -135,6 +138,8 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
+    from trainer.settings.resolve import refuse_given
+    from trainer.tasks import get_task, parse_lengths
     from trainer.models import get_model_spec
     from trainer.run import checkpoint
     from trainer.run.device import check_device, set_threads

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Optional
 
 from rasp.errors import RaspError
-from trainer.settings.hparams import HParams
+from trainer.settings.hparams import PRESET_NAMES, HParams
 from trainer.tasks import Task
 
 
@@ -62,7 +62,7 @@ def cpu(task: Task) -> HParams:
                    eval_every=100)
 
 
-PRESETS = {"paper": paper, "cpu": cpu}
+PRESETS = dict(zip(PRESET_NAMES, (paper, cpu)))
 COMPILED_STEPS = 500    # most fine-tuning steps for a compiled start (init_defaults)
 
 

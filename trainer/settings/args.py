@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from trainer.fan.presets import PRESETS
 from trainer.fan.rules import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
 from trainer.run import explog
 from trainer.run.device import SMALL_CPU
 from trainer.settings import evaluation, trainhelp, validate
+from trainer.settings.hparams import PRESET_NAMES
 
 
 def add_threads_arg(p: argparse.ArgumentParser):
@@ -58,7 +58,7 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--task", action=Given, help="the task (listed below)")
     p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
     p.add_argument("--out", required=True, metavar="DIR", help="the run directory (created; --resume continues it)")
-    p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESETS),
+    p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),

@@ -23,6 +23,7 @@ from typing import Optional
 from rasp.errors import RaspError
 from trainer.settings.setting import Setting
 
+PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
 KINDS = ("fan", "seq")
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it

@@ -12,9 +12,10 @@ RUN/run.json).
 from __future__ import annotations
 
 import argparse
+import functools
 import textwrap
 
-from trainer.settings.hparams import CHOICES, SETTINGS
+from trainer.settings.hparams import CHOICES, SETTINGS, HParams
 from trainer.settings.setting import GROUPS
 from trainer.settings.validate import HP_FLAG_TYPES
 
@@ -27,6 +28,7 @@ def recipe_groups() -> dict:
             for key, title in GROUPS.items()}
 
 
+@functools.cache
 def preset_defaults() -> dict:
     """field -> {task: value} of the cpu preset with a random start, per Fan task."""
     from trainer.fan.presets import make_hparams
@@ -52,23 +54,26 @@ def default_text(field: str, per_task: dict) -> str:
 
 
 def add_recipe_flags(p: argparse.ArgumentParser):
-    """The recipe's flags, grouped; each left None when not given (the preset decides)."""
-    defaults = preset_defaults()
+    """The recipe's flags, grouped; each left None when not given (the preset decides).
+    Each help line is a function (rasp/options.py calls it for --help only): the
+    defaults it shows come from every task's preset, which parsing never needs."""
     for title, fields in recipe_groups().items():
         g = p.add_argument_group(title)
         for name in fields:
-            s = SETTINGS[name]
-            only = "" if "seq" in s.takes_flag else "; Fan tasks"
             g.add_argument("--" + name.replace("_", "-"), type=HP_FLAG_TYPES[name], default=None,
-                           metavar=_metavar(name, defaults[name]),
-                           help=f"{s.help} ({default_text(name, defaults[name])}{only})")
+                           metavar=_metavar(name), help=functools.partial(_help_line, name))
 
 
-def _metavar(field: str, per_task: dict) -> str:
+def _help_line(name: str) -> str:
+    s = SETTINGS[name]
+    only = "" if "seq" in s.takes_flag else "; Fan tasks"
+    return f"{s.help} ({default_text(name, preset_defaults()[name])}{only})"
+
+
+def _metavar(field: str) -> str:
     if CHOICES.get(field):
         return "{" + ",".join(CHOICES[field]) + "}"
-    v = next((x for x in per_task.values() if x is not None), None)
-    return "X" if isinstance(v, float) else "N"
+    return "X" if isinstance(getattr(HParams(), field), float) else "N"
 
 
 RECIPE_NOTE = textwrap.fill("The recipe: each flag's default is the cpu preset's for Fan et al.'s tasks with a random start "
