@@ -36,10 +36,12 @@ def __getattr__(name: str):
 
 
 def _pyproject_version() -> str:
-    import tomllib
+    # a regular expression, not tomllib: mypy checks for Python 3.10, which lacks it
+    import re
     from pathlib import Path
     try:
-        with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
-            return str(tomllib.load(f)["project"]["version"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
         return "0+unknown"
+    m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
+    return m.group(1) if m else "0+unknown"
