@@ -19,7 +19,7 @@ def add_arguments(p):
                    help="leave out the halting clock (the output margin that peaks at step T(n), "
                         "so that confidence stopping finds T)")
     p.add_argument("-o", "--output", metavar="DIR",
-                   help="directory to write (config.json, model.safetensors, program.rasp); "
+                   help="directory to write (config.json, model.safetensors, program.rasp, manifest.json); "
                         "without it only --report is printed and nothing is saved")
     p.add_argument("--report", action="store_true", help="print layers, heads, widths, parameters, time")
 
@@ -39,7 +39,9 @@ def run(args) -> int:
                         "(--report prints its layers)")
     if args.output:
         cm.save(args.output)
-        print(f"wrote {args.output}/config.json, model.safetensors, program.rasp", file=sys.stderr)
+        from .validate import COMPILED_FILES
+        # every file save() writes, from the one list the manifest and the loader use
+        print(f"wrote {args.output}: {', '.join(COMPILED_FILES)}, manifest.json", file=sys.stderr)
     else:
         print("nothing was written (no -o DIR): only the report is printed", file=sys.stderr)
     if args.report:

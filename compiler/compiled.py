@@ -258,14 +258,33 @@ class CompiledModel:
         return batch
 
     def __call__(self, inputs, params=None, limits=None, max_work=None) -> list:
-        """The outputs of a batch of input texts, as tokens (what `rasp run DIR`
-        prints), with its checks and limits; an input beyond the design length
-        gives a `DesignLengthWarning`.  Every model `rasp.load` returns is
-        called the same way."""
+        """The answers to a batch of input texts, as tokens, in the one shape of
+        every model `rasp.load` returns: from `>` on where the program has an
+        end-of-query `>`, else every position (Program.answer_texts).  Checks
+        and limits are `rasp run DIR`'s; an input beyond the design length gives
+        a `DesignLengthWarning`.  The whole output (what `rasp run DIR` prints)
+        is `model.outputs(...)`."""
+        batch, outs = self._run_texts(inputs, params, limits, max_work)
+        return self.program.answer_texts(batch, outs)
+
+    def outputs(self, inputs, params=None, limits=None, max_work=None) -> list:
+        """The whole output of each input text, as tokens (what `rasp run DIR` prints)."""
+        _, outs = self._run_texts(inputs, params, limits, max_work)
+        return [[self.program.token_text(int(v)) for v in out] for out in outs]
+
+    def _run_texts(self, inputs, params, limits, max_work) -> tuple:
         from rasp.inputs import api_inputs
         batch = self.checked_batch(api_inputs(inputs), "input", params, limits, max_work)
-        outs = self.run_batch(batch, params, beyond_design="warn")
-        return [[self.program.token_text(int(v)) for v in out] for out in outs]
+        return batch, self.run_batch(batch, params, beyond_design="warn")
+
+    def __repr__(self) -> str:
+        info = self.model.cfg.extra["compiler"]
+        clock = info.get("clock", {})
+        stop = ("no loop" if not self.has_loop else "until stable" if self.until_stable
+                else f"fixed {self.fixed_steps} iterations" if self.fixed_steps is not None
+                else "T(n) from the input" + (" (halting clock)" if "count" in clock else ""))
+        return (f"<compiler.CompiledModel of {self.program.describe()}; {self.model.num_params():,} parameters, "
+                f"design length {info['design_length']}; stop: {stop}>")
 
     def run_batch(self, batch, params=None, beyond_design: str = "warn"):
         """Same contract as Program.run_batch(...).outputs: list of token-value

@@ -62,11 +62,8 @@ def _function(module: str, name: str, command: str):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("rasp")
-    except PackageNotFoundError:        # run from a source tree that was never installed
-        return "(not installed)"
+    import rasp
+    return rasp.__version__             # the distribution's, or pyproject.toml's in a checkout never installed
 
 
 def _build_parser(chosen: Optional[str]) -> argparse.ArgumentParser:

@@ -3,14 +3,16 @@ answers input text with output tokens.
 
     model = rasp.load("runs/parity")          # a training run, an exported model,
     model(["1 0 1 1 > # #"])                  # a compiled model or a .rasp program
-    -> [["1", "#", "#"]]
+    -> [['1', '#', '#']]
 
 A `.rasp` file is a `rasp.Program`.  A directory is recognised by the files
 it holds (LOADERS, first match) and read by a module above this package,
 found by *name* through importlib, as rasp/cli.py finds its subcommands: this
 package imports nothing above it.  Every loader's model is called the same
 way: `model(inputs)` with a list of input texts (or token lists) returns, per
-input, its answer as a list of tokens written as `rasp run` prints them.
+input, its answer as a list of tokens, in one shape for every kind: the tokens
+from `>` on for a task with an end-of-query `>` (what a trained model answers),
+every position otherwise (comparison tasks, programs without `>`).
 """
 from __future__ import annotations
 

@@ -59,6 +59,27 @@ class Program:
         eoq = self.ir.symbols.get(">")
         return tokens.index(eoq) if eoq is not None and eoq in tokens else 0
 
+    def answer_texts(self, batch, outputs) -> list:
+        """The answers of `outputs` (token values, one list per input of `batch`):
+        from `>` on, as tokens; the whole output when there is no `>`.  The one
+        shape every model `rasp.load` returns answers in (a trained model is
+        trained and scored only there)."""
+        return [[self.token_text(int(v)) for v in out[self.scored_start(list(tokens)):]]
+                for tokens, out in zip(batch, outputs)]
+
+    def describe(self) -> str:
+        """What repr() shows of a program and of a model compiled from it."""
+        loops = ", ".join(("until stable" if loop.until_stable else "counted") for loop in self.ir.loops)
+        lines = self.ir.source.splitlines()
+        title = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("#") else ""    # the header's line
+        title = f" {shorten(title)!r}" if title else ""
+        return (f"{Path(self.path).name}{title} ({len(lines)} lines), inputs {self.vocab_text()}, "
+                f"{len(self.ir.loops)} loop{'s' * (len(self.ir.loops) != 1)}{f' ({loops})' if loops else ''}, "
+                f"answer {'from > on' if '>' in self.ir.symbols else 'every position'}")
+
+    def __repr__(self) -> str:
+        return f"<rasp.Program {self.describe()}; stop: {'T(n) from the input' if self.ir.loops else 'no loop'}>"
+
     # -- running --
     def check_batch(self, batch, limits: RunLimits, where: str = "input"):
         """Lengths and vocabulary; an error names `where`:LINE (input i is line i + 1)."""
@@ -107,12 +128,23 @@ class Program:
         return self.run_batch([tokens], params).outputs[0]
 
     def __call__(self, inputs, params: Optional[dict] = None, limits: Optional[RunLimits] = None) -> list:
-        """The outputs of a batch of input texts, as tokens (what `rasp run`
-        prints): `prog(["1 0 1 > # #"])` -> [["0", "1", "1", "0", "#", "#"]]
-        (every model `rasp.load` returns is called the same way)."""
-        batch = [self.parse_input(text, line) for line, text in api_inputs(inputs)]
-        return [[self.token_text(int(v)) for v in out] for out in self.run_batch(batch, params, limits=limits).outputs]
+        """The answers to a batch of input texts, as tokens, in the shape every
+        model `rasp.load` returns answers in: from `>` on where the program has
+        an end-of-query `>` (what a trained model answers), else every position.
+        `prog(["1 0 1 > # #"])` -> [["0", "#", "#"]].  The whole output (what
+        `rasp run P.rasp` prints) is `prog.outputs(...)`."""
+        batch, outputs = self._run_texts(inputs, params, limits)
+        return self.answer_texts(batch, outputs)
 
+    def outputs(self, inputs, params: Optional[dict] = None, limits: Optional[RunLimits] = None) -> list:
+        """The whole output of each input text, as tokens (what `rasp run`
+        prints): `prog.outputs(["1 0 1 > # #"])` -> [["0", "1", "1", "0", "#", "#"]]."""
+        _, outputs = self._run_texts(inputs, params, limits)
+        return [[self.token_text(int(v)) for v in out] for out in outputs]
+
+    def _run_texts(self, inputs, params, limits) -> tuple:
+        batch = [self.parse_input(text, line) for line, text in api_inputs(inputs)]
+        return batch, self.run_batch(batch, params, limits=limits).outputs
 
 def loads(source: str, path: str = "<string>") -> Program:
     ir, warnings = lower(source, path)

@@ -82,13 +82,73 @@ def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(caps
         assert re.search(rf"^  {re.escape(name)}\s", out, re.M), name
 
 
-def test_eval_help_explains_each_stop_rule_and_compare_help_its_preset(capsys):
+def _entries(out: str) -> dict:
+    """flag -> its help text (joined lines) of an argparse --help."""
+    found = re.findall(r"^  (-[-\w]+)(.*?)(?=^  -|^\S|\Z)", out, re.M | re.S)
+    return {flag: re.sub(r"\s+", " ", text) for flag, text in found}
+
+
+def test_eval_and_compare_help_are_grouped_with_every_flag_and_its_default(capsys):
+    """Issue 42: grouped as `rasp train --help` is; every flag with its default; the stopping
+    rules listed compactly, one entry each, below the groups."""
     from trainer.fan.stopping import RULES
     status, out, _ = run(capsys, "eval", "--help")
-    flat = re.sub(r"\s+", " ", out)
-    assert status == 0 and all(f"{rule}: " in flat for rule in RULES)
+    heads = re.findall(r"^(\S[^:\n]*):", out, re.M)
+    assert status == 0 and heads[:5] == ["usage", "positional arguments", "options",
+                                         "Fan-task runs (parity, copy, addition, ...)",
+                                         "comparison-task runs (flipflop, words_*, listops, ...)"], heads
+    assert "both kinds" in heads
+    for flag, text in _entries(out).items():
+        assert flag == "-h" or "default" in text, (flag, text)
+    assert len(_entries(out)["--stop"]) < 250                           # short: the rules are listed below
+    rules = out.split("stopping rules (--stop")[1]
+    assert all(re.search(rf"^  {rule}\s", rules, re.M) for rule in RULES)
     status, out, _ = run(capsys, "compare", "--help")
     assert status == 0 and "default cpu" in re.sub(r"\s+", " ", out.split("--preset {cpu,paper}  ")[1])
+    assert {"what to run", "where and how the runs go", "checking before running", "the report"} <= \
+        set(re.findall(r"^(\S[^:\n]*):", out, re.M))
+    for flag, text in _entries(out).items():
+        assert flag == "-h" or "default" in text, (flag, text)
+
+
+def test_compile_names_every_file_it_writes(capsys, tmp_path):
+    status, _, err = run(capsys, "compile", PARITY, "--max-len", "8", "-o", str(tmp_path / "m"))
+    written = sorted(p.name for p in (tmp_path / "m").iterdir())
+    assert status == 0 and written == ["config.json", "manifest.json", "model.safetensors", "program.rasp"]
+    assert all(name in err for name in written), err
+
+
+def test_a_run_shorter_than_its_curriculum_trains_with_a_warning(capsys, tmp_path):
+    """Issue 42: a smoke run of implicit Llama's words preset (a curriculum over positions
+    of 6000 steps) trains, saying which positions it will not reach."""
+    status, _, err = run(capsys, "train", "--task", "words_z60", "--model", "implicit_llama", "--preset", "cpu",
+                         "--steps", "3", "--out", str(tmp_path / "w"), "--no-progress", "--threads", "1")
+    assert status == 0, err
+    assert "warning: " in err and "positions 3..8 will never be trained" in err, err
+    assert (tmp_path / "w" / "summary.json").is_file()
+
+
+def test_a_run_from_a_toml_file_equals_the_run_from_flags(capsys, tmp_path):
+    """Issue 42: `rasp train --config FILE.toml`: the flags' names as keys, the command line
+    overriding the file, the file's settings recorded in run.json; bad files are located errors."""
+    flags = ["--task", "parity", "--steps", "4", "--no-progress", "--threads", "1", "--lr", "0.003", *TINY]
+    assert run(capsys, "train", "--out", str(tmp_path / "flags"), *flags)[0] == 0
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('# a short parity run\ntask = "parity"\nsteps = 9\nno_progress = true\nthreads = 1\n'
+                   'lr = 0.003\nd_model = 16\nn_head = 2\neval_samples = 8\nlog_every = 2\n')
+    status, _, err = run(capsys, "train", "--config", str(cfg), "--steps", "4", "--out", str(tmp_path / "file"))
+    assert status == 0, err
+    a, b = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("flags", "file"))
+    assert a["hparams"] == b["hparams"] and b["hparams"]["steps"] == 4          # the command line won
+    assert b["config"]["steps"] == 9 and "config" not in a
+    for text, says in [("task = \"parity\"\nd_modle = 3\n", ":2:1: error: unknown setting 'd_modle'"),
+                       ("task = \"parity\"\n\nsteps = -5\n", ":3:1: error: steps = -5: must be in"),
+                       ("task = \"parity\"\npreset = \"gpu\"\n", ":2:1: error: preset = 'gpu': one of"),
+                       ("task = \"parity\"\nno_progress = 3\n", ":2:1: error: no_progress = 3: true or false"),
+                       ("task = [\n", "error: not valid TOML")]:
+        cfg.write_text(text)
+        status, _, err = run(capsys, "train", "--config", str(cfg), "--out", str(tmp_path / "bad"))
+        assert status == 2 and says in err and not (tmp_path / "bad").exists(), (text, err)
 
 
 # ---- progress bars ---------------------------------------------------------------------------

@@ -335,7 +335,7 @@ def test_implicit_llama_cpu_words_preset_trains_longer():
         words = seq_task(name)
         hp = make_seq_hparams("cpu", words, get_encoder_spec("implicit_llama"), {}, {})
         assert (hp.steps, hp.loss_first, hp.loss_grow_every, hp.lr) == (6000, 2, 125, 6e-3)
-        check_position_curriculum(words, hp)
+        assert check_position_curriculum(words, hp) is None
         other = make_seq_hparams("cpu", words, get_encoder_spec("implicit_mamba2"), {}, {})
         assert other.steps == FAMILY["cpu"]["words"]["steps"] and other.loss_first == 0
     counting = seq_task("counting")

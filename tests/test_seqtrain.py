@@ -65,13 +65,13 @@ def test_a_curriculum_over_positions_scores_each_examples_first_targets():
     hp.loss_first = -1
     with pytest.raises(RaspError, match="loss_first = -1"):
         hp.validate()
-    # a curriculum that would never reach the words' last positions is refused before training
+    # a curriculum that would never reach the words' last positions is named before training (a warning)
     from trainer.benchmark.kind import check_position_curriculum, seq_task
     hp.train_split, hp.loss_first, hp.loss_grow_every, hp.steps = "train_k", 2, 1, 6      # 2 + 5 = 7 of 8
-    with pytest.raises(RaspError, match="the loss scores 7 positions, but train_k examples have up to 8"):
-        check_position_curriculum(seq_task("words_z60"), hp)
+    said = check_position_curriculum(seq_task("words_z60"), hp)
+    assert "the loss scores 7 positions, but train_k examples have up to 8" in said and "8..8 will never" in said
     hp.steps = 7
-    check_position_curriculum(seq_task("words_z60"), hp)
+    assert check_position_curriculum(seq_task("words_z60"), hp) is None
 
 
 def test_summary_and_standard_error():

@@ -68,11 +68,14 @@ def test_rasp_run_and_the_python_api_give_the_same_answers(runs, tmp_path, capsy
     path = PARITY if kind == "program" else runs / kind
     status, out, err = cli(capsys, "run", path, "--inputs", _inputs_file(tmp_path, inputs))
     assert status == 0, err
-    answers = rasp.load(path)(inputs)
+    model = rasp.load(path)
+    answers = model(inputs)
     assert len(answers) == len(inputs) and all(isinstance(t, str) for a in answers for t in a)
-    assert out.splitlines() == [" ".join(a) for a in answers]
+    # `rasp run` prints a program's (and a compiled model's) whole output: `.outputs()`; a call answers from `>` on
+    printed = model.outputs(inputs) if kind in ("program", "compiled") else answers
+    assert out.splitlines() == [" ".join(a) for a in printed]
     status, out, _ = cli(capsys, "run", path, "--input", inputs[0])
-    assert status == 0 and out == " ".join(answers[0]) + "\n"      # a batch answers each input as alone
+    assert status == 0 and out == " ".join(printed[0]) + "\n"      # a batch answers each input as alone
 
 
 def test_program_and_compiled_model_agree_exactly(runs):
@@ -91,7 +94,7 @@ def test_a_trained_fan_model_answers_in_the_programs_tokens(runs, run, program, 
     assert model.vocabulary()["input"][:len(program.ir.vocab)] == [program.token_text(v)
                                                                    for v in sorted(program.ir.vocab)]
     answers = model(inputs)
-    wanted = [out[text.split().index(">"):] for text, out in zip(inputs, program(inputs))]
+    wanted = program(inputs)        # a program answers from `>` on too
     assert [len(a) for a in answers] == [len(w) for w in wanted]
     assert {t for a in answers for t in a} <= {"0", "1", "#", "?"}
     for text, answer, want in zip(inputs, answers, wanted):
@@ -166,8 +169,6 @@ def test_an_export_is_a_hub_style_model_folder(runs):
     assert {"config.json", "model.safetensors", "vocab.json", "program.rasp", "manifest.json", "README.md",
             "train_curves.png"} <= names
     card = (d / "README.md").read_text()
-    front = card.split("---\n")[1]
-    assert "library_name: rasp" in front and "tags:" in front and "model-index:" in front
     run = json.loads((runs / "parity" / "run.json").read_text())
     for key, value in run["hparams"].items():                     # every hyper-parameter
         assert f"| `{key}` | `{json.dumps(value, sort_keys=True)}` |" in card
@@ -249,3 +250,66 @@ def test_export_over_an_export_of_another_kind_removes_what_it_no_longer_has(run
 def test_export_of_what_is_not_a_run(tmp_path, capsys):
     status, _, err = cli(capsys, "export", tmp_path / "nothing", "-o", tmp_path / "x")
     assert status == 2 and "does not exist" in err and not (tmp_path / "x").exists()
+
+
+# ---- issue 42: one answer shape, the model card as the hub's --------------------------------
+
+def test_every_kind_of_model_answers_in_one_shape(runs):
+    """A program, a compiled folder, a run and an export of parity answer from `>` on;
+    a program and its compiled model give the same answers, and the whole output stays
+    available as `.outputs()`."""
+    kinds = {"program": rasp.load(PARITY), "compiled": rasp.load(runs / "compiled"),
+             "run": rasp.load(runs / "parity"), "export": rasp.load(runs / "parity_export")}
+    shapes = {}
+    for kind, model in kinds.items():
+        answers = model(PARITY_INPUTS)
+        shapes[kind] = [len(a) for a in answers]
+        assert all(a[1:] == ["#", "#"] and a[0] in ("0", "1") for a in answers), (kind, answers)
+        text = repr(model)
+        assert "parity" in text.lower() and "stop" in text and "object at 0x" not in text, text
+    assert len(set(map(tuple, shapes.values()))) == 1, shapes
+    assert kinds["program"](PARITY_INPUTS) == kinds["compiled"](PARITY_INPUTS)
+    assert kinds["program"].outputs(["1 0 1 1 > # #"]) == [["0", "1", "1", "0", "1", "#", "#"]]
+    assert "parameters" in repr(kinds["run"]) and "oracle" in repr(kinds["run"])
+    assert "lstm" in repr(rasp.load(runs / "ff")) and "flipflop" in repr(rasp.load(runs / "ff"))
+    assert isinstance(rasp.__version__, str) and rasp.__version__[0].isdigit()
+
+
+def _links(markdown: str) -> list:
+    import re
+    return [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", markdown)
+            if ":" not in t and not t.startswith("#")]
+
+
+@pytest.mark.parametrize("export", ["parity_export", "ff_export"])
+def test_the_model_card_is_a_hub_card(runs, export):
+    """The front matter parsed as YAML, field by field; every relative link of the card (and of
+    the documents it ships) names a file of the exported folder."""
+    import yaml
+    d = runs / export
+    card = (d / "README.md").read_text()
+    assert card.startswith("---\n")
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["license"] == "mit" and front["library_name"] == "rasp-looped"
+    assert front["pipeline_tag"] == "token-classification"         # a label per (answer) position
+    assert {"rasp-looped", "rasp"} <= set(front["tags"])
+    assert "datasets" not in front                                # no hub dataset id that does not exist
+    (entry,) = front["model-index"]
+    assert entry["results"]
+    for result in entry["results"]:
+        assert result["task"]["type"] == front["pipeline_tag"]
+        assert "/" not in result["dataset"]["type"] and "not a hub dataset" in result["dataset"]["name"]
+        assert isinstance(result["metrics"][0]["value"], float) and result["dataset"]["split"]
+    for section in ("## Use", "pip install", "rasp.load(", "## Training data", "seed", "base recipe",
+                    "## Intended use and limitations", "## Citation", "@software{rasp_looped"):
+        assert section in card, section
+    for doc in ("README.md", "tasks.md"):
+        for target in _links((d / doc).read_text()):
+            assert (d / target).is_file(), (doc, target)
+    assert {"LICENSE", "CITATION.cff", "tasks.md"} <= {p.name for p in d.iterdir()}
+    if export == "parity_export":
+        model = rasp.load(d)
+        assert "Fan, Ying" in card and "trained on lengths 1.." in card and "tested on lengths 1..4" in card
+        line = next(ln for ln in card.splitlines() if ln.startswith("model(["))
+        text, shown = line.split("model([", 1)[1].split("])", 1)
+        assert shown.split("# -> ", 1)[1].strip() == repr(model([json.loads(text)]))    # the example is true

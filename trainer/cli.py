@@ -39,14 +39,15 @@ def config_from_args(args):
         return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
                          compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
                          preset=run["preset"], device=check_device(args.device), hp=hp, resume=True,
-                         progress=not args.no_progress, max_wall=args.max_wall)
+                         progress=not args.no_progress, max_wall=args.max_wall, config=run.get("config"))
     hp = fresh_hparams(args)
     if "compress_method" in getattr(args, "given", ()) and args.compress is None:
         raise RaspError("--compress-method: not used without --compress D")
     return RunConfig(task=args.task, out=str(out), model=args.model, init=args.init,
                      compress=args.compress, compress_method=args.compress_method, preset=args.preset,
                      device=check_device(args.device), hp=hp, resume=args.resume,
-                     progress=not args.no_progress, max_wall=args.max_wall)
+                     progress=not args.no_progress, max_wall=args.max_wall,
+                     config=getattr(args, "config_settings", None))
 
 
 def seq_run_config(args):
@@ -65,14 +66,15 @@ def seq_run_config(args):
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"], "seq"), seq_flags(args, parse_set(args.set)))
         return SeqRunConfig(run["task"], run["model"], str(out), run["preset"], hp.validate(), run.get("data"),
                             check_device(args.device), True, not args.no_progress, args.max_wall,
-                            run.get("init", "random"))
+                            run.get("init", "random"), run.get("config"))
     task = seq_task(args.task)
     hp = seq_hparams(args)
     if args.data and not Path(args.data).is_file():
         raise RaspError(f"--data {args.data}: no such file")
     return SeqRunConfig(task.name, args.model, str(out), args.preset, hp,
                         str(Path(args.data).resolve()) if args.data else None, check_device(args.device),
-                        args.resume, not args.no_progress, args.max_wall, args.init)
+                        args.resume, not args.no_progress, args.max_wall, args.init,
+                        getattr(args, "config_settings", None))
 
 
 def run_seq_eval(args) -> int:

@@ -18,6 +18,7 @@ directory):
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -51,10 +52,12 @@ class SeqRunConfig:
     progress: bool = True
     max_wall: Optional[float] = None
     init: str = "random"                # or "compiled": the task's program (trainer/benchmark/compiled.py)
+    config: Optional[dict] = None       # the settings of `--config FILE.toml`, as read (run.json keeps them)
 
     def to_dict(self) -> dict:
         return {"kind": "seq", "task": self.task, "model": self.model, "init": self.init,
-                "preset": self.preset, "data": self.data, "device": self.device, "hparams": self.hp.to_dict()}
+                "preset": self.preset, "data": self.data, "device": self.device, "hparams": self.hp.to_dict(),
+                **({"config": self.config} if self.config else {})}
 
 
 def seq_task(name: str) -> SeqTask:
@@ -112,18 +115,22 @@ def check_splits(task: SeqTask, hp: HParams):
     for s in (hp.train_split, hp.valid_split):
         if s not in task.splits:
             raise RaspError(f"task {task.name} has no split {s!r} (splits: {', '.join(task.splits)})")
-    check_position_curriculum(task, hp)
+    shortfall = check_position_curriculum(task, hp)
+    if shortfall:       # a short run (a smoke test) is the user's choice: say what it leaves out, train anyway
+        print(f"warning: {shortfall}", file=sys.stderr)
 
 
-def check_position_curriculum(task: SeqTask, hp: HParams):
-    """A curriculum over positions must reach every target of the training examples
-    by the last step; else part of every example would silently never be trained."""
+def check_position_curriculum(task: SeqTask, hp: HParams) -> Optional[str]:
+    """What a curriculum over positions will not reach by the last step (part of
+    every training example never trained), said in a sentence; None when it
+    reaches every target of the training examples, or there is none."""
     gap = position_curriculum_gap(task, hp)
-    if gap:
-        raise RaspError(f"loss_first {hp.loss_first}, loss_grow_every {hp.loss_grow_every}: by the last step "
-                        f"(of {hp.steps}) the loss scores {gap[0]} positions, but {hp.train_split} examples have up "
-                        f"to {gap[1]}; raise the steps, lower loss_grow_every, or turn the curriculum off "
-                        "(--set loss_first=0)")
+    if not gap:
+        return None
+    return (f"loss_first {hp.loss_first}, loss_grow_every {hp.loss_grow_every}: by the last step (of {hp.steps}) "
+            f"the loss scores {gap[0]} positions, but {hp.train_split} examples have up to {gap[1]}: positions "
+            f"{gap[0] + 1}..{gap[1]} will never be trained (for all of them: raise the steps, lower "
+            "loss_grow_every, or turn the curriculum off with --set loss_first=0)")
 
 
 class TrainStream:

@@ -38,32 +38,45 @@ def _names(text):
 
 
 def add_arguments(p: argparse.ArgumentParser):
+    # grouped as `rasp train --help` is: what to run, where it runs, checking first, the report
     p.add_argument("suite", nargs="?", help=f"a suite name ({', '.join(available_suites())}) or a .toml file")
-    p.add_argument("--preset", default="cpu", choices=list(PRESETS),
-                   help="every run's recipe: cpu (minutes on 2 cores) or paper (the papers'); default cpu")
-    p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None, metavar="K", help="seeds 0..K-1 (default: the suite's)")
-    p.add_argument("--first-seed", type=int_in(0, MAX_FIRST_SEED), default=0, metavar="S",
-                   help="seeds S..S+K-1 instead: a rerun with other seeds, into its own --out (default 0)")
-    p.add_argument("--models", default=None, help="comma-separated model entries of the suite (default: all)")
-    p.add_argument("--tasks", default=None, help="comma-separated task entries of the suite (default: all)")
-    p.add_argument("--out", default=None, help="output directory (default: runs/compare)")
-    p.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=1, metavar="N", help="runs at a time, one torch thread each (default 1)")
-    p.add_argument("--executor", default="local", choices=["local", "slurm"],
-                   help="local processes, or Slurm jobs through submitit")
-    p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
-                   help="a submitit parameter for --executor slurm (e.g. slurm_partition=gpu, timeout_min=600)")
-    p.add_argument("--no-wait", action="store_true",
-                   help="--executor slurm: submit and return (rebuild the report later with --report DIR)")
-    p.add_argument("--launcher", default=None, metavar="CMD",
-                   help="run training with CMD instead of `python -m trainer`, e.g. "
-                        "\"torchrun --standalone --nproc_per_node 4 -m trainer\" (one large run on several processes)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print each run's state, command lines and estimated wall time; train nothing")
-    p.add_argument("--probe", type=int, default=None, metavar="STEPS",
-                   help="--dry-run: time STEPS training steps of each task x model with no measured speed "
-                        f"(1-{E.MAX_PROBE_STEPS}), to estimate from")
-    p.add_argument("--report", default=None, metavar="DIR", help="rebuild DIR/report.md and report.json only")
-    p.add_argument("--no-plots", action="store_true")
+    what = p.add_argument_group("what to run")
+    what.add_argument("--preset", default="cpu", choices=list(PRESETS),
+                      help="every run's recipe: cpu (minutes on 2 cores) or paper (the papers'); default cpu")
+    what.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None, metavar="K",
+                      help=f"seeds 0..K-1, 1..{MAX_SEEDS} (default: the suite's)")
+    what.add_argument("--first-seed", type=int_in(0, MAX_FIRST_SEED), default=0, metavar="S",
+                      help="seeds S..S+K-1 instead: a rerun with other seeds, into its own --out (default 0)")
+    what.add_argument("--models", default=None, help="comma-separated model entries of the suite (default: all)")
+    what.add_argument("--tasks", default=None, help="comma-separated task entries of the suite (default: all)")
+    where = p.add_argument_group("where and how the runs go")
+    where.add_argument("--out", default=None, metavar="DIR", help="output directory (default: runs/compare)")
+    where.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=1, metavar="N",
+                       help=f"runs at a time, one torch thread each, 1..{MAX_JOBS} (default 1)")
+    where.add_argument("--executor", default="local", choices=["local", "slurm"],
+                       help="local processes, or Slurm jobs through submitit (default local)")
+    where.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
+                       help="a submitit parameter for --executor slurm (e.g. slurm_partition=gpu, timeout_min=600); "
+                            "repeatable (default: none)")
+    where.add_argument("--no-wait", action="store_true",
+                       help="--executor slurm: submit and return (rebuild the report later with --report DIR); "
+                            "default: wait for the jobs")
+    where.add_argument("--launcher", default=None, metavar="CMD",
+                       help="run training with CMD instead of `python -m trainer` (the default), e.g. "
+                            "\"torchrun --standalone --nproc_per_node 4 -m trainer\" (one large run on several "
+                            "processes)")
+    check = p.add_argument_group("checking before running")
+    check.add_argument("--dry-run", action="store_true",
+                       help="print each run's state, command lines and estimated wall time; train nothing "
+                            "(default: run)")
+    check.add_argument("--probe", type=int, default=None, metavar="STEPS",
+                       help="--dry-run: time STEPS training steps of each task x model with no measured speed "
+                            f"(1-{E.MAX_PROBE_STEPS}), to estimate from (default: no probe)")
+    report = p.add_argument_group("the report")
+    report.add_argument("--report", default=None, metavar="DIR",
+                        help="rebuild DIR/report.md and report.json only, from the runs in DIR (default: run the "
+                             "suite, then report)")
+    report.add_argument("--no-plots", action="store_true", help="no plots in the report (default: plots)")
     return p
 
 

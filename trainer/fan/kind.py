@@ -42,12 +42,13 @@ class RunConfig:
     resume: bool = False
     progress: bool = True
     max_wall: Optional[float] = None   # stop (after a checkpoint) once this many seconds pass
+    config: Optional[dict] = None      # the settings of `--config FILE.toml`, as read (run.json keeps them)
 
     def to_dict(self):
         d = {k: getattr(self, k) for k in ("task", "model", "init", "compress", "compress_method",
                                            "preset", "device")}
         d["hparams"] = self.hp.to_dict()
-        return d
+        return d | ({"config": self.config} if self.config else {})
 
 
 def build_data(task_name: str, spec, hp, labeler=None) -> TaskData:

@@ -7,11 +7,12 @@ when --help is shown."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from trainer.fan.rules import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
 from trainer.run import explog
 from trainer.run.device import SMALL_CPU
-from trainer.settings import evaluation, trainhelp, validate
+from trainer.settings import evaluation, runfile, trainhelp, validate
 from trainer.settings.hparams import PRESET_NAMES
 
 
@@ -61,6 +62,7 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    runfile.add_config(p)
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
                    help=f"also log the metrics to {', '.join(explog.LOGGERS)} in DIR/ (pip install -e '.[log]'); "
                         "repeatable")
@@ -92,29 +94,47 @@ def add_train_args(p: argparse.ArgumentParser):
     return p
 
 
+def rules_epilog() -> str:
+    """The stopping rules, one entry each (the --help epilog of `rasp eval`)."""
+    width = max(map(len, RULES)) + 2
+    return "stopping rules (--stop; trainer/README.md):\n" + "\n".join(
+        textwrap.fill(RULE_HELP[r], 100, initial_indent=f"  {r:<{width}}", subsequent_indent=" " * (width + 2))
+        for r in RULES)
+
+
 def add_eval_args(p: argparse.ArgumentParser):
+    # grouped as `rasp train --help` is: the flags of Fan-task runs, of comparison runs, and of both
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = rules_epilog()
     p.add_argument("run", help="run directory written by `rasp train`")
-    p.add_argument("--lengths", default=None, help="e.g. 1:40, 5,10,20 or 1:40:3 (default 1:2x training)")
-    p.add_argument("--stop", default=None, choices=list(RULES),
-                   help=f"Fan-task runs: when the loop stops (default {DEFAULT_RULE}; oracle for fixed-depth "
-                        "baselines): " + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items()))
-    p.add_argument("--threshold", type=validate.THRESHOLD, default=None,
-                   help=f"--stop threshold: confidence CE to exit at (default {THRESHOLD:g})")
-    p.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None,
-                   help=f"Fan-task runs: test inputs per length (default {evaluation.SAMPLES})")
-    p.add_argument("--batch-size", type=validate.EVAL_BATCH, default=evaluation.BATCH)
-    p.add_argument("--seed", type=validate.SEED, default=evaluation.SEED)
-    p.add_argument("--max-len", type=validate.EVAL_MAX_LEN, default=None, metavar="N",
-                   help="longest --lengths accepted (default: 4x the training range, at least the task's "
-                        "test length)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--json", type=validate.out_file, default=None, help="where to write the results (default RUN/eval_STOP.json)")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--splits", default=None, help="comparison runs: splits to evaluate, e.g. test,ood (default all)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="comparison runs: test-time model options (iteration caps, tolerances)")
-    p.add_argument("-n", type=validate.EVAL_EXAMPLES, default=None,
-                   help="comparison runs: examples per split (default up to 1000)")
-    add_threads_arg(p)
+    fan = p.add_argument_group("Fan-task runs (parity, copy, addition, ...)")
+    fan.add_argument("--lengths", default=None,
+                     help="lengths to test, e.g. 1:40, 5,10,20 or 1:40:3 (default 1 to 2x the training range)")
+    fan.add_argument("--stop", default=None, choices=list(RULES), metavar="RULE",
+                     help=f"when the loop stops: {', '.join(RULES)} (listed below; default {DEFAULT_RULE}, "
+                          "oracle for fixed-depth baselines)")
+    fan.add_argument("--threshold", type=validate.THRESHOLD, default=None, metavar="CE",
+                     help=f"--stop threshold: confidence cross-entropy to exit at (default {THRESHOLD:g})")
+    fan.add_argument("--samples", type=validate.EVAL_SAMPLES, default=None, metavar="N",
+                     help=f"test inputs per length (default {evaluation.SAMPLES})")
+    fan.add_argument("--max-len", type=validate.EVAL_MAX_LEN, default=None, metavar="N",
+                     help="longest --lengths accepted (default: 4x the training range, at least the task's "
+                          "test length)")
+    seq = p.add_argument_group("comparison-task runs (flipflop, words_*, listops, ...)")
+    seq.add_argument("--splits", default=None, help="splits to evaluate, e.g. test,ood (default: all)")
+    seq.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="test-time model options (iteration caps, tolerances), repeatable (default: the run's)")
+    seq.add_argument("-n", type=validate.EVAL_EXAMPLES, default=None,
+                     help="examples per split (default: up to 1000)")
+    common = p.add_argument_group("both kinds")
+    common.add_argument("--batch-size", type=validate.EVAL_BATCH, default=evaluation.BATCH, metavar="N",
+                        help=f"inputs evaluated together (default {evaluation.BATCH})")
+    common.add_argument("--seed", type=validate.SEED, default=evaluation.SEED, metavar="S",
+                        help=f"seed of the test inputs (default {evaluation.SEED})")
+    common.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    common.add_argument("--json", type=validate.out_file, default=None, metavar="FILE",
+                        help="where to write the results (default RUN/eval_RULE.json; comparison runs RUN/eval.json)")
+    common.add_argument("--no-plots", action="store_true", help="write no plots (default: plots beside the results)")
+    common.add_argument("--no-progress", action="store_true", help="no progress bar (default: one on a terminal)")
+    add_threads_arg(common)
     return p

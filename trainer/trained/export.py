@@ -9,9 +9,12 @@ repository (it can be uploaded as it is) and loadable without the run:
     program.rasp        Fan et al.'s tasks: the task program (input contract, T(n))
     manifest.json       SHA-256 of the files above (checked by `rasp.load`), and of
                         the model card and plots (to tell an edited card from ours)
-    README.md           the model card: YAML front matter (library_name, tags,
-                        model-index), task, model, recipe, training, evaluation
+    README.md           the model card (trainer/trained/card.py): YAML front matter (license,
+                        library_name, pipeline_tag, tags, model-index), use, training data,
+                        recipe, evaluation, intended use and limitations, citation
     *.png               the training curves and the evaluation plots
+    tasks.md, LICENSE, CITATION.cff   the documents the card links to, so that every link
+                        resolves inside the folder
 
 `rasp.load(DIR)` / `rasp run DIR` read it (trainer/trained/inference.py).
 
@@ -71,7 +74,8 @@ def export_run(run_dir, out) -> list:
     state = checkpoint.load_state(ckpt)
     run = checkpoint.read_run(run_dir, ckpt)
     kind = "seq" if checkpoint.is_seq_run(run) else "fan"
-    config = {"format": EXPORT_FORMAT, "library_name": "rasp", "model_type": f"rasp-{kind}", "kind": kind,
+    from trainer.trained.card import LIBRARY
+    config = {"format": EXPORT_FORMAT, "library_name": LIBRARY, "model_type": f"rasp-{kind}", "kind": kind,
               "run": run, "model_config": state["config"], "step": state["step"]}
     if kind == "fan" and model.spec.adaptive:
         config["stop"] = model.stop
@@ -88,8 +92,10 @@ def export_run(run_dir, out) -> list:
         png = run_dir / (Path(name).stem + "_accuracy.png")
         if png.is_file():
             plots[png.name] = png.read_bytes()
-    card = model_card(run, kind, model, config, summary, evals, plots, Path(out).name)
-    documents = {CARD: card.encode("utf-8"), **plots}
+    from trainer.trained.card import model_card, shipped_documents
+    shipped = shipped_documents(kind)           # the docs and license the card links to, inside the export
+    card = model_card(run, kind, model, config, summary, evals, plots, Path(out).name, shipped)
+    documents = {CARD: card.encode("utf-8"), **plots, **shipped}
     write_export(Path(out), files, documents, model_files(kind))
     if not evals:
         print(f"note: {run_dir} has no evaluation of step {state['step']}, so the model card has no evaluation "
@@ -123,161 +129,6 @@ def _evaluations(run_dir: Path, kind: str, step: int) -> list:
                                                                            (dict, list)):
             out.append((name, doc))
     return out
-
-
-# ---- the model card ------------------------------------------------------------------
-
-def _yaml(value) -> str:
-    """A YAML scalar: JSON's strings and numbers are YAML too."""
-    return json.dumps(value)
-
-
-def _example(model, kind: str):
-    """An input from the task's own generator (seed 0) and the model's answer."""
-    import numpy as np
-    rng = np.random.default_rng(0)
-    if kind == "fan":
-        data = model.data
-        n = max(data.task.min_n, min(3, model.hp.max_train_n))
-        text = model.program.format_output(data.sample_inputs(rng, [n], train=False)[0])
-    else:
-        task = model.task
-        examples = task.generate(rng, task.splits[model.hp.valid_split].params, 20)
-        ex = min(examples, key=lambda e: len(e.input) + len(e.input2 or []))
-        words = [task.vocab[i - 1] for i in ex.input][:16 if task.kind == "per_position" else None]
-        text = " ".join(words)
-        if ex.input2 is not None:
-            text += " | " + " ".join(task.vocab[i - 1] for i in ex.input2)
-    return text, " ".join(model([text])[0])
-
-
-def _fan_tables(evals) -> list:
-    from trainer.fan.evaluate import rows
-    out = []
-    for name, doc in evals:
-        lo, hi = doc.get("train_range") or (None, None)
-        out += [f"`{name}`: stopping rule **{doc.get('stop')}**"
-                + (f" (threshold {doc['threshold']})" if doc.get("threshold") else "")
-                + f", seed {doc.get('seed')}; * = inside the training range ({lo}..{hi})", "",
-                "| length | exact match | ± s.e. | inputs | chosen step | T(n) |", "|---:|---:|---:|---:|---:|---:|"]
-        for r in rows(doc):
-            mark = "*" if hi is not None and r["length"] <= hi else ""
-            out.append(f"| {r['length']}{mark} | {r['exact_match']:.3f} | {r['se']:.3f} | {r['n']} | "
-                       f"{r.get('chosen_step', float('nan')):.1f} | {r.get('oracle_step', float('nan')):.1f} |")
-        out.append("")
-    return out
-
-
-def _seq_tables(evals) -> list:
-    out = []
-    for name, doc in evals:
-        splits = doc["splits"]
-        metrics = list(next(iter(splits.values()))["metrics"]) if splits else []
-        out += [f"`{name}`: seed {doc.get('seed')}, headline metric **{doc.get('headline')}**", "",
-                "| split | examples | " + " | ".join(f"{m} ± s.e." for m in metrics) + " |",
-                "|---|---:|" + "---:|" * len(metrics)]
-        for split, entry in splits.items():
-            cells = []
-            for m in metrics:
-                v = entry["metrics"].get(m, {})
-                cells.append("—" if v.get("mean") is None else f"{v['mean']:.3f} ± {v.get('se') or 0:.3f}")
-            out.append(f"| {split} | {entry.get('n')} | " + " | ".join(cells) + " |")
-        out.append("")
-    return out
-
-
-def _model_index(name: str, task: str, evals, kind: str) -> list:
-    results = []
-    for _file, doc in evals:
-        if kind == "fan":
-            from trainer.fan.evalfile import FAN_SPLIT
-            m = doc.get("splits", {}).get(FAN_SPLIT, {}).get("metrics", {}).get("exact_match", {})
-            lengths = doc["splits"][FAN_SPLIT]["params"]["lengths"] if m else []
-            if m.get("mean") is not None:
-                results.append(("exact_match", m["mean"], f"exact match, lengths {min(lengths)}-{max(lengths)}, "
-                                                          f"stop {doc.get('stop')}", "test"))
-        else:
-            head = doc.get("headline")
-            for split, entry in doc["splits"].items():
-                v = entry["metrics"].get(head, {}).get("mean")
-                if v is not None:
-                    results.append((head, v, f"{head}, split {split}", split))
-    if not results:
-        return []
-    out = ["model-index:", f"- name: {_yaml(name)}", "  results:"]
-    for metric, value, label, split in results:
-        out += ["  - task:", f"      type: {_yaml(task)}", f"      name: {_yaml(task)}",
-                "    dataset:", f"      type: {_yaml('rasp/' + task)}",
-                f"      name: {_yaml(task + ' (generated by rasp)')}", f"      split: {_yaml(split)}",
-                "    metrics:", f"    - type: {_yaml(metric)}", f"      value: {round(float(value), 4)}",
-                f"      name: {_yaml(label)}"]
-    return out
-
-
-def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots, folder: str) -> str:
-    from trainer.tasks import TASKS
-    task, name, init = run["task"], run["model"], run["init"]
-    from trainer.models import get_encoder_spec, get_model_spec
-    what = (get_model_spec(name) if kind == "fan" else get_encoder_spec(name)).description
-    n_params = sum(p.numel() for p in model.module.parameters())
-    tags = ["rasp", "looped-transformer" if name.startswith("looped") else "sequence-model", task, name,
-            "fan-et-al-tasks" if kind == "fan" else "comparison-tasks"]
-    front = ["---", "library_name: rasp", "tags:", *[f"- {_yaml(t)}" for t in tags],
-             *_model_index(f"{task}-{name}", task, evals, kind), "---", ""]
-    example, answer = _example(model, kind)
-    body = [f"# {task} / {name}", "",
-            f"A model trained with rasp (`rasp train`, {init} initialisation) on the task **{task}**: "
-            f"{TASKS[task].description}.", "",
-            "## Use", "", "```python", "import rasp", f"model = rasp.load({_yaml(folder)})",
-            f"model([{_yaml(example)}])     # -> [{_yaml(answer.split())[1:-1]}]", "```", "",
-            f'or `rasp run {folder} --input "{example}"` (one input per line with `--inputs FILE`).', ""]
-    if kind == "fan":
-        rule = config.get("stop")
-        body += ["The input is parsed by the task's program (`program.rasp`), which checks its `require` "
-                 "contract and gives the loop count T(n); the answer is the model's output from `>` on."
-                 + (f" The loop stops by the rule **{rule}** (`--stop` or `rasp.load(..., stop=...)` chooses "
-                    "oracle, confidence, confidence_sample or threshold)." if rule else
-                    " This model runs a fixed number of iterations."), ""]
-    else:
-        body += [("The answer is one label per input position." if model.task.kind == "per_position" else
-                  "The answer is one label for the input.")
-                 + (" A pair is two sentences separated by `|`." if model.task.kind == "pair" else ""), ""]
-    body += ["## Model", "", f"- **{name}**: {what}", f"- parameters: {n_params:,}",
-             f"- initialisation: {init}" + (f", compressed to width {run['compress']} ({run.get('compress_method')})"
-                                           if run.get("compress") else ""),
-             "- files: `config.json` (this run's settings and the model's configuration), `model.safetensors` "
-             "(weights), `vocab.json` (model ids -> tokens)"
-             + (", `program.rasp` (the task program)" if kind == "fan" else "")
-             + ", `manifest.json` (SHA-256 of the model files, checked on loading)", ""]
-    body += ["## Training", ""]
-    if summary:
-        body += [f"- steps: {summary.get('step')} of {run['hparams'].get('steps')}"
-                 + (" (finished)" if summary.get("finished") else " (not finished)"),
-                 f"- time: {summary.get('seconds', float('nan')):.1f} s on {run.get('device', '?')}"
-                 + (f" x {run['world_size']}" if run.get("world_size", 1) > 1 else "")]
-        if summary.get("stopped"):
-            body.append(f"- stopped early: {summary['stopped']}")
-        if summary.get("final_loss") is not None:
-            body.append(f"- final training loss: {summary['final_loss']:.4g}")
-        if summary.get("final_eval"):
-            body.append(f"- final evaluation during training: {summary['final_eval']}")
-    else:
-        body.append(f"- exported at step {config['step']} (the run has no summary.json: it was not finished)")
-    body += [f"- preset: `{run.get('preset')}`, seed {run['hparams'].get('seed')}", "",
-             "The recipe, every hyper-parameter (`config.json` keeps them under `run.hparams`):", "",
-             "| hyper-parameter | value |", "|---|---|"]
-    body += [f"| `{k}` | `{json.dumps(v, sort_keys=True)}` |" for k, v in sorted(run["hparams"].items())]
-    body.append("")
-    if "train_curves.png" in plots:
-        body += ["![training curves](train_curves.png)", ""]
-    body += ["## Evaluation", ""]
-    if evals:
-        body += _fan_tables(evals) if kind == "fan" else _seq_tables(evals)
-        body += [f"![{p}]({p})" for p in plots if p != "train_curves.png"] + [""]
-        body.append("Made by `rasp eval` (inputs from the task's own generator, seeded as shown).")
-    else:
-        body.append(f"Not evaluated at step {config['step']} (`rasp eval RUN` before exporting adds the table).")
-    return "\n".join(front + body) + "\n"
 
 
 # ---- writing ----------------------------------------------------------------------------

@@ -69,9 +69,16 @@ def _chunks(order: list, key) -> list:
     return out
 
 
+def _params(module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
 class FanModel:
-    """A model trained on one of Fan et al.'s tasks, called on input texts.
-    `model(["1 0 1 1 > # #"])` -> [["1", "#", "#"]]: the answer tokens."""
+    """A model trained on one of Fan et al.'s tasks, called on input texts in
+    the task program's tokens.  `model(["1 0 1 1 > # #"])` -> [["1", "#", "#"]]:
+    per input, its answer from `>` on, the shape every model `rasp.load`
+    returns answers in (the task's program answers the same inputs alike).
+    `model.stop` is the stopping rule (`rasp.load(..., stop=...)`)."""
 
     kind = "fan"
 
@@ -99,6 +106,11 @@ class FanModel:
         if data.input_tokens != module.cfg.extra.get("input_tokens"):
             raise RaspError(f"the model's token table does not match task {data.task.name}'s program "
                             f"{self.labeler.path} (the program changed after training)")
+
+    def __repr__(self) -> str:
+        stop = f"{self.stop}" if self.spec.adaptive else f"fixed {self.spec.iterations(self.hp)} iterations"
+        return (f"<trained model (Fan task): task {self.data.task.name}, model {self.spec.name}, "
+                f"{_params(self.module):,} parameters, step {self.step}; answer from > on; stop: {stop}>")
 
     def token_text(self, value: int) -> str:
         return "<pause>" if value == self.data.pause_token else self.program.token_text(int(value))
@@ -152,11 +164,13 @@ class FanModel:
 class SeqModel:
     """A model trained on a comparison task, called on input texts in the
     task's tokens: per-position tasks answer a label per position, pooled
-    ones a single label."""
+    ones a single label (these tasks have no `>`: the answer covers the input,
+    as a program's does when it has no `>`)."""
 
     kind = "seq"
 
-    def __init__(self, module, task, hp, stop=None, threshold=None, step=None, device="cpu"):
+    def __init__(self, module, task, hp, stop=None, threshold=None, step=None, device="cpu", name="?"):
+        self.name = name        # the model's registry name (repr)
         if stop is not None or threshold is not None:
             raise RaspError(f"--stop/--threshold: for looped models of Fan et al.'s tasks; a model of the "
                             f"comparison task {task.name} runs its own settings")
@@ -165,6 +179,12 @@ class SeqModel:
 
     def vocabulary(self) -> dict:
         return {"input": ["<pad>", *self.task.vocab], "output": list(self.task.labels)}
+
+    def __repr__(self) -> str:
+        answer = "a label per position" if self.task.kind == "per_position" else "one label"
+        return (f"<trained model (comparison task): task {self.task.name}, model {self.name}, "
+                f"{_params(self.module):,} parameters, step {self.step}; answer {answer}; "
+                f"stop: its own settings (up to {self.iterations()} iterations)>")
 
     def __call__(self, inputs, limits: Optional[RunLimits] = None, max_work=None) -> list:
         from rasp.inputs import api_inputs
@@ -253,7 +273,7 @@ def load_run(path, stop=None, threshold=None, device="cpu"):
     if checkpoint.is_seq_run_dir(path):
         from trainer.benchmark.evaluate import load_run_model
         run, task, hp, module, state = load_run_model(path, {}, dev)
-        return SeqModel(module, task, hp, stop, threshold, state["step"], dev)
+        return SeqModel(module, task, hp, stop, threshold, state["step"], dev, run["model"])
     from trainer.fan.evaluate import load_run as load_fan_run
     run, module, step = load_fan_run(path, dev)
     hp = HParams.from_dict(run["hparams"])
@@ -302,7 +322,7 @@ def load_export(path, stop=None, threshold=None, device="cpu"):
         shell = checkpoint_model(task, run["model"], run["init"], hp, {"config": config["model_config"]})
         module = checkpoint.model_from_files(d / "model.safetensors", None, d / "config.json", "model_config", dev,
                                              shell)
-        model = SeqModel(module, task, hp, stop, threshold, config.get("step"), dev)
+        model = SeqModel(module, task, hp, stop, threshold, config.get("step"), dev, run["model"])
     else:
         from trainer.tasks.labels import ProgramLabeler
         module = checkpoint.model_from_files(d / "model.safetensors", config["model_config"], d / "config.json",

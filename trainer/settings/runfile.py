@@ -1,0 +1,120 @@
+"""`rasp train --config FILE.toml`: a run's settings from a TOML file.
+
+The file's keys are the flags' names (`d_model = 64` for `--d-model 64`,
+`set = ["loops=4"]` for `--set loops=4`, `no_progress = true` for
+`--no-progress`).  Each value is checked by its flag's own type and choices,
+and a bad one is a located error, FILE:LINE.  The file is then read as the
+flags it stands for, placed before the command line's: argparse keeps the
+last value of a flag, so a flag given on the command line overrides the file
+(a repeatable flag such as --set takes both, the command line's last).  The
+run records the file's settings in run.json (`config`).  Torch-free, like the
+rest of the parser.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from rasp.errors import Loc, RaspError
+
+NOT_IN_FILE = {"help", "config"}
+
+
+def _line_of(text: str, key: str) -> int:
+    """The line of `key = ...` (a run's file is flat: one key per line)."""
+    for i, line in enumerate(text.split("\n"), 1):
+        if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            return i
+    return 1
+
+
+def load_toml(text: str, path: str) -> dict:
+    """The TOML document of `text`, its syntax errors located (FILE:LINE:COL)."""
+    import tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"at line (\d+), column (\d+)", str(e))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+        raise RaspError(f"not valid TOML: {re.sub(r' [(]at line.*', '', str(e))}", Loc(path, line, col), text) from None
+    except RecursionError:          # tomllib recurses per level of nested arrays / inline tables
+        raise RaspError("not valid TOML: nested too deeply", Loc(path, 1, 1), text) from None
+
+
+def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
+    """(argv words the file stands for, {key: value} as read)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read((1 << 20) + 1)
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RaspError(f"--config {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    if len(raw) > 1 << 20:
+        raise RaspError(f"--config {path}: larger than 1 MiB; a run's settings are a few lines")
+    doc = load_toml(text, path)
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in NOT_IN_FILE}
+    words = []
+    for key, value in doc.items():
+        where = Loc(path, _line_of(text, key), 1)
+        dest = key.replace("-", "_")
+        action = actions.get(dest)
+        if action is None:
+            raise RaspError(f"unknown setting {key!r}: the keys are the flags of `rasp train` without their dashes "
+                            "(`rasp train --help`), config excepted", where, text)
+        flag = action.option_strings[-1]
+        many = isinstance(action, argparse._AppendAction)
+        if action.nargs == 0:               # a switch: true gives it, false leaves it out
+            if not isinstance(value, bool):
+                raise RaspError(f"{key} = {value!r}: true or false ({flag} is a switch)", where, text)
+            words += [flag] if value else []
+            continue
+        values = value if many and isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, (dict, list)) or v is None:
+                raise RaspError(f"{key}: expected {'a value or a list of values' if many else 'one value'} "
+                                f"(the value of {flag})", where, text)
+            word = str(v).lower() if isinstance(v, bool) else str(v)
+            try:                            # the flag's own check, so that the error names the file's line
+                converted = action.type(word) if action.type else word
+            except (argparse.ArgumentTypeError, ValueError, TypeError) as e:
+                raise RaspError(f"{key} = {v!r}: {e}", where, text) from None
+            if action.choices is not None and converted not in action.choices:
+                raise RaspError(f"{key} = {v!r}: one of {', '.join(map(str, action.choices))}", where, text)
+            words += [f"{flag}={word}"]
+    return words, doc
+
+
+def expand_config(parser: argparse.ArgumentParser, argv: list) -> tuple:
+    """(`argv` with the flags of each `--config FILE` put first, so that the command
+    line's own flags, which come after, win; {key: value} of the files).  A bad file
+    exits 2 with a located error, as argparse does for a bad flag."""
+    argv = list(argv)
+    files = [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "--config"]
+    files += [w.split("=", 1)[1] for w in argv if w.startswith("--config=")]
+    front, settings = [], {}
+    for path in files:
+        try:
+            words, doc = _flag_words(parser, path)
+        except RaspError as e:
+            print(e.format(), file=sys.stderr)
+            parser.exit(2)
+        front += words
+        settings.update(doc)
+    return front + argv, settings
+
+
+def add_config(p: argparse.ArgumentParser):
+    """--config on `rasp train`'s parser, whose parsing reads the file first; the
+    namespace keeps the file's settings as `config_settings` (recorded in run.json)."""
+    p.add_argument("--config", metavar="FILE.toml", default=None,
+                   help="read the run's settings from a TOML file: the flags' names as keys (d_model = 64, "
+                        "set = [\"loops=4\"]); flags on the command line override it (default: none)")
+    parse = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        argv, settings = expand_config(p, sys.argv[1:] if args is None else args)
+        namespace, extras = parse(argv, namespace)
+        namespace.config_settings = settings or None
+        return namespace, extras
+    p.parse_known_args = parse_known_args       # type: ignore[method-assign]
