@@ -215,7 +215,7 @@ def _model_index(name: str, task: str, evals, kind: str) -> list:
 
 
 def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots, folder: str) -> str:
-    from trainer.tasks import TASKS
+    from trainer.tasks.program import task_of
     task, name, init = run["task"], run["model"], run["init"]
     from trainer.models import get_encoder_spec, get_model_spec
     what = (get_model_spec(name) if kind == "fan" else get_encoder_spec(name)).description
@@ -227,7 +227,7 @@ def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots,
     example, answer = _example(model, kind)
     body = [f"# {task} / {name}", "",
             f"A model trained with rasp (`rasp train`, {init} initialisation) on the task **{task}**: "
-            f"{TASKS[task].description}.", "",
+            f"{task_of(run).description}.", "",
             "## Use", "", "```python", "import rasp", f"model = rasp.load({_yaml(folder)})",
             f"model([{_yaml(example)}])     # -> [{_yaml(answer.split())[1:-1]}]", "```", "",
             f'or `rasp run {folder} --input "{example}"` (one input per line with `--inputs FILE`).', ""]
