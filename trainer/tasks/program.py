@@ -122,7 +122,8 @@ def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
     if eval_inputs is not None and inputs is None and program.ir.sampler is None:
         raise RaspError("--eval-inputs: the training inputs come from --inputs FILE or the program's `sample`")
     if inputs is None and program.ir.sampler is None:
-        raise RaspError(f"{path}: {NEEDS_INPUTS}")
+        from rasp.ir import Loc
+        raise RaspError(NEEDS_INPUTS, Loc(str(path), 1, 1), text)
     record = {"path": str(Path(path).resolve()), "sha256": sha256(text), "text": text,
               "score": score or ("after:>" if target == "fap" else "all"),
               "inputs": read_inputs(inputs, program, "--inputs") if inputs is not None else None,
