@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import rasp as api
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # a running maximum in FAP form: from '>' on, the largest query token, then '#'
@@ -70,8 +72,6 @@ def test_random_init_trains_evaluates_runs_and_exports(prog):
     r = rasp("export", "run", "-o", "exported", cwd=prog)
     assert r.returncode == 0, r.stderr
     assert (prog / "exported" / "program.rasp").read_text() == RUNMAX
-    sys.path.insert(0, str(ROOT))
-    import rasp as api
     answer = api.load(prog / "exported")(["3 1 4 > # #"])
     assert len(answer[0]) == 3
     # --resume goes on with the same program, and refuses an edited one (located at it)
