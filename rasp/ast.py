@@ -124,6 +124,24 @@ class Require(Node):
 
 
 @dataclass
+class SampleSeg(Node):
+    """One segment of a `sample` statement: tokens drawn uniformly from `items`
+    (a set `{...}`, or one token), `low` (..`high`) of them (None: one)."""
+    items: list             # of VocabItem
+    low: Optional[Node]
+    high: Optional[Node]
+
+
+@dataclass
+class Sample(Node):
+    """`sample n in LO..HI: SEGMENT ...`: how to draw an input of size n."""
+    var: str
+    low: Node
+    high: Node
+    segments: list          # of SampleSeg
+
+
+@dataclass
 class DefParam(Node):
     name: str
     default: Optional[Node]

@@ -157,6 +157,11 @@ ENTRIES = [
           "the input contract: CONDITION (over the input, consts and params) must be nonzero at every "
           "position, or the input is rejected with MESSAGE (exit status 2)",
           usage='require CONDITION, "MESSAGE"'),
+    Entry("sample", "statement", "statement",
+          "the program's own input sampler, for `rasp train --program`: an input of size n is its segments in "
+          "order, each a token or a set {...} drawn uniformly, [LEN] or [A..B] times (lengths from n, ints, "
+          "consts, + - * //, min, max); n runs over LO..HI in training, beyond it in evaluation",
+          usage='sample n in LO..HI: {0, 1}[n] EOQ EOS[n + 1]'),
     Entry("def", "statement", "statement", "a function (no recursion); calls are inlined",
           usage="def NAME(a, b=DEFAULT):\n    ...\n    return e1, e2"),
     Entry("loop", "statement", "statement",

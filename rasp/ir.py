@@ -22,7 +22,7 @@ is hoisted out of loop bodies).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 # node kinds (the checker's types)
 SOP = "sop"
@@ -345,6 +345,7 @@ class ProgramIR:
     output_loc: Optional[Loc] = None
     requires: list = field(default_factory=list)     # of Require, in source order
     tables: dict = field(default_factory=dict)       # const name -> Table (lookup tables)
+    sampler: Optional[Any] = None                    # the `sample` statement (rasp/sampler.py Sampler)
 
     def symbol_text(self, code: int) -> Optional[str]:
         for text, c in self.symbols.items():

@@ -113,6 +113,7 @@ class Lowering(ExpressionLowering):
         self.params: dict = {}
         self.loops: list = []
         self.requires: list = []
+        self.sampler = None                       # the `sample` statement (rasp/sampler.py)
         self.input: Optional[ir.Input] = None
         self.vocab: tuple = ()
         self.output: Optional[ir.Node] = None
@@ -244,7 +245,7 @@ class Lowering(ExpressionLowering):
     def stmt(self, stmt: A.Node, scope: Scope, in_def):
         if self.block is self.top and in_def is None and not self.call_stack:
             self.statement = stmt
-        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def, A.Require)
+        top_only = (A.ConstStmt, A.InputStmt, A.ParamStmt, A.Output, A.Def, A.Require, A.Sample)
         if (in_def is not None or self.block is not self.top) and isinstance(stmt, top_only):
             what = type(stmt).__name__.replace("Stmt", "").lower()
             raise self.error(f"'{what}' is only allowed at the top level", stmt)
@@ -450,6 +451,10 @@ class Lowering(ExpressionLowering):
         text = require_text(self.source, stmt)
         self.requires.append(ir.Require(node, stmt.message or f"the input must satisfy {text}", text,
                                         self.loc(stmt)))
+
+    def stmt_Sample(self, stmt, scope):
+        from .sampler import lower_sample
+        self.sampler = lower_sample(self, stmt)
 
     def stmt_LoopStmt(self, stmt, scope):
         count = self.host_expr(stmt.count, scope, "a loop count")
@@ -664,5 +669,5 @@ def _lower(module, lowering: Lowering, source: str, path: str) -> tuple:
                            params=lowering.params, input=lowering.input, body=lowering.top,
                            output=lowering.output, loops=lowering.loops,
                            output_loc=lowering.output_loc, requires=lowering.requires,
-                           tables=lowering.tables)
+                           tables=lowering.tables, sampler=lowering.sampler)
     return program, lowering.warnings

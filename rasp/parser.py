@@ -209,6 +209,16 @@ class _ToAst(Transformer):
         message = None if c[1] is None else str(c[1])[1:-1]
         return A.Require(*_pos(meta), c[0], message)
 
+    def sample_stmt(self, meta, c):
+        return A.Sample(*_pos(meta), str(c[0]), c[1], c[2], list(c[3:]))
+
+    def sample_seg(self, meta, c):
+        items = c[0] if isinstance(c[0], list) else [A.VocabItem(c[0].line, c[0].column, c[0], None)]
+        return A.SampleSeg(*_pos(meta), items, c[1], c[2])
+
+    def sample_set(self, meta, c):
+        return [i for i in c if i is not None]
+
     def def_stmt(self, meta, c):
         name, *params, body = c
         return A.Def(*_pos(meta), str(name), [p for p in params if p is not None], body)

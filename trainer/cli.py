@@ -25,8 +25,23 @@ from trainer.settings.hparams import HParams
 # the parsers, which rasp/cli.py's command table finds in this module
 add_train_args, add_eval_args = arguments.add_train_args, arguments.add_eval_args
 
+def _program_run(args, run):
+    """--resume of a run: the program flags must name what it trained on (its program unchanged)."""
+    from trainer.settings.resolve import PROGRAM_FLAGS, refuse_given
+    from trainer.tasks.program import check_unchanged
+    record = run.get("program")
+    if record is None:
+        if args.program:
+            raise RaspError(f"--resume: --program {args.program}, but the run trains the task {run['task']}")
+        refuse_given(args, PROGRAM_FLAGS, "for --program runs")
+        return None
+    refuse_given(args, PROGRAM_FLAGS, "a resumed run keeps its inputs and scored positions: leave them out")
+    check_unchanged(record, args.program)
+    return record
+
+
 def config_from_args(args):
-    from trainer.settings.resolve import fan_flags, fresh_hparams, refuse_changed_run
+    from trainer.settings.resolve import PROGRAM_FLAGS, fan_flags, fresh_hparams, refuse_changed_run, refuse_given
     from trainer.run import checkpoint
     from trainer.run.device import check_device
     from trainer.fan.kind import RunConfig
@@ -35,19 +50,30 @@ def config_from_args(args):
         # A resumed run keeps its own settings (only --steps may extend it).
         run = checkpoint.read_checked_run(out)     # an edited run.json is refused
         refuse_changed_run(args, run)
+        program = _program_run(args, run)
         hp = checkpoint.resumed_hparams(HParams.from_dict(run["hparams"]), fan_flags(args))
         return RunConfig(task=run["task"], out=str(out), model=run["model"], init=run["init"],
                          compress=run.get("compress"), compress_method=run.get("compress_method", "pca"),
                          preset=run["preset"], device=check_device(args.device), hp=hp, resume=True,
-                         progress=not args.no_progress, max_wall=args.max_wall, config=run.get("config"))
-    hp = fresh_hparams(args)
+                         progress=not args.no_progress, max_wall=args.max_wall, config=run.get("config"),
+                         program=program)
+    program = task = None
+    if args.program:
+        from trainer.tasks.program import program_record, program_task
+        if args.task:
+            raise RaspError(f"--task {args.task} and --program {args.program}: give one")
+        program = program_record(args.program, args.score, args.inputs, args.eval_inputs)
+        task = program_task(program)
+    else:
+        refuse_given(args, PROGRAM_FLAGS, "only with --program P.rasp")
+    hp = fresh_hparams(args, task)
     if "compress_method" in getattr(args, "given", ()) and args.compress is None:
         raise RaspError("--compress-method: not used without --compress D")
-    return RunConfig(task=args.task, out=str(out), model=args.model, init=args.init,
+    return RunConfig(task=task.name if task else args.task, out=str(out), model=args.model, init=args.init,
                      compress=args.compress, compress_method=args.compress_method, preset=args.preset,
                      device=check_device(args.device), hp=hp, resume=args.resume,
                      progress=not args.no_progress, max_wall=args.max_wall,
-                     config=getattr(args, "config_settings", None))
+                     config=getattr(args, "config_settings", None), program=program)
 
 
 def seq_run_config(args):
@@ -103,8 +129,9 @@ def _main_rank() -> bool:
 def train_kind(args):
     """The run `rasp train ARGS` asks for, as a kind of run of the one
     training loop (trainer/run/loop.py): a Fan task's or a comparison task's."""
-    from trainer.settings.resolve import is_seq_train
+    from trainer.settings.resolve import PROGRAM_FLAGS, is_seq_train, refuse_given
     if is_seq_train(args):
+        refuse_given(args, ("program",) + PROGRAM_FLAGS, "Fan-style runs only (a comparison task has its own data)")
         from trainer.benchmark.kind import SeqKind
         return SeqKind(seq_run_config(args))
     if args.set or args.data:
@@ -141,7 +168,8 @@ def run_train(args) -> int:
 
 def run_eval(args) -> int:
     from trainer.settings.resolve import refuse_given
-    from trainer.tasks import get_task, parse_lengths
+    from trainer.tasks.program import task_of
+    from trainer.tasks import parse_lengths
     from trainer.models import get_model_spec
     from trainer.run import checkpoint
     from trainer.run.device import check_device, set_threads
@@ -160,12 +188,18 @@ def run_eval(args) -> int:
     args.threshold = THRESHOLD if args.threshold is None else args.threshold
     args.samples = evaluation.SAMPLES if args.samples is None else args.samples
     train_max = run["hparams"].get("max_train_n", 1)
+    task = task_of(run)
     if args.lengths is None:
-        lengths = list(range(1, 2 * train_max + 1))
+        # a run trained on an inputs file: the sizes its held-out inputs hold
+        lengths = list(task.eval_sizes) or list(range(task.min_n, 2 * train_max + 1))
     else:
-        limit = args.max_len or validate.eval_length_limit(get_task(run["task"]), train_max)
+        limit = args.max_len or validate.eval_length_limit(task, train_max)
         validate.check_eval_lengths(args.lengths, limit, train_max)
         lengths = parse_lengths(args.lengths)
+        missing = [n for n in lengths if task.eval_sizes and n not in task.eval_sizes]
+        if missing:
+            raise RaspError(f"--lengths: the run's evaluation inputs hold no input of size {missing[0]} (sizes: "
+                            f"{', '.join(map(str, task.eval_sizes[:20]))})")
     if args.samples < 1 or args.batch_size < 1:
         raise RaspError("--samples and --batch-size must be positive")
     print(set_threads(args.threads), file=sys.stderr)

@@ -69,6 +69,8 @@ class TaskData:
 
     # -- sampling ---------------------------------------------------------
     def sample_inputs(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True):
+        if self.task.draw is not None:          # a program's task: a batch, checked against `require`
+            return self.task.draw(rng, lengths, self.sym, train)
         return [self.task.sample(rng, int(n), self.sym, train) for n in lengths]
 
     def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
@@ -91,7 +93,7 @@ class TaskData:
         outputs, steps = labels if labels is not None else self.labeler(inputs)
         rows = [self._layout(x, y) for x, y in zip(inputs, outputs)]
         L = max([pad_to] + [len(r[0]) for r in rows])
-        pad = self.in_id[self.sym["#"]]
+        pad = self.in_id[self.sym["#"]] if "#" in self.sym else 0     # right padding is never read
         B = len(rows)
         tok = torch.full((B, L), pad, dtype=torch.long)
         tgt = torch.zeros((B, L), dtype=torch.long)
@@ -115,9 +117,9 @@ class TaskData:
         t = self.task.target
         if t == "fap":
             try:
-                return x.index(self.sym[">"])
+                return x.index(self.sym[self.task.marker])
             except ValueError:
-                raise RaspError("a full-answer input has no end-of-query symbol '>'") from None
+                raise RaspError(f"a full-answer input has no end-of-query symbol {self.task.marker!r}") from None
         return 0 if t == "per_position" else len(x) - 1
 
     def _out(self, v) -> int:

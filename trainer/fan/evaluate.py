@@ -25,6 +25,7 @@ from trainer.fan.evalfile import document, rows
 from trainer.fan.halting import calibrate
 from trainer.fan.rules import CALIBRATED, RULES, THRESHOLD
 from trainer.fan.kind import build_data
+from trainer.tasks.program import task_of
 
 
 def load_run(run_dir, device="cpu"):
@@ -104,7 +105,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     run, model, step = load_run(run_dir, device)
     spec = get_model_spec(run["model"])
     hp = HParams.from_dict(run["hparams"])
-    data = build_data(run["task"], spec, hp, labeler)
+    data = build_data(task_of(run), spec, hp, labeler)
     if data.input_tokens != model.cfg.extra.get("input_tokens"):
         raise RaspError(f"{run_dir}: the checkpoint's token table does not match task {run['task']}")
     halting = None

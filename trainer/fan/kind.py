@@ -26,6 +26,7 @@ from trainer.models import get_model_spec
 from trainer.settings.hparams import HParams
 from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths
 from trainer.tasks import get_task
+from trainer.tasks.program import task_of
 
 
 @dataclass
@@ -43,17 +44,21 @@ class RunConfig:
     progress: bool = True
     max_wall: Optional[float] = None   # stop (after a checkpoint) once this many seconds pass
     config: Optional[dict] = None      # the settings of `--config FILE.toml`, as read (run.json keeps them)
+    program: Optional[dict] = None     # a task made from a program file (trainer/tasks/program.py)
 
     def to_dict(self):
         d = {k: getattr(self, k) for k in ("task", "model", "init", "compress", "compress_method",
                                            "preset", "device")}
+        if self.program is not None:
+            d["program"] = self.program
         d["hparams"] = self.hp.to_dict()
         return d | ({"config": self.config} if self.config else {})
 
 
-def build_data(task_name: str, spec, hp, labeler=None) -> TaskData:
-    task = get_task(task_name)
-    labeler = labeler or ProgramLabeler(task.program_path)
+def build_data(task, spec, hp, labeler=None) -> TaskData:
+    """`task`: a registered task's name, or a Task (task_of(run) of a run trained from a program)."""
+    task = get_task(task) if isinstance(task, str) else task
+    labeler = labeler or ProgramLabeler(task.program_path, source=task.source or None)
     return TaskData(task, labeler, spec.layout(), spec.pause_count(hp))
 
 
@@ -75,7 +80,8 @@ def train_padding(hp, data, step: int) -> dict:
     generate_training_data.py:7-29): every row is padded to the length of a row
     of the curriculum's current longest size and the padding is scored (`#`),
     so the loss sees answer and padding tokens of every row."""
-    if not (getattr(hp, "padding", "ignored") == "scored" and data.layout == "fap" and data.task.target == "fap"):
+    if not (getattr(hp, "padding", "ignored") == "scored" and data.layout == "fap" and data.task.target == "fap"
+            and "#" in data.sym and data.sym["#"] in data.output_tokens):      # the padding is scored as `#`
         return {}
     return {"pad_to": data.row_length(curriculum_max_n(step, hp)), "score_padding": True}
 
@@ -101,7 +107,7 @@ class FanKind(RunKind):
     def __init__(self, cfg: RunConfig, labeler=None):
         self.cfg, self.hp = cfg, cfg.hp
         self.spec = get_model_spec(cfg.model)
-        self.data = build_data(cfg.task, self.spec, cfg.hp, labeler)
+        self.data = build_data(task_of(cfg.to_dict()), self.spec, cfg.hp, labeler)
         validate.check_hparams(cfg.hp, self.data.task)
         self.rng = None
 

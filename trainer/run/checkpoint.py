@@ -115,7 +115,7 @@ def run_fingerprint(run: dict) -> str:
     """Hash of what a run.json says about the model and its training: what
     a resume keeps (everything but --steps and --device)."""
     keep = {k: run.get(k) for k in ("task", "model", "init", "compress", "compress_method", "preset", "kind",
-                                    "data")}
+                                    "data", "program")}
     keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items() if k not in RESUMABLE}
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
 

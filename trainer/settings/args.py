@@ -43,6 +43,13 @@ def catalogue() -> str:
               [(n, m.specs[COMPARISON].description) for n, m in MODELS.items() if m.serves(COMPARISON)])])
 
 
+def score_type(text: str) -> str:
+    """--score: all, last or after:TOKEN (the token is checked against the program later)."""
+    if text in ("all", "last") or (text.startswith("after:") and len(text) > 6 and " " not in text):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: all, last or after:TOKEN (e.g. after:>)")
+
+
 class Given(argparse.Action):
     """Stores the value and notes that the flag was given (`args.given`), so
     a setting that a run already has can be told from a default."""
@@ -54,9 +61,22 @@ class Given(argparse.Action):
 
 def add_train_args(p: argparse.ArgumentParser):
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.usage = "%(prog)s --task TASK --out DIR [--model MODEL] [--preset {paper,cpu}] [options]"
+    p.usage = ("%(prog)s (--task TASK | --program P.rasp) --out DIR [--model MODEL] [--preset {paper,cpu}] "
+               "[options]")
     p.epilog = lambda: trainhelp.RECIPE_NOTE + "\n\n" + catalogue()     # rasp.options: built for --help only
     p.add_argument("--task", action=Given, help="the task (listed below)")
+    prog = p.add_argument_group("training on a program of your own (docs/tutorial.md)")
+    prog.add_argument("--program", action=Given, default=None, metavar="P.rasp",
+                      help="train on this program instead of a --task: targets and the loop count T(n) from the "
+                           "interpreter, inputs from its `sample` statement or --inputs")
+    prog.add_argument("--inputs", action=Given, default=None, metavar="FILE",
+                      help="with --program: the training inputs, one a line (default: the program's `sample`)")
+    prog.add_argument("--eval-inputs", action=Given, default=None, metavar="FILE",
+                      help="with --inputs: held-out inputs for evaluation (default: the --inputs file, whose sizes "
+                           "above --max-train-n are never trained on)")
+    prog.add_argument("--score", action=Given, type=score_type, default=None, metavar="all|last|after:TOKEN",
+                      help="with --program: the scored positions (default after:> when the program has '>', "
+                           "else all)")
     p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
     p.add_argument("--out", required=True, metavar="DIR", help="the run directory (created; --resume continues it)")
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),

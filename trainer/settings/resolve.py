@@ -21,6 +21,7 @@ SHARED_FLAGS = tuple(name for name in HP_FLAGS if "seq" in SETTINGS[name].takes_
 
 # what names a run (run.json), and so cannot change on --resume
 RUN_SETTINGS = ("task", "model", "init", "compress", "compress_method", "preset", "data")
+PROGRAM_FLAGS = ("inputs", "eval_inputs", "score")        # what --program's inputs and scoring are
 
 
 def refuse_changed_run(args, run: dict):
@@ -68,12 +69,13 @@ def fan_flags(args) -> dict:
     return given
 
 
-def fresh_hparams(args) -> HParams:
-    """The hyper-parameters a new Fan-task run of these arguments trains with."""
+def fresh_hparams(args, task=None) -> HParams:
+    """The hyper-parameters a new Fan-task run of these arguments trains with
+    (`task`: a Task made from --program, else --task's)."""
     from trainer.models import get_model_spec
-    if not args.task:
-        raise RaspError("--task is required (one of: " + ", ".join(TASKS) + ")")
-    task = get_task(args.task)
+    if task is None and not args.task:
+        raise RaspError("--task or --program is required (tasks: " + ", ".join(TASKS) + ")")
+    task = task or get_task(args.task)
     get_model_spec(args.model)      # a user error naming the models of Fan et al.'s tasks
     if args.freeze_fragile == "on" and args.init != "compiled":
         raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")

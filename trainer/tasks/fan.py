@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -53,10 +53,17 @@ class Task:
     min_n: int = 1
     symbols: tuple = (">", "#")    # symbols the sampler needs from the program
     description: str = ""          # one line, for `rasp train --help`
+    # a task made from a program file (trainer/tasks/program.py): its text, the symbol
+    # where scoring starts ("fap"), a batch sampler draw(rng, lengths, sym, train) that
+    # checks `require`, and the sizes a file of held-out inputs holds
+    marker: str = ">"
+    source: str = ""
+    draw: Optional[Callable[[np.random.Generator, Sequence[int], dict, bool], list]] = None
+    eval_sizes: tuple = ()
 
     @property
     def program_path(self) -> Path:
-        return PROGRAMS / (self.program or f"{self.name}.rasp")
+        return PROGRAMS / (self.program or f"{self.name}.rasp")     # an absolute `program` stays as it is
 
 
 TASKS = Registry("task")

@@ -18,13 +18,15 @@ from rasp.errors import RaspError
 
 
 class ProgramLabeler:
-    def __init__(self, path, need_loop: bool = True):
+    def __init__(self, path, need_loop: bool = True, source=None):
+        """`source`: the program's text (a run trained from a program file
+        keeps it in run.json), else read from `path`."""
         import rasp  # the front end; imported late so trainer/ loads without it
         path = Path(path)
-        if not path.exists():
+        if source is None and not path.exists():
             raise RaspError(f"task program {path} not found")
         self.path = str(path)
-        self.program = rasp.load(str(path))
+        self.program = rasp.load(str(path)) if source is None else rasp.loads(source, str(path))
         ir = self.program.ir
         if need_loop and not ir.loops:
             raise RaspError(f"{path}: the task program has no loop, so it gives no step count T(n)")

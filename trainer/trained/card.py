@@ -272,7 +272,7 @@ def _citation(kind: str, shipped) -> list:
 
 def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots, folder: str, shipped) -> str:
     from trainer.models import get_encoder_spec, get_model_spec
-    from trainer.tasks import TASKS
+    from trainer.tasks.program import task_of
     task, name, init = run["task"], run["model"], run["init"]
     what = (get_model_spec(name) if kind == "fan" else get_encoder_spec(name)).description
     n_params = sum(p.numel() for p in model.module.parameters())
@@ -282,7 +282,7 @@ def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots,
     front = ["---", f"license: {LICENSE}", f"library_name: {LIBRARY}", f"pipeline_tag: {tag}", "tags:",
              *[f"- {_yaml(t)}" for t in tags], *_model_index(f"{task}-{name}", task, evals, kind, tag), "---", ""]
     example, answer = _example(model, kind)
-    description = TASKS[task].description.replace("(docs/tasks.md)", f"({_ref('tasks.md', shipped)})")
+    description = task_of(run).description.replace("(docs/tasks.md)", f"({_ref('tasks.md', shipped)})")
     body = [f"# {task} / {name}", "",
             f"A model trained with {LIBRARY} (`rasp train`, {init} initialisation, preset `{run.get('preset')}`) "
             f"on the task **{task}**: {description}.", "",

@@ -256,11 +256,12 @@ class SeqModel:
 
 # ---- loading ------------------------------------------------------------------------
 
-def _fan_model(task_name: str, model_name: str, hp, module, labeler, stop, threshold, step, device):
+def _fan_model(run: dict, hp, module, labeler, stop, threshold, step, device):
     from trainer.models import get_model_spec
     from trainer.fan.kind import build_data
-    spec = get_model_spec(model_name)
-    return FanModel(module, spec, hp, build_data(task_name, spec, hp, labeler), stop, threshold, step, device)
+    from trainer.tasks.program import task_of
+    spec = get_model_spec(run["model"])
+    return FanModel(module, spec, hp, build_data(task_of(run), spec, hp, labeler), stop, threshold, step, device)
 
 
 def load_run(path, stop=None, threshold=None, device="cpu"):
@@ -277,7 +278,7 @@ def load_run(path, stop=None, threshold=None, device="cpu"):
     from trainer.fan.evaluate import load_run as load_fan_run
     run, module, step = load_fan_run(path, dev)
     hp = HParams.from_dict(run["hparams"])
-    return _fan_model(run["task"], run["model"], hp, module, None, stop, threshold, step, dev)
+    return _fan_model(run, hp, module, None, stop, threshold, step, dev)
 
 
 def read_export(path) -> dict:
@@ -327,7 +328,7 @@ def load_export(path, stop=None, threshold=None, device="cpu"):
         from trainer.tasks.labels import ProgramLabeler
         module = checkpoint.model_from_files(d / "model.safetensors", config["model_config"], d / "config.json",
                                              "model_config", dev)
-        model = _fan_model(run["task"], run["model"], hp, module, ProgramLabeler(d / "program.rasp"),
+        model = _fan_model(run, hp, module, ProgramLabeler(d / "program.rasp"),
                            stop if stop is not None else config.get("stop"), threshold, config.get("step"), dev)
     if read_json(d / "vocab.json") != model.vocabulary():
         raise RaspFileError(d / "vocab.json", "does not match the model's vocabulary")
