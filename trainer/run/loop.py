@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
 from trainer.run import checkpoint, distributed, ema, explog
+from trainer.run.device import on_host
 from trainer.run.guard import Guard, finetune_stop_reason
 from trainer.run.kind import RunKind
 from trainer.run.progress import bar as progress_bar
@@ -99,7 +100,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
     guard_state, rejected = {"scale": 1.0}, 0
     if ckpt is not None:
         state = checkpoint.load_state(ckpt)
-        model = kind.load_model(ckpt, state, device)
+        with on_host():         # (built there, then moved: trainer/run/device.py)
+            model = kind.load_model(ckpt, state, device)
         try:         # state.json passed its manifest, but may have been edited with it (recomputed)
             step, sums = state["step"], state["accumulators"]
             init_info = state.get("init_info") or {}
@@ -110,7 +112,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
                                 f"{str(e)[:120]}); the checkpoint was edited") from None
     else:
         kind.check_memory(device)
-        model, init_info = kind.initial_model(device)
+        with on_host():         # a seed draws the same weights whatever the device
+            model, init_info = kind.initial_model(device)
         init_info = init_info or {}
     model.to(device)
     opt = torch.optim.AdamW(kind.param_groups(model), lr=hp.lr, **kind.adam_options())

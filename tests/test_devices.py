@@ -1,0 +1,128 @@
+"""Every model keeps to its device, checked without a GPU (issue 41).
+
+The technique: torch's default device is set to `meta` while the run's model
+and inputs are on the CPU.  A tensor that the code makes without `device=`
+(inside a forward, a loss, a stopping rule, a halting clock) is then a meta
+tensor, and the first operation that mixes it with the run's CPU tensors
+fails, as a CPU tensor mixed with CUDA ones fails on a GPU; one read on the
+host (`.tolist()`, `float()`) fails too.  Only what the code builds on the
+host on purpose, with `trainer.run.device.on_host` (batches, before they are
+moved; weights, drawn there so a seed gives the same start on every device),
+is exempt.  test_a_tensor_made_without_a_device_is_found plants such a
+tensor in a forward and checks that it is caught.
+
+Each registered model (every Fan model, every comparison encoder, the compiled
+starts of both kinds of run) trains a step and is evaluated (`rasp eval`,
+every stopping rule for the looped model) and answers through `rasp.load`
+and `rasp run RUN --device cpu`, all at tiny sizes.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import json
+
+import pytest
+import torch
+
+import rasp
+from rasp.cli import main
+from seq_toys import register_toys
+from trainer.fan.rules import RULES
+from trainer.models import comparison_models, fan_models
+
+register_toys()
+
+FAN_FAST = ["--steps", "1", "--max-train-n", "3", "--d-model", "8", "--n-head", "2", "--batch-size", "4",
+            "--eval-samples", "4", "--baseline-depth", "2", "--pause-tokens", "2", "--loop-steps", "2"]
+SEQ_FAST = ["--steps", "1", "--d-model", "8", "--n-head", "2", "--batch-size", "4", "--eval-samples", "4",
+            "--set", "d_ff=16"]
+# a model's own options, where its defaults do not fit width 8
+SEQ_SETS = {"mamba2": ["--set", "headdim=8"], "implicit_mamba2": ["--set", "headdim=8"]}
+WORDS_COMPILED = ["--task", "words_z60", "--model", "looped", "--init", "compiled", "--set", "compile_max_len=2",
+                  "--steps", "1", "--batch-size", "4", "--set", "guard_samples=4", "--eval-samples", "4"]
+
+
+@contextlib.contextmanager
+def default_device_meta():
+    """torch's default device is `meta`; torch's AdamW keeps its step count in
+    a tensor it makes without a device on purpose (read on the host), so its
+    step runs with the host as the default."""
+    step = torch.optim.AdamW.step
+
+    def host_step(self, *a, **k):
+        with torch.device("cpu"):
+            return step(self, *a, **k)
+    torch.optim.AdamW.step = host_step
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        torch.optim.AdamW.step = step
+
+
+def run_cli(capsys, *argv) -> str:
+    os.environ["RASP_DEBUG"] = "1"       # a failure shows its traceback
+    with default_device_meta():
+        status = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    assert status == 0, out.err[-2000:]
+    return out.out
+
+
+def _answer(capsys, run, line: str):
+    """rasp.load and rasp run RUN --device cpu, both under the meta default."""
+    with default_device_meta():
+        model = rasp.load(str(run), device="cpu")
+        assert model([line])
+    run_cli(capsys, "run", run, "--input", line, "--device", "cpu")
+
+
+FAN_CASES = [(m, ()) for m in fan_models()] + [("looped", ("--init", "compiled"))]
+
+
+@pytest.mark.parametrize("model,extra", FAN_CASES, ids=[m + "".join(e[1:]) for m, e in FAN_CASES])
+def test_fan_model_trains_evaluates_and_answers_on_its_device(tmp_path, capsys, model, extra):
+    run = tmp_path / "run"
+    run_cli(capsys, "train", "--task", "parity", "--model", model, "--out", run, "--no-progress",
+            *(FAN_FAST if not extra else ["--steps", "1", "--max-train-n", "3", "--eval-samples", "4"]), *extra)
+    adaptive = json.loads((run / "run.json").read_text())["model"] in ("looped", "looped_noinj")
+    for rule in (RULES if model == "looped" and not extra else ["oracle"] if not adaptive else ["confidence"]):
+        run_cli(capsys, "eval", run, "--lengths", "1:4", "--stop", rule, "--samples", "4", "--no-plots",
+                "--no-progress", "--device", "cpu")
+    _answer(capsys, run, "1 0 1 > # #")
+
+
+SEQ_CASES = ([("toy_parity", m, SEQ_FAST + SEQ_SETS.get(m, [])) for m in comparison_models()]
+             + [("toy_sum", "ut_act", SEQ_FAST), ("toy_pair", "transformer", SEQ_FAST), ("words_z60", "looped",
+                                                                                          WORDS_COMPILED[4:])])
+
+
+@pytest.mark.parametrize("task,model,args", SEQ_CASES, ids=[f"{t}-{m}" + ("-compiled" if "compiled" in a else "")
+                                                             for t, m, a in SEQ_CASES])
+def test_comparison_model_trains_evaluates_and_answers_on_its_device(tmp_path, capsys, task, model, args):
+    run = tmp_path / "run"
+    run_cli(capsys, "train", "--task", task, "--model", model, "--out", run, "--no-progress", *args)
+    run_cli(capsys, "eval", run, "--splits", "valid", "-n", "4", "--no-plots", "--no-progress", "--device", "cpu")
+    if task == "toy_parity":
+        _answer(capsys, run, "1 0 1")
+
+
+def test_a_tensor_made_without_a_device_is_found(tmp_path, capsys, monkeypatch):
+    """The check itself: a forward that adds a tensor made without `device=`
+    (a bug on a GPU, invisible on a CPU) fails the run under the meta default,
+    and the same run passes without the planted tensor."""
+    from model.looped import LoopedTransformer
+    argv = ["train", "--task", "parity", "--out", tmp_path / "ok", "--no-progress", *FAN_FAST]
+    run_cli(capsys, *argv)
+    forward = LoopedTransformer.forward
+
+    def planted(self, *a, **k):
+        out = forward(self, *a, **k)
+        return out + torch.zeros(out.shape[-1])
+    monkeypatch.setattr(LoopedTransformer, "forward", planted)
+    argv[4] = tmp_path / "planted"
+    with default_device_meta():
+        status = main([str(a) for a in argv])
+    assert status != 0 and "meta" in capsys.readouterr().err
+    assert main([str(a) for a in argv[:4]] + [str(tmp_path / "cpu")] + [str(a) for a in argv[5:]]) == 0
