@@ -60,3 +60,20 @@ def to_device(t, device):
     if device.type == "cuda" and t.device.type == "cpu":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
+
+
+def use_tf32(on: bool):
+    """TF32 matrix products and convolutions on CUDA (`--tf32`); CPUs have none."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def autocast(device, precision: str):
+    """The context of a training forward and loss: bfloat16 autocast on the
+    device's type (`--precision bf16`), or nothing (fp32: every run before it)."""
+    import contextlib
+    import torch
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)

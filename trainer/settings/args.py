@@ -64,7 +64,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
                    help=f"also log the metrics to {', '.join(explog.LOGGERS)} in DIR/ (pip install -e '.[log]'); "
                         "repeatable")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda[:N] or auto (default: cuda where there is one, else cpu; run.json records which)")
     add_threads_arg(p)
     p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, metavar="SECONDS",
                    help="stop after this many seconds, checkpointed (--resume goes on)")
@@ -107,7 +108,7 @@ def add_eval_args(p: argparse.ArgumentParser):
     p.add_argument("--max-len", type=validate.EVAL_MAX_LEN, default=None, metavar="N",
                    help="longest --lengths accepted (default: 4x the training range, at least the task's "
                         "test length)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="cpu, cuda[:N] or auto (default: cuda where there is one)")
     p.add_argument("--json", type=validate.out_file, default=None, help="where to write the results (default RUN/eval_STOP.json)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
