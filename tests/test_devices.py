@@ -19,6 +19,7 @@ and `rasp run RUN --device cpu`, all at tiny sizes.
 from __future__ import annotations
 
 import contextlib
+import math
 import json
 
 import pytest
@@ -128,3 +129,48 @@ def test_a_tensor_made_without_a_device_is_found(tmp_path, capsys, monkeypatch):
     with default_device_meta(), pytest.raises(RuntimeError, match="device meta"):
         main([str(a) for a in argv])
     assert main([str(a) for a in argv[:4]] + [str(tmp_path / "cpu")] + [str(a) for a in argv[5:]]) == 0
+
+
+# ---- the GPU options, on the CPU ------------------------------------------------------
+
+def _rows(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_bf16_autocast_trains_with_a_finite_loss_recorded_and_kept_on_resume(tmp_path, capsys):
+    run = tmp_path / "bf16"
+    base = ["train", "--out", run, "--no-progress", "--log-every", "2", "--ckpt-every", "2"]
+    assert main([str(a) for a in base + ["--task", "parity", *FAN_FAST[2:], "--steps", "4",
+                                         "--precision", "bf16"]]) == 0
+    hp = json.loads((run / "run.json").read_text())["hparams"]
+    assert (hp["precision"], hp["tf32"], hp["compile"]) == ("bf16", "off", "off")
+    assert json.loads((run / "run.json").read_text())["device"] == "cpu"      # --device auto, resolved
+    losses = [r["loss"] for r in _rows(run) if "loss" in r]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses)
+    capsys.readouterr()
+    assert main([str(a) for a in base + ["--resume", "--steps", "6", "--precision", "fp32"]]) == 2
+    assert "precision 'bf16'" in capsys.readouterr().err          # a resumed run keeps its precision
+    assert main([str(a) for a in base + ["--resume", "--steps", "6", "--tf32", "on"]]) == 0     # speed only
+    hp = json.loads((run / "run.json").read_text())["hparams"]
+    assert (hp["precision"], hp["tf32"]) == ("bf16", "on")
+    assert [r["step"] for r in _rows(run) if "loss" in r] == [2, 4, 6]
+
+
+def test_fp32_is_the_default_and_bf16_changes_the_numbers(tmp_path):
+    """fp32 (every run before the option) is what a run gets unasked; bf16 differs."""
+    def losses(name, *extra):
+        assert main([str(a) for a in ["train", "--task", "parity", "--out", tmp_path / name, "--no-progress",
+                                      *FAN_FAST[2:], "--steps", "2", "--log-every", "1", *extra]]) == 0
+        return [r["loss"] for r in _rows(tmp_path / name) if "loss" in r]
+    assert losses("default") == losses("fp32", "--precision", "fp32", "--device", "cpu")
+    assert losses("default") != losses("bf16", "--precision", "bf16")
+
+
+@pytest.mark.slow       # torch.compile builds C++ kernels: minutes on 2 cores
+def test_compile_trains_and_checkpoints_the_same_module(tmp_path):
+    run = tmp_path / "c"
+    assert main([str(a) for a in ["train", "--task", "parity", "--out", run, "--no-progress", *FAN_FAST[2:],
+                                  "--steps", "2", "--compile", "on"]]) == 0
+    assert json.loads((run / "run.json").read_text())["hparams"]["compile"] == "on"
+    with default_device_meta():
+        assert rasp.load(str(run), device="cpu")(["1 0 > # #"])
