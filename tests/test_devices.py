@@ -162,8 +162,9 @@ def test_fp32_is_the_default_and_bf16_changes_the_numbers(tmp_path):
         assert main([str(a) for a in ["train", "--task", "parity", "--out", tmp_path / name, "--no-progress",
                                       *FAN_FAST[2:], "--steps", "2", "--log-every", "1", *extra]]) == 0
         return [r["loss"] for r in _rows(tmp_path / name) if "loss" in r]
-    assert losses("default") == losses("fp32", "--precision", "fp32", "--device", "cpu")
-    assert losses("default") != losses("bf16", "--precision", "bf16")
+    default = losses("default")
+    assert default == losses("fp32", "--precision", "fp32", "--device", "cpu")
+    assert default != losses("bf16", "--precision", "bf16")
 
 
 @pytest.mark.slow       # torch.compile builds C++ kernels: minutes on 2 cores
