@@ -53,7 +53,7 @@ def run_compiled(args) -> int:
     """rasp run DIR (options: rasp.commands.add_run_arguments)"""
     from rasp.options import refuse_flags, run_limits
     from .compiled import load_compiled
-    refuse_flags(args, ("stop", "threshold"), "for models trained by `rasp train` (a compiled model runs its "
+    refuse_flags(args, ("stop", "threshold", "device"), "for models trained by `rasp train` (a compiled model runs its "
                                               "program's loop count; --steps N to fix it)")
     cm = load_compiled(args.program)
     if getattr(args, "trace", False):

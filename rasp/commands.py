@@ -41,6 +41,9 @@ def add_run_arguments(p):
                         "Eq. 2), confidence_sample (one per input) or threshold")
     p.add_argument("--threshold", type=float, default=None, metavar="CE",
                    help=f"--stop threshold: the confidence cross-entropy to stop at (default {THRESHOLD:g})")
+    p.add_argument("--device", default=None,
+                   help="trained models: where the model runs: cpu, cuda[:N] or auto (cuda where there is one; "
+                        "default cpu)")
     p.add_argument("--max-len", type=int, default=None, metavar="N",
                    help="longest input accepted (default 8192 tokens)")
     p.add_argument("--max-steps", type=int, default=None, metavar="N",
@@ -52,7 +55,8 @@ def add_run_arguments(p):
 
 def run_program(args) -> int:
     from .program import load
-    refuse_flags(args, ("stop", "threshold"), "for models trained by `rasp train` (a program runs its own loops)")
+    refuse_flags(args, ("stop", "threshold", "device"), "for models trained by `rasp train` (a program runs its own "
+                                                        "loops)")
     program = load(args.program)
     _print_warnings(program.warnings)
     where, lines = read_inputs(args.input, args.inputs)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
+from trainer.run.device import on_host, to_device
 from trainer.settings.hparams import HParams, scored_positions
 from trainer.tasks.base import Example, SeqTask
 
@@ -35,7 +36,7 @@ class SeqBatch:
     mask2: Optional[torch.Tensor] = None
 
     def to(self, device):
-        kw = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.__dict__.items()}
+        kw = {k: (to_device(v, device) if torch.is_tensor(v) else v) for k, v in self.__dict__.items()}
         return SeqBatch(**kw)
 
     def __len__(self):
@@ -56,6 +57,11 @@ def example_length(ex: Example) -> int:
 
 
 def collate(task: SeqTask, examples: list) -> SeqBatch:
+    with on_host():             # built on the host, moved by SeqBatch.to
+        return _collate(task, examples)
+
+
+def _collate(task: SeqTask, examples: list) -> SeqBatch:
     tokens = _pad([e.input for e in examples])
     if task.kind == "per_position":
         targets = _pad([e.target for e in examples], fill=-1)

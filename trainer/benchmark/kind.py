@@ -27,6 +27,7 @@ import torch
 
 from rasp.errors import RaspError
 from trainer.run import checkpoint, loop
+from trainer.run.device import on_host
 from trainer.run.kind import RunKind
 from trainer.benchmark import scoring
 from trainer.models import get_encoder_spec
@@ -104,11 +105,13 @@ def initial_model(cfg: SeqRunConfig, task: SeqTask, hp: HParams) -> tuple:
 
 def checkpoint_model(task: SeqTask, model_name: str, init: str, hp: HParams, state: dict) -> SeqModel:
     """The model a comparison checkpoint holds, its weights still to load: a
-    compiled one rebuilt from the checkpoint's config (not recompiled)."""
-    if init == "compiled":
-        from trainer.benchmark import compiled as benchmark_compiled
-        return benchmark_compiled.rebuild(task, state["config"]["looped"])
-    return build_model(task, model_name, hp)
+    compiled one rebuilt from the checkpoint's config (not recompiled); built
+    on the host, moved with its weights (trainer/run/device.py)."""
+    with on_host():
+        if init == "compiled":
+            from trainer.benchmark import compiled as benchmark_compiled
+            return benchmark_compiled.rebuild(task, state["config"]["looped"])
+        return build_model(task, model_name, hp)
 
 
 def check_splits(task: SeqTask, hp: HParams):

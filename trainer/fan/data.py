@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError
+from trainer.run.device import on_host, to_device
 from trainer.tasks import Task
 
 
@@ -37,7 +38,7 @@ class Batch:
     prompt_len: torch.Tensor   # [B] NTP: tokens up to and including `>`
 
     def to(self, device) -> "Batch":
-        return Batch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+        return Batch(**{f.name: to_device(getattr(self, f.name), device) for f in fields(self)})
 
     def __len__(self):
         return self.tokens.shape[0]
@@ -91,6 +92,10 @@ class TaskData:
         scores the padding, with target `#`; FAP layout only.  `labels`:
         (outputs, T) already computed by the labeler (default: computed here)."""
         outputs, steps = labels if labels is not None else self.labeler(inputs)
+        with on_host():         # built on the host, moved by Batch.to
+            return self._make_batch(inputs, lengths, outputs, steps, pad_to, score_padding)
+
+    def _make_batch(self, inputs, lengths, outputs, steps, pad_to, score_padding) -> Batch:
         rows = [self._layout(x, y) for x, y in zip(inputs, outputs)]
         L = max([pad_to] + [len(r[0]) for r in rows])
         pad = self.in_id[self.sym["#"]] if "#" in self.sym else 0     # right padding is never read

@@ -132,10 +132,11 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
         feats.append(f.reshape(-1, f.shape[-1]))
         done.append((t >= b.steps[None, :]).reshape(-1))
     law = DepthLaw.fit(list(lengths), best)
-    head = HaltingHead(feats[0].shape[-1]).to(device)
+    with torch.device(device):      # made where its features are
+        head = HaltingHead(feats[0].shape[-1])
     loss = head.fit(torch.cat(feats), torch.cat(done))
     lengths = [int(n) for n in lengths]
-    fitted = law.steps(torch.tensor(lengths)).tolist()
+    fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
     record = {"lengths": lengths, "samples": samples, "best_step": best,
               "best_exact_match": [held_in[n] for n in lengths],
               "depth_law": {"slope": law.slope, "intercept": law.intercept,

@@ -116,7 +116,8 @@ def run_fingerprint(run: dict) -> str:
     a resume keeps (everything but --steps and --device)."""
     keep = {k: run.get(k) for k in ("task", "model", "init", "compress", "compress_method", "preset", "kind",
                                     "data", "program")}
-    keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items() if k not in RESUMABLE}
+    keep["hparams"] = {k: v for k, v in (run.get("hparams") or {}).items()
+                       if k not in RESUMABLE and not (k in hparams.ADDED and v == hparams.ADDED[k])}
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
 
 

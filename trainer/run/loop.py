@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
 from trainer.run import checkpoint, distributed, ema, explog
+from trainer.run.device import autocast, on_host, use_tf32
 from trainer.run.guard import Guard, finetune_stop_reason
 from trainer.run.kind import RunKind
 from trainer.run.progress import bar as progress_bar
@@ -99,7 +100,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
     guard_state, rejected = {"scale": 1.0}, 0
     if ckpt is not None:
         state = checkpoint.load_state(ckpt)
-        model = kind.load_model(ckpt, state, device)
+        with on_host():         # (built there, then moved: trainer/run/device.py)
+            model = kind.load_model(ckpt, state, device)
         try:         # state.json passed its manifest, but may have been edited with it (recomputed)
             step, sums = state["step"], state["accumulators"]
             init_info = state.get("init_info") or {}
@@ -110,9 +112,13 @@ def _train(kind: RunKind, d, loggers) -> dict:
                                 f"{str(e)[:120]}); the checkpoint was edited") from None
     else:
         kind.check_memory(device)
-        model, init_info = kind.initial_model(device)
+        with on_host():         # a seed draws the same weights whatever the device
+            model, init_info = kind.initial_model(device)
         init_info = init_info or {}
     model.to(device)
+    use_tf32(hp.tf32 == "on")
+    if hp.compile == "on":
+        model.compile()         # in place: the module, its state_dict and checkpoints stay as they are
     opt = torch.optim.AdamW(kind.param_groups(model), lr=hp.lr, **kind.adam_options())
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)          # also the torch RNG
@@ -152,7 +158,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
     def verify():           # a checkpoint, a log row or the end never holds unchecked guarded steps
         nonlocal rejected
         if guard is not None:
-            rejected += guard.verify()
+            with autocast(device, hp.precision):       # measured as it was trained
+                rejected += guard.verify()
 
     def save(at: int):
         verify()
@@ -170,7 +177,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
         batch = kind.train_batch(step, d.slice(hp.batch_size), device)
         model.train()
         per_shard = d.mean(kind.batch_weight(batch)) if d.on else None
-        loss, acc = kind.loss(net, batch, per_shard)
+        with autocast(device, hp.precision):
+            loss, acc = kind.loss(net, batch, per_shard)
         if not math.isfinite(d.mean(float(loss.detach()))):     # every rank sees the same verdict
             raise RaspError(f"training diverged at step {step + 1}: the loss is not finite "
                             f"(lr {lr:.3g}; try a smaller --lr, or --guard on).  The last checkpoint in "
@@ -185,7 +193,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
             p.grad = None           # AdamW skips it: no update, no moments
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip if hp.grad_clip > 0 else math.inf)
         if guard is not None:
-            rejected += guard.step(batch, float(loss.detach()), float(acc))
+            with autocast(device, hp.precision):
+                rejected += guard.step(batch, float(loss.detach()), float(acc))
         else:
             opt.step()
         step += 1

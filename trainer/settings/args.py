@@ -86,7 +86,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
                    help=f"also log the metrics to {', '.join(explog.LOGGERS)} in DIR/ (pip install -e '.[log]'); "
                         "repeatable")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda[:N] or auto (default: cuda where there is one, else cpu; run.json records which)")
     add_threads_arg(p)
     p.add_argument("--max-wall", type=validate.MAX_WALL, default=None, metavar="SECONDS",
                    help="stop after this many seconds, checkpointed (--resume goes on)")
@@ -151,7 +152,7 @@ def add_eval_args(p: argparse.ArgumentParser):
                         help=f"inputs evaluated together (default {evaluation.BATCH})")
     common.add_argument("--seed", type=validate.SEED, default=evaluation.SEED, metavar="S",
                         help=f"seed of the test inputs (default {evaluation.SEED})")
-    common.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
+    common.add_argument("--device", default="auto", help="cpu, cuda[:N] or auto (default: cuda where there is one)")
     common.add_argument("--json", type=validate.out_file, default=None, metavar="FILE",
                         help="where to write the results (default RUN/eval_RULE.json; comparison runs RUN/eval.json)")
     common.add_argument("--no-plots", action="store_true", help="write no plots (default: plots beside the results)")

@@ -129,6 +129,13 @@ class HParams:
         "guard", 3, "stop once exact and the loss gained < 5%% over this many steps (0: never)"))
     keep_zeros: bool = _set(False)   # train only the nonzero weights (a compiled start's sparsity pattern)
     freeze_fragile: bool = _set(False, kinds=FAN)  # freeze tensors whose tolerance shrinks with length
+    # ---- speed on a GPU (trainer/run/device.py): the defaults are every earlier run's behaviour
+    precision: str = _set("fp32", choices=("fp32", "bf16"), added=True, **_flag(
+        "speed", 1, "training forward passes and losses in float32, or under bfloat16 autocast"))
+    tf32: str = _set("off", choices=("off", "on"), added=True, resumable=True, **_flag(
+        "speed", 2, "TF32 matrix products on CUDA"))
+    compile: str = _set("off", choices=("off", "on"), added=True, resumable=True, **_flag(
+        "speed", 3, "torch.compile the model's forward"))
     seed: int = _set(0, lo=0, hi=MAX_SEED, **_flag("optimiser", 10, "random seed of the weights and the data"))
     extra: dict = _set(factory=dict, kinds=SEQ)    # the comparison model's own options (--set)
 
@@ -190,6 +197,8 @@ SETTINGS = {f.name: f.metadata["setting"] for f in fields(HParams) if "setting" 
 _TYPES = {f.name: f.type for f in fields(HParams)}      # annotations, as text
 CHOICES = {name: s.choices for name, s in SETTINGS.items() if s.choices}
 RESUMABLE = tuple(name for name, s in SETTINGS.items() if s.resumable)
+# fields a run recorded before they existed had their defaults: {name: default}
+ADDED = {f.name: f.default for f in fields(HParams) if "setting" in f.metadata and f.metadata["setting"].added}
 
 
 def _refusal(s: Setting, annotation: str, v) -> str:

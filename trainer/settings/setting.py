@@ -17,6 +17,7 @@ GROUPS = {
     "switches": "Fan et al.'s recipe switches (trainer/README.md gives each one's source)",
     "logging": "logging, evaluation and checkpoints",
     "guard": "the descent guard (--guard; on for a compiled start)",
+    "speed": "speed on a GPU (no effect on a CPU but --precision bf16)",
 }
 BOTH = ("fan", "seq")
 
@@ -38,6 +39,8 @@ class Setting:
     flag_lo_open: bool = False    # the flag refuses lo, which --set and recorded runs may hold
     none_means: str = ""          # what a value of None means (its default in --help)
     resumable: bool = False       # --resume may change it (how long a run goes on, how it is logged)
+    # added after run format 2: a run.json without it had this default (its fingerprint omits it there)
+    added: bool = False
 
     @property
     def takes_flag(self) -> tuple:

@@ -346,7 +346,8 @@ def run_trained(args) -> int:
     refuse_flags(args, ("trace", "param", "steps"), "for programs and compiled models; a trained model's "
                                                     "iterations come from its task program and --stop")
     set_threads(None)
-    model = rasp.load(args.program, stop=args.stop, threshold=args.threshold)
+    model = rasp.load(args.program, stop=args.stop, threshold=args.threshold, device=getattr(args, "device", None)
+                      or "cpu")
     where, lines = read_inputs(args.input, args.inputs)
     for answer in model.answers(lines, where, run_limits(args), getattr(args, "max_work", None)):
         sys.stdout.write(" ".join(answer) + "\n")
