@@ -7,9 +7,8 @@ the result shown.
 A `console` block holds `$ COMMAND` lines, each followed by its output
 (stdout, then stderr).  Before comparing, temporary paths and the numbers
 that vary from machine to machine are normalised (MACHINE_DEPENDENT: timings,
-and a trained model's loss and accuracies -- an eval row's exact match, its
-standard error and the oracle's -- which float summation order on another CPU
-may change); every other number is compared exactly.  A `<!-- file: NAME -->`
+and a trained model's loss and accuracies, which float summation order on
+another CPU may change); every other number is compared exactly.  A `<!-- file: NAME -->`
 line before a code block writes that block to NAME first; the commands of a
 block after `<!-- slow -->` (training runs of minutes) run only in the slow test.  `python tests/test_docs.py --update`
 rewrites the outputs in docs/tutorial.md from a fresh run.
@@ -69,8 +68,7 @@ PROGRESS_BAR = re.compile(r"\|[^|]*\| *\d+/\d+ \[")
 MACHINE_DEPENDENT = [
     (re.compile(r"\b\d+(?:\.\d+)? ?(s|steps/s|it/s)\b"), r"<time> \1"),   # `in 0.4s`, `compile 0.025 s`
     (re.compile(r"\b(training loss|exact match) \d+\.\d+"), r"\1 <trained>"),   # rasp train's summary
-    (re.compile(r"^( +\d+\*?) +\d\.\d+ +\d\.\d+ +\d\.\d+(?= )", re.M),
-     r"\1 <exact> <stderr> <oracle>"),                                     # rasp eval's rows
+    (re.compile(r"^( +\d+\*?) +\d\.\d+ +\d\.\d+(?= )", re.M), r"\1 <exact> <stderr>"),  # rasp eval's rows
 ]
 
 
