@@ -295,6 +295,10 @@ def max_running(tokens):
     return out
 
 
+def ones_mod3(tokens):
+    return fap(tokens, [query(tokens).count(1) % 3])
+
+
 # --------------------------------------------------------------- samplers
 
 def _bits(rng, n):
@@ -303,6 +307,10 @@ def _bits(rng, n):
 
 def sample_parity(rng, n, k=None):
     return with_tail(_bits(rng, n), 2 if k is None else k)
+
+
+def sample_ones_mod3(rng, n, k=None):
+    return sample_parity(rng, n, k)
 
 
 def sample_copy(rng, n, k=None):
@@ -472,7 +480,7 @@ REFERENCES = {
     "max_running": max_running, "sort": sort, "induction_copy": induction_copy,
     "flip_flop": flip_flop, "word_z60": word_z60, "word_s3": word_s3,
     "words_z60": words_z60, "words_a4z5": words_a4z5, "words_a5": words_a5, "words_s5": words_s5,
-    "words_mixed": words_mixed, "copying": copying,
+    "words_mixed": words_mixed, "copying": copying, "ones_mod3": ones_mod3,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
@@ -480,7 +488,7 @@ SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
 # tasks whose output is scored from `>` on (the others: every position)
 FAP_TASKS = {"parity", "copy", "addition", "binary_sum", "multiplication",
              "unique_set", "sort_unique", "count", "reverse", "sort",
-             "induction_copy"}
+             "induction_copy", "ones_mod3"}
 TASKS_WITH_T = ("parity", "copy", "addition", "binary_sum", "multiplication",
                 "unique_set")
 

@@ -20,6 +20,8 @@ from trainer.compare import runner
 from trainer.compare.results import cell_value, normalize
 from trainer.compare.suite import available_suites, load_suite
 
+ROOT = Path(__file__).resolve().parents[1]
+
 SUITE = textwrap.dedent("""
     [suite]
     name = "mini"
@@ -101,7 +103,7 @@ FAKE_TRAINER = textwrap.dedent("""
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "calls.log", "a") as f:
             f.write(" ".join(args) + "\\n")
-        if args[args.index("--task") + 1] == "boom":
+        if "--task" in args and args[args.index("--task") + 1] == "boom":
             print("something broke", file=sys.stderr)
             sys.exit(3)
         (out / "run.json").write_text("{}")
@@ -787,3 +789,132 @@ def test_submitit_local_executor(suite, fake, tmp_path):
     assert sorted(r["status"] for r in records) == ["finished", "finished"]
     assert json.loads((out / "flip__tf__cpu__s0" / "eval.json").read_text())["splits"]["dense"]
     assert runner.run_slurm(runs, out, cluster="local", commands=fake) == []      # finished: nothing submitted
+
+
+# ---- a program file as a task (issue 44) ------------------------------------------------
+
+# a tiny program with its own sampler: the count of ones mod 3 at '>' (programs/ones_mod3.rasp, shortened)
+PROGRAM = textwrap.dedent("""
+    const EOQ = ">"
+    const EOS = "#"
+    input seq: {0, 1, EOQ, EOS}
+    require count(seq, EOQ) == 1, "the input needs exactly one '>'"
+    sample n in 1..4: {0, 1}[n] EOQ EOS[2]
+    param n = count_before(seq, EOQ)
+    prompt = 1 - has_seen(seq, EOQ)
+    bits = mask(seq, prompt)
+    ans = full(seq, 0)
+    loop n:
+        bits = shift_right(bits, 1)
+        ans = (ans + bits) % 3
+    output ans
+""")
+PROGRAM_TASK = '[[tasks]]\nname = "flip"\ntask = "flipflop"\ntrain = { set = ["length=16", "p_i=0.8"] }'
+
+
+def program_suite(tmp_path, entry='program = "progs/ones.rasp"', program=PROGRAM) -> Path:
+    """SUITE with its `flip` task entry replaced by a program file in progs/ beside the suite."""
+    write(tmp_path / "progs" / "ones.rasp", program)
+    assert PROGRAM_TASK in SUITE
+    return write(tmp_path / "prog.toml", SUITE.replace(PROGRAM_TASK, f'[[tasks]]\nname = "flip"\n{entry}'))
+
+
+def test_a_program_file_is_a_task(tmp_path, fake, capsys):
+    suite = load_suite(str(program_suite(tmp_path)))
+    path = str((tmp_path / "progs" / "ones.rasp").resolve())
+    assert suite.task("flip").program == path and suite.task("flip").task == "progs/ones.rasp"
+    runs = G.expand(suite, "cpu", seeds=1, tasks=["flip"])
+    assert [(r.run_id, r.program) for r in runs] == [("flip__gru__cpu__s0", path), ("flip__tf__cpu__s0", path)]
+    cmd = runner.TrainerCommands().train(runs[1], tmp_path / "r")
+    assert cmd[3:] == ["train", "--program", path, "--model", "transformer", "--preset", "cpu", "--seed", "0",
+                       "--steps", "7", "--out", str(tmp_path / "r")]
+    assert G.RunSpec.from_dict(runs[1].to_dict()) == runs[1]
+    # the dry run shows the command; the runner trains it end to end (the fake trainer)
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", str(tmp_path / "prog.toml"), "--dry-run", "--tasks", "flip", "--models", "tf",
+                          "--seeds", "1", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"train --program {path} --model transformer" in shown, shown
+    records = runner.run_local(runs, out, jobs=1, commands=fake)
+    assert [r["status"] for r in records] == ["finished", "finished"]
+    assert f"train --program {path} " in (out / "flip__tf__cpu__s0" / "calls.log").read_text()
+    # the project's programs/ too, relative to its root
+    other = load_suite(str(program_suite(tmp_path, 'program = "programs/ones_mod3.rasp"')))
+    assert other.task("flip").program == str(ROOT / "programs" / "ones_mod3.rasp")
+
+
+@pytest.mark.parametrize("entry, program, message", [
+    ('program = "progs/nope.rasp"', PROGRAM, "program 'progs/nope.rasp': no such file (looked beside the suite"),
+    ('program = "progs"', PROGRAM, "program 'progs': "),
+    ('task = "flipflop"\nprogram = "progs/ones.rasp"', PROGRAM, "give 'task' (a registered task) or 'program'"),
+    ('program = "progs/ones.rasp"', PROGRAM.replace("loop n:", "loop m:"),
+     "program 'progs/ones.rasp' does not pass `rasp check`: "),
+    ('program = "progs/ones.rasp"', PROGRAM.replace("sample n in 1..4: {0, 1}[n] EOQ EOS[2]\n", ""),
+     "has no `sample` statement to draw inputs from"),
+    ('program = ""', PROGRAM, "'program' must be a non-empty string"),
+    ('program = "a\\u0000b"', PROGRAM, "no such file"),
+])
+def test_a_bad_program_task_is_a_located_error(tmp_path, capsys, entry, program, message):
+    path = program_suite(tmp_path, entry, program)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("program"))
+    assert rasp_cli.main(["compare", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{line}:1: error: [[tasks]] flip: " in err and message in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_program_task_trains_and_reports_end_to_end(tmp_path):
+    """The real trainer, a few steps of a tiny model (a minute on 2 cores)."""
+    suite = write(tmp_path / "p.toml", textwrap.dedent("""
+        [suite]
+        name = "progs"
+        title = "A program as a task"
+        seeds = 1
+        presets = ["cpu"]
+        [sources.P]
+        cite = "Ours"
+        [train]
+        steps = 4
+        d_model = 16
+        n_head = 2
+        batch_size = 8
+        eval_samples = 8
+        no_progress = true
+        threads = 1
+        [eval]
+        lengths = "1:4"
+        samples = 8
+        no_plots = true
+        no_progress = true
+        threads = 1
+        stop = "oracle"
+        [[evals]]
+        name = "oracle"
+        file = "eval_oracle.json"
+        [[tasks]]
+        name = "ones"
+        program = "progs/ones.rasp"
+        [[models]]
+        name = "looped"
+        label = "Looped"
+        [[tables]]
+        id = "t1"
+        title = "Exact match"
+        source = "P"
+        paper_table = "none"
+        task = "ones"
+        metric = "exact_match"
+        columns = [{ label = "all" }]
+          [[tables.rows]]
+          label = "Looped"
+          model = "looped"
+          published = ["—"]
+    """))
+    write(tmp_path / "progs" / "ones.rasp", PROGRAM)
+    out = tmp_path / "out"
+    assert rasp_cli.main(["compare", str(suite), "--out", str(out), "--no-plots"]) == 0
+    run = json.loads((out / "ones__looped__cpu__s0" / "run.json").read_text())
+    assert run["program"]["text"] == PROGRAM
+    assert R.find_report_cell(json.loads((out / "report.json").read_text()), "progs", "t1", "Looped",
+                              "all")["ours"]["status"] == "ok"

@@ -8,8 +8,9 @@ A `console` block holds `$ COMMAND` lines, each followed by its output
 (stdout, then stderr).  Before comparing, temporary paths and the numbers
 that vary from machine to machine are normalised (MACHINE_DEPENDENT: timings,
 and a trained model's loss and accuracies, which float summation order on
-another CPU may change); every other number is compared exactly.  A `<!-- file: NAME -->` line before a code
-block writes that block to NAME first.  `python tests/test_docs.py --update`
+another CPU may change); every other number is compared exactly.  A `<!-- file: NAME -->`
+line before a code block writes that block to NAME first; the commands of a
+block after `<!-- slow -->` (training runs of minutes) run only in the slow test.  `python tests/test_docs.py --update`
 rewrites the outputs in docs/tutorial.md from a fresh run.
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ LANGUAGE = ROOT / "docs" / "language.md"
 # ---- reading and running the tutorial ---------------------------------------------------
 
 BLOCK = re.compile(r"(?:<!-- file: (\S+) -->\n)?```(\w*)\n(.*?)```", re.S)
+# a console block after `<!-- slow -->` trains for minutes: only the slow test runs it
+SLOW = re.compile(r"<!-- slow -->\n```\w*\n(.*?)```", re.S)
 
 
 def blocks(text: str):
@@ -100,20 +103,23 @@ def prepare(workdir: Path):
     (workdir / "programs").symlink_to(ROOT / "programs")
 
 
-def tutorial_steps():
-    """Yield (kind, payload) in order: ('file', (name, body)) or ('cmd', (command, shown))."""
-    for kind, name, body, _ in blocks(TUTORIAL.read_text(encoding="utf-8")):
+def tutorial_steps(slow: bool = False):
+    """Yield (kind, payload) in order: ('file', (name, body)) or ('cmd', (command, shown));
+    the commands of `<!-- slow -->` blocks only when `slow`."""
+    text = TUTORIAL.read_text(encoding="utf-8")
+    slow_spans = {m.span(1) for m in SLOW.finditer(text)}
+    for kind, name, body, span in blocks(text):
         if name:
             yield "file", (name, body)
-        elif kind == "console":
+        elif kind == "console" and (slow or span not in slow_spans):
             for command, shown in commands(body):
                 yield "cmd", (command, shown)
 
 
-def check_tutorial(workdir: Path):
+def check_tutorial(workdir: Path, slow: bool = False):
     prepare(workdir)
     ran = 0
-    for kind, payload in tutorial_steps():
+    for kind, payload in tutorial_steps(slow):
         if kind == "file":
             (workdir / payload[0]).write_text(payload[1], encoding="utf-8")
             continue
@@ -128,6 +134,12 @@ def check_tutorial(workdir: Path):
 def test_tutorial_commands(tmp_path):
     """Every command, the 50-step training run included (a few seconds)."""
     assert check_tutorial(tmp_path) >= 12
+
+
+@pytest.mark.slow
+def test_tutorial_commands_with_the_long_training_runs(tmp_path):
+    """Every command, the `<!-- slow -->` blocks too (§8 trains a program for minutes)."""
+    assert check_tutorial(tmp_path, slow=True) > len(list(c for k, c in tutorial_steps() if k == "cmd"))
 
 
 def update_tutorial(workdir: Path):

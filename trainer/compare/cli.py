@@ -127,8 +127,9 @@ def unavailable(runs: list) -> list:
     from trainer.tasks.base import SeqTask
     out = []
     for r in runs:
-        task = TASKS.get(r.task) if hasattr(TASKS, "get") else None
-        if task is None:
+        # a program (checked when the suite was read) is a Fan-style task
+        task = None if r.program else TASKS.get(r.task) if hasattr(TASKS, "get") else None
+        if task is None and not r.program:
             out.append((r, f"task {r.task!r}"))
         elif r.model not in MODELS or not MODELS[r.model].serves(COMPARISON if isinstance(task, SeqTask) else FAN):
             out.append((r, f"model {r.model!r}"))

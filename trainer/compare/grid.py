@@ -25,12 +25,13 @@ class RunSpec:
     suite: str
     task_entry: str
     model_entry: str
-    task: str                      # trainer --task
+    task: str                      # trainer --task (a program entry: its path as the suite gives it)
     model: str                     # trainer --model
     preset: str
     seed: int
     train: dict = field(default_factory=dict)   # resolved options (no preset tables left)
     evals: list = field(default_factory=list)   # [EvalStep]
+    program: str = ""              # trainer --program (a resolved .rasp path) in place of --task
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -126,7 +127,7 @@ def expand(suite: Suite, preset: str, seeds: Optional[int] = None, models: Optio
                      for e in suite.evals_for(m)]
             for seed in seed_lists[(tname, mname)]:
                 runs.append(RunSpec(run_id(tname, mname, preset, seed), suite.name, tname, mname, t.task, m.model,
-                                    preset, seed, train, evals))
+                                    preset, seed, train, evals, t.program))
     if not runs:
         raise RaspError(f"suite {suite.name}: the selection (--models/--tasks) leaves no runs")
     _check_distinct(suite, runs)

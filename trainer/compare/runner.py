@@ -76,7 +76,8 @@ class TrainerCommands:
 
 def train_args(spec: RunSpec, run_dir: Path) -> list:
     """The arguments of `python -m trainer train` for a new run of `spec`."""
-    return (["--task", spec.task, "--model", spec.model, "--preset", spec.preset, "--seed", str(spec.seed)]
+    task = ["--program", spec.program] if spec.program else ["--task", spec.task]
+    return (task + ["--model", spec.model, "--preset", spec.preset, "--seed", str(spec.seed)]
             + render_options(spec.train) + ["--out", str(run_dir)])
 
 

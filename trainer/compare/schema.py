@@ -30,7 +30,7 @@ class Source:
 @dataclass
 class TaskEntry:
     name: str
-    task: str
+    task: str                           # a registered task, or the `program` path as the suite wrote it
     models: Optional[list] = None       # restrict the grid to these model entries
     train: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
@@ -39,6 +39,7 @@ class TaskEntry:
     # model entry -> {preset: seeds}: that cell's own count, in place of the task's and the model's (a
     # single-seed cell whose result contradicts its paper gets the seeds that can test it)
     cell_seeds: dict = field(default_factory=dict)
+    program: str = ""                   # a program file (resolved path) trained with `--program`, in place of a task
 
     def runs_at(self, preset: str) -> bool:
         return self.presets is None or preset in self.presets

@@ -21,6 +21,7 @@ from trainer.compare.schema import (MAX_SEEDS, PRESETS, RUN_ID_SEP, Column, Eval
                                     Suite, Table, TaskEntry, TemplateError, absent_at_preset, cell_attrs, row_runs)
 
 SUITES_DIR = Path(__file__).with_name("suites")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]     # a suite's `program` may be relative to it (programs/...)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")    # ids become directory names
 OPTION_SCALARS = (str, int, float, bool)
 # sizes checked before any entry is validated: the largest shipped suite has 9 tables and
@@ -161,6 +162,13 @@ def _check_sizes(doc: dict, loc: _Locator):
     if cells > MAX_TABLE_CELLS:
         raise loc.error(f"the [[tables]] have {cells:,} cells (rows x columns); a suite may have at most "
                         f"{MAX_TABLE_CELLS:,}", loc.headers.get("[[tables]]", [1])[0])
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):       # a name too long, a NUL in it: no such file
+        return False
 
 
 class _Parser:
@@ -329,10 +337,11 @@ class _Parser:
         if not entries:
             self._fail("the suite needs at least one [[tasks]] entry")
         for t, line in entries:
-            self._known(t, {"name", "task", "models", "train", "eval", "presets", "seeds", "cell_seeds"},
+            self._known(t, {"name", "task", "program", "models", "train", "eval", "presets", "seeds", "cell_seeds"},
                         "[[tasks]]", line)
             name = self._name(t, "[[tasks]]", line)
             where = f"[[tasks]] {name}"
+            program = self._program(t, where, line) if "program" in t else ""
             seeds = self._seed_counts(t["seeds"], self.presets, where, line) if "seeds" in t else None
             cells = t.get("cell_seeds", {})
             if not isinstance(cells, dict):
@@ -342,14 +351,45 @@ class _Parser:
             presets = t.get("presets")
             if presets is not None and (not isinstance(presets, list) or any(p not in PRESETS for p in presets)):
                 self._fail(f"{where}: presets must be a list drawn from {', '.join(PRESETS)}", "presets", after=line)
-            out.append((TaskEntry(name, self._str(t, "task", where, line, default=name), t.get("models"),
+            task = t["program"] if program else self._str(t, "task", where, line, default=name)
+            out.append((TaskEntry(name, task, t.get("models"),
                                   self._options(t, "train", where, line), self._options(t, "eval", where, line),
-                                  presets, seeds, cells), line))
+                                  presets, seeds, cells, program), line))
             if t.get("models") is not None and (not isinstance(t["models"], list)
                                                 or not all(isinstance(x, str) for x in t["models"])):
                 self._fail(f"{where}: 'models' must be a list of model entry names", "models", after=line)
         self._unique([(t.name, l) for t, l in out], "task")
         return [t for t, _ in out]
+
+    def _program(self, t: dict, where: str, line: int) -> str:
+        """`program = "P.rasp"`: a program file trained with `rasp train --program`, found beside the
+        suite or under the project's root; checked now (exists, a regular file, `rasp check` passes, has
+        inputs to train on), so a bad one stops the suite before any run starts, not run by run."""
+        from rasp.program import loads
+        from trainer.tasks.program import read_program_text      # bounded in size, as `rasp train` reads it
+        if "task" in t:
+            self._fail(f"{where}: give 'task' (a registered task) or 'program' (a .rasp file), not both",
+                       "program", after=line)
+        text = self._str(t, "program", where, line)
+        at = self.loc.line_of("program", after=line)
+        bases = [Path(self.loc.path).resolve().parent, PROJECT_ROOT]
+        found = next((b / text for b in bases if _exists(b / text)), None)
+        if found is None:
+            raise self.loc.error(f"{where}: program {text!r}: no such file (looked beside the suite, in {bases[0]}, "
+                                 f"and in the project's root, {PROJECT_ROOT})", at)
+        if not found.is_file():
+            raise self.loc.error(f"{where}: program {text!r}: {found} is not a regular file", at)
+        try:
+            program = loads(read_program_text(found), str(found))
+        except RaspError as e:          # the program's own located error, on one line
+            raise self.loc.error(f"{where}: program {text!r} does not pass `rasp check`: "
+                                 f"{e.format().splitlines()[0]}", at) from None
+        # `rasp train --program` needs inputs: the program's `sample`, or an --inputs file option
+        trains = [x.get("train") for x in (t, self.doc)]
+        if program.ir.sampler is None and not any(isinstance(x, dict) and "inputs" in x for x in trains):
+            raise self.loc.error(f"{where}: program {text!r} has no `sample` statement to draw inputs from; add "
+                                 "one (`rasp help sample`) or give the task train = { inputs = \"FILE\" }", at)
+        return str(found.resolve())
 
     def models(self, eval_names: set, task_names: set) -> list:
         out = []
