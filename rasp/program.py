@@ -1,7 +1,7 @@
 """A loaded program: input parsing, output formatting, and running it."""
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import Optional
 
 from .errors import RaspError, RaspInputError, shorten
@@ -9,6 +9,8 @@ from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, api_inputs, int64_of
 from .ir import ProgramIR
 from .limits import RunLimits
 from .lower import lower
+from .readfile import read_text
+
 
 class Program:
     def __init__(self, ir: ProgramIR, warnings: list):
@@ -114,6 +116,9 @@ class Program:
         return [[self.token_text(int(v)) for v in out] for out in self.run_batch(batch, params, limits=limits).outputs]
 
 
+MAX_PROGRAM_BYTES = 64 << 20     # far past the parser's 100,000 tokens, with comments
+
+
 def loads(source: str, path: str = "<string>") -> Program:
     ir, warnings = lower(source, path)
     return Program(ir, warnings)
@@ -121,10 +126,7 @@ def loads(source: str, path: str = "<string>") -> Program:
 
 def load(path) -> Program:
     path = str(path)
-    try:
-        source = Path(path).read_text(encoding="utf-8-sig")   # tolerate a byte-order mark
-    except FileNotFoundError:
-        raise RaspError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RaspError(f"{path}: cannot read the program ({e})") from None
+    if not os.path.lexists(path):
+        raise RaspError(f"{path}: no such file")
+    source = read_text(path, MAX_PROGRAM_BYTES, encoding="utf-8-sig")   # tolerate a byte-order mark
     return loads(source, path)
