@@ -19,6 +19,7 @@ from typing import BinaryIO
 from .errors import RaspFileError
 
 MAX_JSON = 64 << 20          # a run's or a report's JSON file; the largest written is a few MB
+MAX_LOG = 1 << 30            # a JSON-lines log (metrics.jsonl: a row per logged step of a long run)
 
 
 def _size(n: int) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_bytes
 from trainer.settings.hparams import HParams, scored_positions
 from trainer.tasks.base import Example, SeqTask
 
@@ -93,6 +94,7 @@ def example_to_dict(ex: Example) -> dict:
     return d
 
 
+MAX_DATA_BYTES = 4 << 30     # a --data split file (rasp data writes one example a line)
 MAX_GROUP = 2 ** 31 - 1         # an example's "group" (a long tensor; -1 stands for none)
 
 
@@ -128,10 +130,7 @@ def read_jsonl(task: SeqTask, path) -> list:
     """Examples of `task` from a JSON-lines file written by `rasp data`; every
     line is checked against the task (a located error otherwise)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise RaspFileError(path, f"cannot read: {e.strerror}") from None
+    raw = read_bytes(path, MAX_DATA_BYTES)
     out = []
     for i, data in enumerate(raw.split(b"\n"), 1):
         where = f"{path}:{i}"

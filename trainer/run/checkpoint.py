@@ -38,7 +38,7 @@ from model import LoopedTransformer
 from model.files import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
-from rasp.readfile import read_bytes
+from rasp.readfile import MAX_LOG, read_bytes
 from trainer.run import lockfile
 from trainer.settings import hparams
 from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
@@ -49,7 +49,6 @@ FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # as before.  A newer format is refused: this code cannot know what it changed.
 RUN_FORMAT = 2
 KIND = "rasp-checkpoint/1"
-MAX_LOG = 1 << 30        # metrics.jsonl: a row per logged step of a long run
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 

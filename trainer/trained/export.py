@@ -35,10 +35,12 @@ from pathlib import Path
 
 from rasp.atomic import write_bytes_atomic
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_bytes, read_json
 from trainer.trained.layout import EXPORT_FORMAT, model_files
 
 MANIFEST = "manifest.json"
 CARD = "README.md"
+MAX_WEIGHTS = 1 << 36       # model.safetensors (its checksum was verified before)
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")     # a file an export may hold (no paths, no dot files)
 
 
@@ -75,7 +77,7 @@ def export_run(run_dir, out) -> list:
               "run": run, "model_config": state["config"], "step": state["step"]}
     if kind == "fan" and model.spec.adaptive:
         config["stop"] = model.stop
-    files = {"config.json": _json(config), "model.safetensors": (ckpt / "model.safetensors").read_bytes(),
+    files = {"config.json": _json(config), "model.safetensors": read_bytes(ckpt / "model.safetensors", MAX_WEIGHTS),
              "vocab.json": _json(model.vocabulary())}
     if kind == "fan":
         files["program.rasp"] = model.program.ir.source.encode("utf-8")
@@ -83,11 +85,11 @@ def export_run(run_dir, out) -> list:
     evals = _evaluations(run_dir, kind, state["step"])
     plots = {}
     if (run_dir / "train_curves.png").is_file():
-        plots["train_curves.png"] = (run_dir / "train_curves.png").read_bytes()
+        plots["train_curves.png"] = read_bytes(run_dir / "train_curves.png")
     for name, _doc in evals:
         png = run_dir / (Path(name).stem + "_accuracy.png")
         if png.is_file():
-            plots[png.name] = png.read_bytes()
+            plots[png.name] = read_bytes(png)
     card = model_card(run, kind, model, config, summary, evals, plots, Path(out).name)
     documents = {CARD: card.encode("utf-8"), **plots}
     write_export(Path(out), files, documents, model_files(kind))
@@ -298,8 +300,8 @@ def _previous(out: Path):
     if path.is_symlink() or not path.is_file():
         return None
     try:
-        man = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        man = read_json(path)
+    except RaspFileError:
         return None
     if not isinstance(man, dict) or man.get("format") != EXPORT_FORMAT:
         return None
