@@ -126,9 +126,10 @@ def write_jsonl(path, examples: list):
     write_text_atomic(Path(path), "".join(json.dumps(example_to_dict(e)) + "\n" for e in examples))
 
 
-def read_jsonl(task: SeqTask, path) -> list:
+def read_jsonl(task: SeqTask, path, lines: Optional[list] = None) -> list:
     """Examples of `task` from a JSON-lines file written by `rasp data`; every
-    line is checked against the task (a located error otherwise)."""
+    line is checked against the task (a located error otherwise).  `lines`
+    receives each example's line number (blank lines are skipped)."""
     path = Path(path)
     raw = read_bytes(path, MAX_DATA_BYTES)
     out = []
@@ -151,6 +152,8 @@ def read_jsonl(task: SeqTask, path) -> list:
         ex = Example(d["input"], d["target"], d.get("input2"), d.get("group"))
         check_example(task, ex, where)
         out.append(ex)
+        if lines is not None:
+            lines.append(i)
     if not out:
         raise RaspFileError(path, "holds no examples")
     return out
