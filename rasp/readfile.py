@@ -61,7 +61,14 @@ def read_bytes(path, limit: int = MAX_JSON) -> bytes:
     `limit` (checked before reading and while reading: it may grow)."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
-        data = f.read(limit + 1) if size <= limit else b""
+        chunks, got = [], 0
+        while size <= limit and got <= limit:      # in pieces: read(n) would allocate n bytes up front
+            chunk = f.read(min(1 << 24, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        data = b"".join(chunks)
     if size > limit or len(data) > limit:
         raise RaspFileError(path, f"too large: {_size(max(size, len(data)))}, more than the {_size(limit)} "
                                   "such a file may hold (not the file the project wrote?)")

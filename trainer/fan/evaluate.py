@@ -143,7 +143,10 @@ def _earlier_rows(path: Path, head: dict) -> list:
         same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
         old_rows = [r for r in rows(old) if isinstance(r, dict) and isinstance(r.get("length"), int)
                     and all(isinstance(r.get(k), (int, float)) for k in ("exact_match", "se", "n"))]
-    except (RaspFileError, KeyError, TypeError, AttributeError):
+        step = old.get("step")
+        if not same and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+            raise ValueError("step")        # it would name the file the old results move to
+    except (RaspFileError, KeyError, TypeError, AttributeError, ValueError):
         print(f"warning: {path} was damaged; replacing it", file=sys.stderr)
         return []
     if not same:

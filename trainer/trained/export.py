@@ -82,6 +82,8 @@ def export_run(run_dir, out) -> list:
     if kind == "fan":
         files["program.rasp"] = model.program.ir.source.encode("utf-8")
     summary = _optional_json(run_dir / "summary.json")
+    if summary is not None and not _renders(run_dir / "summary.json", lambda: _summary_lines(summary, run)):
+        summary = None
     evals = _evaluations(run_dir, kind, state["step"])
     plots = {}
     if (run_dir / "train_curves.png").is_file():
@@ -119,12 +121,26 @@ def _evaluations(run_dir: Path, kind: str, step: int) -> list:
     names = ["eval.json"] if kind == "seq" else sorted(p.name for p in run_dir.glob("eval_*.json")
                                                         if not re.search(r"_step\d+$", p.stem))
     out = []
+    tables = _fan_tables if kind == "fan" else _seq_tables
     for name in names:
         doc = _optional_json(run_dir / name)
         if isinstance(doc, dict) and doc.get("step") == step and isinstance(doc.get("splits") or doc.get("rows"),
-                                                                           (dict, list)):
+                                                                           (dict, list)) \
+                and _renders(run_dir / name, lambda d=doc, n=name: (tables([(n, d)]), _model_index("", "", [(n, d)], kind))):
             out.append((name, doc))
     return out
+
+
+def _renders(path, render) -> bool:
+    """Whether a run file renders into the model card; one of another shape
+    (edited, or damaged into valid JSON) is left out, saying so."""
+    try:
+        render()
+        return True
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+        print(f"warning: {path}: not of the shape rasp writes ({type(e).__name__}: {str(e)[:60]}); "
+              "left out of the model card", file=sys.stderr)
+        return False
 
 
 # ---- the model card ------------------------------------------------------------------
@@ -216,6 +232,20 @@ def _model_index(name: str, task: str, evals, kind: str) -> list:
     return out
 
 
+def _summary_lines(summary: dict, run: dict) -> list:
+    body = [f"- steps: {summary.get('step')} of {run['hparams'].get('steps')}"
+            + (" (finished)" if summary.get("finished") else " (not finished)"),
+            f"- time: {summary.get('seconds', float('nan')):.1f} s on {run.get('device', '?')}"
+            + (f" x {run['world_size']}" if run.get("world_size", 1) > 1 else "")]
+    if summary.get("stopped"):
+        body.append(f"- stopped early: {summary['stopped']}")
+    if summary.get("final_loss") is not None:
+        body.append(f"- final training loss: {summary['final_loss']:.4g}")
+    if summary.get("final_eval"):
+        body.append(f"- final evaluation during training: {summary['final_eval']}")
+    return body
+
+
 def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots, folder: str) -> str:
     from trainer.tasks import TASKS
     task, name, init = run["task"], run["model"], run["init"]
@@ -253,16 +283,7 @@ def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots,
              + ", `manifest.json` (SHA-256 of the model files, checked on loading)", ""]
     body += ["## Training", ""]
     if summary:
-        body += [f"- steps: {summary.get('step')} of {run['hparams'].get('steps')}"
-                 + (" (finished)" if summary.get("finished") else " (not finished)"),
-                 f"- time: {summary.get('seconds', float('nan')):.1f} s on {run.get('device', '?')}"
-                 + (f" x {run['world_size']}" if run.get("world_size", 1) > 1 else "")]
-        if summary.get("stopped"):
-            body.append(f"- stopped early: {summary['stopped']}")
-        if summary.get("final_loss") is not None:
-            body.append(f"- final training loss: {summary['final_loss']:.4g}")
-        if summary.get("final_eval"):
-            body.append(f"- final evaluation during training: {summary['final_eval']}")
+        body += _summary_lines(summary, run)
     else:
         body.append(f"- exported at step {config['step']} (the run has no summary.json: it was not finished)")
     body += [f"- preset: `{run.get('preset')}`, seed {run['hparams'].get('seed')}", "",
