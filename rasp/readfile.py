@@ -11,6 +11,7 @@ runs and exports, the results tools); no PyTorch here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -89,11 +90,25 @@ def read_json(path, limit: int = MAX_JSON, finite: bool = False):
     report's figure must never be)."""
     text = read_text(path, limit)
     try:
-        return json.loads(text, parse_constant=_no_constant) if finite else json.loads(text)
+        doc = json.loads(text)
     except (ValueError, RecursionError) as e:
         raise RaspFileError(path, f"not valid JSON ({e.__class__.__name__}: {str(e)[:80]}); "
                                   "the file is damaged or was cut short") from None
+    where = nonfinite(doc) if finite else None
+    if where is not None:
+        raise RaspFileError(path, f"{where}: NaN or infinity, not a number a report can hold")
+    return doc
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
+def nonfinite(doc, where: str = ""):
+    """The key path ("a.b[2]") of the first NaN or infinity in a JSON document, or None."""
+    stack = [(doc, where)]
+    while stack:                    # no recursion: json.loads already bounded the depth
+        x, at = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return at or "the document"
+        if isinstance(x, dict):
+            stack += [(v, f"{at}.{k}" if at else str(k)) for k, v in reversed(list(x.items()))]
+        elif isinstance(x, list):
+            stack += [(v, f"{at}[{i}]") for i, v in reversed(list(enumerate(x)))]
+    return None

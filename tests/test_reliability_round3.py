@@ -311,3 +311,19 @@ def test_data_stats_writes_its_output_file(tmp_path, capsys):
     assert text.startswith("flipflop valid") and "length:" in text and "length:" not in stdout
     status, stdout, _ = in_process(capsys, "data", "flipflop", "--stats", "-n", "4", "--split", "valid")
     assert stdout == text
+
+
+@pytest.mark.parametrize("value, words", [(float("nan"), "NaN or infinity"), (float("inf"), "NaN or infinity")])
+def test_nan_in_a_result_folder_is_a_located_error(tmp_path, capsys, value, words):
+    runs, results = tmp_path / "runs" / "flip", tmp_path / "results"
+    flip_folder(runs)
+    assert _collect(capsys, results, runs)[0] == 0
+    ev = next((results / "flipflop").glob("*/eval.json"))
+    doc = json.loads(ev.read_text())
+    doc["splits"]["test_128_p0.1"]["metrics"]["last_read_acc"] = value
+    ev.write_text(json.dumps(doc))
+    page = tmp_path / "results.md"
+    status = RP.main(["--results", str(results), "--page", str(page), "--bench-dir", str(tmp_path / "bench")])
+    err = capsys.readouterr().err
+    assert status == 2 and f"{ev}: error: splits.test_128_p0.1.metrics.last_read_acc: {words}" in err, err
+    assert not page.exists()
