@@ -178,14 +178,13 @@ def _report(values) -> dict:
     (json.dumps(_report([0.5, float("nan"), 0.6])), "not a readable"),
     (json.dumps(_report([0.5, float("inf"), 0.6])), "not a readable"),
     (json.dumps(_report([0.5, "x", 0.6])), "suites[0].tables[0].rows[0].cells[0].ours.values[1]: expected a finite"),
-    (json.dumps(_report([0.5, 0.6]))[:-7], "not a readable"),
     ("[" * 100_000 + "]" * 100_000, "not a readable"),
     (json.dumps({"suites": [{"suite": 1, "preset": "cpu", "tables": [{"id": "t"}]}]}), "suites[0].suite"),
     (json.dumps({"suites": [{"suite": "a", "preset": "cpu", "tables": 5}]}), "suites[0].tables: expected a list"),
     (json.dumps({"suites": [{"suite": "a", "preset": "cpu", "summary": {"rows": [{"table": "t", "range": "r",
                                                                                  "beyond_noise": True}]}}]}),
      "summary.rows[0].best"),
-])
+], ids=["nan", "inf", "text", "deep", "suite-not-a-name", "tables-not-a-list", "summary-row-without-models"])
 def test_check_rerun_answers_a_damaged_report_with_a_located_error(tmp_path, capsys, text, words):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     (tmp_path / "a" / "report.json").write_text(json.dumps(_report([0.5, 0.55, 0.6])))
