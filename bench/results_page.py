@@ -59,7 +59,11 @@ BENCH_PAGES = {
 
 
 def result_folders(root: Path = RESULTS) -> list:
-    return sorted(p for p in Path(root).iterdir() if (p / R.MANIFEST).is_file()) if Path(root).is_dir() else []
+    folders = sorted(p for p in Path(root).iterdir() if (p / R.MANIFEST).is_file()) if Path(root).is_dir() else []
+    for p in folders:           # its report is written into it: through a link, that is outside the results
+        if p.is_symlink():
+            raise RaspFileError(p, "is a link: a result folder must be a folder here (move the link away)")
+    return folders
 
 
 def collect(run_folder: Path, dest: Path) -> int:

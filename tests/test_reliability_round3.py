@@ -326,3 +326,17 @@ def test_nan_in_a_result_folder_is_a_located_error(tmp_path, capsys, value, word
     err = capsys.readouterr().err
     assert status == 2 and f"{ev}: error: splits.test_128_p0.1.metrics.last_read_acc: {words}" in err, err
     assert not page.exists()
+
+
+def test_a_result_folder_planted_as_a_link_is_refused(tmp_path, capsys):
+    outside, results = tmp_path / "outside", tmp_path / "results"
+    flip_folder(outside / "flipflop")
+    results.mkdir()
+    (results / "flipflop").symlink_to(outside / "flipflop")
+    before = _tree(outside)
+    for extra in ([], ["--check"]):
+        status = RP.main(["--results", str(results), "--page", str(tmp_path / "results.md"), "--bench-dir",
+                          str(tmp_path / "bench"), *extra])
+        err = capsys.readouterr().err
+        assert status == 2 and f"{results / 'flipflop'}: error: is a link" in err, err
+    assert _tree(outside) == before and not (tmp_path / "results.md").exists()
