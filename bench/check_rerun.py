@@ -17,7 +17,8 @@ inside when the values are equal and outside when they differ.
 By chance alone about 5 % of the tested cells fall outside; the last line
 says how many did and, by a one-sided binomial test, whether that is more
 than chance gives (cells of one run share its seeds, so the count is an
-approximation).  Exit status 1 when it is, 2 on unreadable input.  Each
+approximation).  Exit status 1 when it is, 2 on unreadable input (a report of another shape,
+or one holding NaN or infinity: named by file and key, never counted as inside).  Each
 margin the stated summary calls beyond noise is also looked up in the
 rerun's summary: reproduced where the rerun ranks the same best and second
 model in that range and its margin is beyond noise too.
