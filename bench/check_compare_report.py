@@ -11,12 +11,14 @@ recomputed from the cells and found in report.md.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
 import sys
 from pathlib import Path
+
+from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_json, read_text
 
 NUMBER = re.compile(r"^-?\d+(?:\.(\d+))?")
 MEASURED = re.compile(r"^-?\d+(?:\.\d+)?(?: ±| [✓✗]| \(|$)")     # a value, not a count of runs ("1 failed")
@@ -25,8 +27,8 @@ SEEDS = re.compile(r"\((\d+)(?:/(\d+))? seeds?\b")
 
 def _json(path: Path):
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_json(path)
+    except RaspFileError:
         return None
 
 
@@ -223,7 +225,7 @@ def check(out) -> list:
     doc = _json(out / "report.json")
     if not isinstance(doc, dict):
         return [f"{out}: no readable report.json"]
-    md_rows = _md_rows((out / "report.md").read_text()) if (out / "report.md").exists() else {}
+    md_rows = _md_rows(read_text(out / "report.md")) if (out / "report.md").exists() else {}
     problems = []
     for index, s in enumerate(doc["suites"]):
         problems += check_summary(s, index, md_rows) if any(t["selected"] for t in s["tables"]) else []
@@ -267,7 +269,15 @@ def main(argv=None) -> int:
         return 2
     bad = 0
     for d in dirs:
-        problems = check(d)
+        try:
+            problems = check(d)
+        except RaspError as e:
+            print(e.format(), file=sys.stderr)
+            return 2
+        except (KeyError, TypeError, AttributeError, ValueError) as e:    # a report.json edited by hand
+            print(f"{Path(d) / 'report.json'}: error: not a `rasp compare` report of this version "
+                  f"({type(e).__name__}: {str(e)[:60]})", file=sys.stderr)
+            return 2
         for p in problems:
             print(p)
         print(f"{d}: {'OK' if not problems else f'{len(problems)} mismatches'}")

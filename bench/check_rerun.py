@@ -17,7 +17,8 @@ inside when the values are equal and outside when they differ.
 By chance alone about 5 % of the tested cells fall outside; the last line
 says how many did and, by a one-sided binomial test, whether that is more
 than chance gives (cells of one run share its seeds, so the count is an
-approximation).  Exit status 1 when it is, 2 on unreadable input.  Each
+approximation).  Exit status 1 when it is, 2 on unreadable input (a report of another shape,
+or one holding NaN or infinity: named by file and key, never counted as inside).  Each
 margin the stated summary calls beyond noise is also looked up in the
 rerun's summary: reproduced where the rerun ranks the same best and second
 model in that range and its margin is beyond noise too.
@@ -25,30 +26,73 @@ model in that range and its margin is beyond noise too.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 from scipy.stats import binomtest, ttest_ind
 
+from rasp.errors import RaspFileError
+from rasp.readfile import read_json
 from trainer.tasks.scoring import summary
 
 ALPHA = 0.05
 
 
+class ReportError(ValueError):
+    """A report of the wrong shape, or with NaN or infinity (the message names the key)."""
+
+
 def cells(report: dict) -> tuple:
     """({(suite, preset, table id, row label, column label): per-seed values} of the measured cells,
-    {(suite, preset, table id): (scale, digits)} to print them as the tables do)."""
+    {(suite, preset, table id): (scale, digits)} to print them as the tables do).
+    ReportError naming the first key of the wrong shape (a damaged or edited report)."""
     out, units = {}, {}
-    for s in report.get("suites", []):
-        for t in s.get("tables", []):
-            units[(s["suite"], s["preset"], t["id"])] = (t.get("scale", 1), t.get("digits", 3))
-            for row in t.get("rows", []):
-                for cell in row.get("cells", []):
-                    ours = cell.get("ours") or {}
-                    if ours.get("status") == "ok" and ours.get("values"):
-                        out[(s["suite"], s["preset"], t["id"], row["label"], cell["column"])] = \
-                            [float(v) for v in ours["values"]]
+    for i, s in enumerate(_list(report, "suites", "")):
+        where = f"suites[{i}]"
+        for j, t in enumerate(_list(s, "tables", where)):
+            tw = f"{where}.tables[{j}]"
+            key = (_name(s, "suite", where), _name(s, "preset", where), _name(t, "id", tw))
+            units[key] = (_number(t.get("scale", 1), f"{tw}.scale"), t.get("digits", 3))
+            if not (isinstance(units[key][1], int) and 0 <= units[key][1] <= 12):
+                raise ReportError(f"{tw}.digits: expected an integer 0..12")
+            for k, row in enumerate(_list(t, "rows", tw)):
+                rw = f"{tw}.rows[{k}]"
+                for m, cell in enumerate(_list(row, "cells", rw)):
+                    cw = f"{rw}.cells[{m}]"
+                    ours = cell.get("ours") if isinstance(cell, dict) else None
+                    ours = {} if ours is None else ours
+                    if not isinstance(ours, dict):
+                        raise ReportError(f"{cw}.ours: expected an object")
+                    values = ours.get("values")
+                    if ours.get("status") == "ok" and values:
+                        if not isinstance(values, list):
+                            raise ReportError(f"{cw}.ours.values: expected a list of numbers")
+                        out[(*key, _name(row, "label", rw), _name(cell, "column", cw))] = \
+                            [_number(v, f"{cw}.ours.values[{n}]") for n, v in enumerate(values)]
     return out, units
+
+
+def _list(doc, key: str, where: str) -> list:
+    if not isinstance(doc, dict):
+        raise ReportError(f"{where or 'the report'}: expected an object")
+    value = doc.get(key, [])
+    if not isinstance(value, list):
+        raise ReportError(f"{where + '.' if where else ''}{key}: expected a list")
+    return value
+
+
+def _name(doc, key: str, where: str) -> str:
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
+        raise ReportError(f"{where}.{key}: expected a string")
+    return doc[key]
+
+
+def _number(v, where: str) -> float:
+    """A finite number: NaN in a rerun would count as inside any uncertainty (no test rejects it)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ReportError(f"{where}: expected a finite number, got {json.dumps(v)[:40]}")
+    return float(v)
 
 
 def compare_cell(stated: list, rerun: list) -> dict:
@@ -77,15 +121,27 @@ def check(stated: dict, rerun: dict) -> dict:
 
 def margins(stated: dict, rerun: dict) -> list:
     """[(stated summary row, reproduced?)] for each margin the stated summary calls beyond noise."""
-    def rows(doc):
-        return {(s["suite"], s["preset"], r["table"], r["range"]): r
-                for s in doc.get("suites", []) for r in s.get("summary", {}).get("rows", [])}
-    again = rows(rerun)
+    again = summary_rows(rerun)
     out = []
-    for key, r in rows(stated).items():
+    for key, r in summary_rows(stated).items():
         if r.get("beyond_noise"):
             x = again.get(key) or {}
             out.append((r, x.get("best") == r["best"] and x.get("second") == r["second"] and bool(x.get("beyond_noise"))))
+    return out
+
+
+def summary_rows(doc: dict) -> dict:
+    """{(suite, preset, table, range): summary row}; ReportError naming a row of the wrong shape."""
+    out = {}
+    for i, s in enumerate(_list(doc, "suites", "")):
+        summ = s.get("summary", {})
+        for j, r in enumerate(_list(summ, "rows", f"suites[{i}].summary")):
+            w = f"suites[{i}].summary.rows[{j}]"
+            key = (_name(s, "suite", f"suites[{i}]"), _name(s, "preset", f"suites[{i}]"),
+                   _name(r, "table", w), _name(r, "range", w))
+            if r.get("beyond_noise"):
+                _name(r, "best", w), _name(r, "second", w)
+            out[key] = r
     return out
 
 
@@ -126,14 +182,20 @@ def render(result: dict) -> str:
 
 
 def _load(folder: str) -> dict:
-    """DIR/report.json; ValueError with the path when it is missing or not a report."""
+    """DIR/report.json, checked; ReportError with the path (and the key) when it
+    is missing, not a report, or holds a value of the wrong type, NaN or infinity."""
     path = Path(folder) / "report.json"
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: not a readable `rasp compare` report ({e.__class__.__name__})") from None
+        doc = read_json(path, finite=True)
+    except RaspFileError as e:
+        raise ReportError(f"{path}: not a readable `rasp compare` report ({e.message})") from None
     if not (isinstance(doc, dict) and isinstance(doc.get("suites"), list)):
-        raise ValueError(f"{path}: not a readable `rasp compare` report (no list of suites)")
+        raise ReportError(f"{path}: not a readable `rasp compare` report (no list of suites)")
+    try:
+        cells(doc)
+        summary_rows(doc)
+    except ReportError as e:
+        raise ReportError(f"{path}: {e}") from None
     return doc
 
 
@@ -144,7 +206,7 @@ def main(argv=None) -> int:
         return 2
     try:
         stated, rerun = _load(args[0]), _load(args[1])
-    except ValueError as e:
+    except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = check(stated, rerun)

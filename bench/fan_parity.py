@@ -26,6 +26,8 @@ import os
 import time
 from pathlib import Path
 
+from rasp.readfile import read_json
+
 RANGES = {"1-10": range(1, 11), "11-20": range(11, 21), "21-30": range(21, 31)}
 RULES = ("oracle", "confidence", "confidence_sample")
 OFFICIAL = {"11-20": 0.98, "21-30": 0.78}
@@ -92,7 +94,7 @@ def evaluate_more(args):
     import torch
     torch.set_num_threads(1)
     run_dir = Path(args.out) / f"{args.tag}_seed{args.seed}"
-    result = json.loads((run_dir / "fan_parity.json").read_text())
+    result = read_json(run_dir / "fan_parity.json")
     add_rules(run_dir, result, args.rules, args.samples)
 
 
@@ -103,7 +105,7 @@ def _load(result) -> str:
 
 def table(args):
     files = sorted(Path(args.out).glob("*_seed*/fan_parity.json"))
-    res = [json.loads(f.read_text()) for f in files]
+    res = [read_json(f) for f in files]
     lines = ["| variant | seed | rule | n 1-10 | n 11-20 | n 21-30 | train steps/s | load (1 min) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in sorted(res, key=lambda r: (r["tag"], r["seed"])):

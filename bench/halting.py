@@ -19,7 +19,6 @@ T(n), and whether a seed chose one step at every length.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from trainer.fan.halting import calibrate, trajectory
 from trainer.settings.hparams import HParams
 from trainer.models import get_model_spec
 from trainer.fan.kind import build_data
+from rasp.readfile import read_json
 
 # oracle first (the reference); threshold is an early-exit run, not a choice on one trajectory
 RULES = ("oracle", *(r for r in stopping.RULES if r not in ("oracle", "threshold")))
@@ -62,7 +62,7 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
                 "chosen_step": float(chosen.float().mean()),
                 "iterations": float(stopping.iterations_run(rule, chosen, t_max).float().mean()),
                 "oracle_step": float(b.steps.float().mean())}
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
     doc = {"run": str(run_dir), "task": run["task"], "seed": hp.seed, "step": step, "samples": samples,
            "calibration": halting.record, "fit_seconds": t_fit, "fit_cpu_seconds": c_fit,
            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
@@ -116,7 +116,7 @@ def main(argv=None):
             d = evaluate(r, range(lo, hi + 1), a.samples, a.seed)
             print(f"{r}: {d['seconds']:.0f} s (fit {d['fit_seconds']:.1f} s), load {d['load']:.1f}", file=sys.stderr)
     else:
-        docs = [json.loads((r / OUT).read_text()) for r in a.runs if (r / OUT).exists()]
+        docs = [read_json(r / OUT) for r in a.runs if (r / OUT).exists()]
         print(table(docs))
         loads = [d["load"] for d in docs]
         print(f"\n{len(docs)} runs; 1-minute load during the evaluations {min(loads):.1f}–{max(loads):.1f}; "

@@ -20,7 +20,6 @@ markers of bench/implicit.md, leaving the hand-written notes around them.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from trainer.run.checkpoint import write_text_atomic
 from trainer.compare.grid import run_id
+from rasp.readfile import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def fmt(x, digits=3):
 
 
 def split_rows(task: str, model: str, run: Path, file: str = "eval.json", label: str = "") -> list:
-    ev = json.loads((run / file).read_text())
+    ev = read_json(run / file)
     rows = []
 
     def order(item):            # by length, then p (each split here has one length)
@@ -103,10 +103,10 @@ def split_rows(task: str, model: str, run: Path, file: str = "eval.json", label:
 
 
 def cost_row(task: str, model: str, run: Path) -> str:
-    summary = json.loads((run / "summary.json").read_text())
-    spec = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
+    summary = read_json(run / "summary.json")
+    spec = read_json(run / "run.json") if (run / "run.json").exists() else {}
     hp = spec.get("hparams", spec)
-    steps = {s["step"]: s.get("seconds") for s in json.loads((run / "compare_run.json").read_text())["steps"]} \
+    steps = {s["step"]: s.get("seconds") for s in read_json(run / "compare_run.json")["steps"]} \
         if (run / "compare_run.json").exists() else {}
     ev_s = sum(v or 0 for k, v in steps.items() if k.startswith("eval"))
     return "| " + " | ".join([

@@ -13,10 +13,11 @@ One torch thread per process; `--jobs 2` runs two probes side by side.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
+
+from rasp.readfile import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "bench" / "reference.toml"
@@ -81,8 +82,8 @@ def run_probes(names: list, out: Path, jobs: int) -> list:
             continue
         results.append({"name": name, "task": spec.task, "model": spec.model, "paper": PROBES[name][2],
                         "splits": spec.evals[0].options["splits"].split(","),
-                        "summary": json.loads((d / "summary.json").read_text()),
-                        "eval": json.loads((d / "eval.json").read_text())})
+                        "summary": read_json(d / "summary.json"),
+                        "eval": read_json(d / "eval.json")})
     R.write_report(out, plots=False)
     return results
 

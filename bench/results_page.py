@@ -26,11 +26,14 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
-from rasp.atomic import write_text_atomic
+from rasp.atomic import write_bytes_atomic, write_text_atomic
+from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_bytes, read_json, read_text
 from bench import check_rerun, linear_recurrence, recurrent_transformers
 from bench.check_compare_report import check as check_report
 from trainer.compare import report as R
@@ -44,6 +47,7 @@ RERUNS = "reruns"           # docs/results/reruns/<suite>: the same suite from a
 PAGE = ROOT / "docs" / "results.md"
 RUN_FILES = ("run.json", "summary.json", "compare_run.json", "failed.json")     # and the eval files
 DIR_FILES = (R.MANIFEST, "speeds.json")
+FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 GENERATED_BY = "`python -m bench.results_page`"
 # the bench pages tabulated from the same folders: file name -> (result folders, the page as committed) -> text
 # (the suite reports `regenerate` built are passed on as `report`: the runs are read once)
@@ -55,32 +59,65 @@ BENCH_PAGES = {
 
 
 def result_folders(root: Path = RESULTS) -> list:
-    return sorted(p for p in Path(root).iterdir() if (p / R.MANIFEST).is_file()) if Path(root).is_dir() else []
+    folders = sorted(p for p in Path(root).iterdir() if (p / R.MANIFEST).is_file()) if Path(root).is_dir() else []
+    for p in folders:           # its report is written into it: through a link, that is outside the results
+        if p.is_symlink():
+            raise RaspFileError(p, "is a link: a result folder must be a folder here (move the link away)")
+    return folders
 
 
 def collect(run_folder: Path, dest: Path) -> int:
     """Copy the small files of a `rasp compare` output directory (no
-    checkpoints, no logs); returns the number of runs copied."""
+    checkpoints, no logs); returns the number of runs copied.  Everything is
+    read and checked before the first write: a refused collect changes nothing."""
     run_folder, dest = Path(run_folder), Path(dest)
-    manifest = json.loads((run_folder / R.MANIFEST).read_text())
+    manifest = R.read_manifest(run_folder)
     for sel in manifest["suites"].values():      # the suite by name: a path on another machine means nothing here
         sel["file"] = sel["suite"]
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / R.MANIFEST).write_text(json.dumps(manifest, indent=1))
-    if (run_folder / "speeds.json").is_file():
-        shutil.copyfile(run_folder / "speeds.json", dest / "speeds.json")
+    files = {R.MANIFEST: json.dumps(manifest, indent=1).encode("utf-8")}
+    if os.path.lexists(run_folder / "speeds.json"):
+        files["speeds.json"] = read_bytes(run_folder / "speeds.json")
     n = 0
-    # a run `rasp compare` set aside as stale (RUN.staleK) is history, not a result
+    # a run `rasp compare` set aside as stale (RUN.staleK) is history, not a result; a link is not a run of this folder
     for run in sorted(p for p in run_folder.iterdir() if p.is_dir() and not p.is_symlink()
                       and not re.search(r"\.stale\d+$", p.name)
                       and ((p / "run.json").is_file() or (p / "failed.json").is_file())):
-        names = [f.name for f in run.iterdir() if f.is_file() and not f.is_symlink()
-                 and (f.name in RUN_FILES or re.fullmatch(r"eval[\w.-]*\.json", f.name))]
-        (dest / run.name).mkdir(exist_ok=True)
-        for name in names:
-            shutil.copyfile(run / name, dest / run.name / name)
+        for f in sorted(run.iterdir()):
+            if f.is_file() and not f.is_symlink() and (f.name in RUN_FILES or re.fullmatch(r"eval[\w.-]*\.json", f.name)):
+                files[f"{run.name}/{f.name}"] = read_bytes(f)
         n += 1
+    _check_dest(run_folder, dest, files)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (dest / name).parent.mkdir(exist_ok=True)
+        write_bytes_atomic(dest / name, data)
     return n
+
+
+def _check_dest(src: Path, dest: Path, files: dict):
+    """Refuse a destination that is the source (or inside it, or holds it), a
+    link, or a folder that is not a result folder; and any link or non-file
+    where a file or a run's folder goes (written through, it would change a
+    file outside, or a user's)."""
+    a, b = src.resolve(), dest.resolve()
+    if a == b or a in b.parents or b in a.parents:
+        raise RaspFileError(dest, f"is {'the folder collected' if a == b else 'inside or around the folder collected'}"
+                                  f" ({src}): collect into another folder")
+    for p in (dest, dest.parent) if dest.parent.name == RERUNS else (dest,):
+        if p.is_symlink():
+            raise RaspFileError(p, "is a link: collect into a folder, not through a link")
+    if dest.exists():
+        if not dest.is_dir():
+            raise RaspFileError(dest, "is not a folder")
+        if any(dest.iterdir()) and not (dest / R.MANIFEST).is_file():
+            raise RaspFileError(dest, f"is not empty and holds no {R.MANIFEST}: not a result folder "
+                                      "(collect into a new folder, or an earlier result folder)")
+    for name in files:
+        path = dest / name
+        for p in ([path.parent] if path.parent != dest else []) + [path]:
+            if p.is_symlink() or (p.exists() and not (p.is_dir() if p != path else p.is_file())):
+                raise RaspFileError(p, "is a link or not a plain " + ("file" if p == path else "folder")
+                                    + " (planted?): move it away, then collect again")
 
 
 def _wall(folder: Path, suite: dict) -> str:
@@ -88,12 +125,19 @@ def _wall(folder: Path, suite: dict) -> str:
     their compare_run.json records."""
     secs, loads = 0.0, []
     for r in suite["run_status"]:
+        path = folder / r["run_id"] / "compare_run.json"
         try:
-            rec = json.loads((folder / r["run_id"] / "compare_run.json").read_text())
-        except (OSError, ValueError):
+            rec = read_json(path, finite=True)
+        except RaspFileError:
             continue
-        secs += sum(float(s.get("seconds", 0)) for s in rec.get("steps", []))
-        loads += [x for x in (rec.get("load"), rec.get("load_end")) if isinstance(x, (int, float))]
+        steps = rec.get("steps", []) if isinstance(rec, dict) else []
+        for i, s in enumerate(steps if isinstance(steps, list) else []):
+            v = s.get("seconds", 0) if isinstance(s, dict) else 0
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise RaspFileError(path, f"steps[{i}].seconds: expected a number of seconds, got {json.dumps(v)[:40]}")
+            secs += v
+        loads += [x for x in (rec.get("load"), rec.get("load_end")) if isinstance(x, (int, float))
+                  and not isinstance(x, bool)]
     if not secs:
         return "not recorded | —"
     return f"{duration(secs)} | " + (load_range(loads) if loads else "not recorded")
@@ -105,7 +149,7 @@ def suite_section(folder: Path, doc: dict, page_dir: Path) -> list:
     md = R.render_markdown({**doc, "generated": f"by {GENERATED_BY}", "dir": rel}, level=2, legend=False)
     md = re.sub(r"\]\(plots/", f"]({rel}/plots/", md)
     notes = folder / "notes.md"
-    head = [notes.read_text().strip(), ""] if notes.is_file() else []
+    head = [read_text(notes).strip(), ""] if notes.is_file() else []
     return head + md.splitlines()
 
 
@@ -132,8 +176,12 @@ def rerun_section(reruns: list, folders: list, docs: list) -> list:
             continue
         lines += [f"### {name}: {seed_range(stated[name])} stated, {seed_range(doc)} rerun", ""]
         notes = Path(folder) / "notes.md"
-        lines += [notes.read_text().strip(), ""] if notes.is_file() else []
-        lines += [check_rerun.render(check_rerun.check(stated[name], doc)), ""]
+        lines += [read_text(notes).strip(), ""] if notes.is_file() else []
+        try:
+            result = check_rerun.check(stated[name], doc)
+        except check_rerun.ReportError as e:
+            raise RaspFileError(folder, f"its report: {e}") from None
+        lines += [check_rerun.render(result), ""]
     return lines
 
 
@@ -216,12 +264,26 @@ def bench_pages(root: Path, bench_dir: Path, built: dict = None) -> dict:
     out = {}
     for name, render in BENCH_PAGES.items():
         path = Path(bench_dir) / name
-        old = path.read_text() if path.is_file() else ""
+        old = read_text(path) if path.is_file() else ""
         out[path] = (old, render(Path(root), old, report))
     return out
 
 
+def _special(folder, names) -> list:
+    """The names in `folder` that are neither links, regular files nor folders (FIFOs, devices)."""
+    kinds = {n: os.lstat(os.path.join(folder, n)).st_mode for n in names}
+    return [n for n, m in kinds.items() if not (stat.S_ISLNK(m) or stat.S_ISREG(m) or stat.S_ISDIR(m))]
+
+
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except RaspError as e:
+        print(e.format(), file=sys.stderr)
+        return 2
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(RESULTS), help="the folder of result folders (default: docs/results)")
     ap.add_argument("--page", default=str(PAGE), help="the page to write (default: docs/results.md)")
@@ -237,11 +299,16 @@ def main(argv=None) -> int:
         if not (src / R.MANIFEST).is_file():
             print(f"{src}: no {R.MANIFEST} (not a rasp compare output directory)", file=sys.stderr)
             return 2
-        selections = json.loads((src / R.MANIFEST).read_text())["suites"].values()
+        selections = R.read_manifest(src)["suites"].values()
         suites = {sel["suite"] for sel in selections}
+        name = suites.pop() if len(suites) == 1 else src.resolve().name
+        if not FOLDER_NAME.fullmatch(name):       # a name read from a file, made a path: never ../ or a/b
+            where = src / R.MANIFEST if len(suites) == 0 else src
+            raise RaspFileError(where, f"suite name {name!r} cannot name a result folder "
+                                       "(letters, digits, '_', '.', '-')")
         # a rerun from another first seed goes beside its suite's folder, never over it
         rerun = any(sel.get("first_seed", 0) for sel in selections)
-        dest = (root / RERUNS if rerun else root) / (suites.pop() if len(suites) == 1 else src.name)
+        dest = (root / RERUNS if rerun else root) / name
         print(f"copied {collect(src, dest)} runs into {dest}")
         return 0
     if not result_folders(root):
@@ -250,10 +317,11 @@ def main(argv=None) -> int:
         return 2
     if args.check:
         with tempfile.TemporaryDirectory() as scratch:
-            shutil.copytree(root, Path(scratch) / "r")
+            # links stay links and anything but files and folders stays behind: the copy reads nothing endless
+            shutil.copytree(root, Path(scratch) / "r", symlinks=True, ignore=_special)
             built: dict = {}
             text, problems = regenerate(root, Path(args.page), plots=False, work=Path(scratch) / "r", keep=built)
-        committed = Path(args.page).read_text() if Path(args.page).exists() else ""
+        committed = read_text(args.page) if Path(args.page).exists() else ""
         # the plots are not rebuilt here: their lines aside, the page must be the same
         strip = lambda t: re.sub(r"\n{3,}", "\n\n", re.sub(r"^!\[.*\]\(.*\)$", "", t, flags=re.M)).strip()  # noqa: E731
         stale = [args.page] if strip(committed) != strip(text) else []

@@ -24,6 +24,7 @@ from trainer.fan.evaluate import evaluate_run, rows
 from trainer.fan.presets import make_hparams
 from trainer.tasks import get_task
 from trainer.fan.kind import RunConfig, train
+from rasp.readfile import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,8 +97,8 @@ def main(argv=None):
                 if not args.eval_only and not (args.reuse and (run_dir / "summary.json").exists()):
                     entry["train"] = run_one(run_dir, task, init, args)
                 else:
-                    entry["train"] = json.loads((run_dir / "summary.json").read_text())
-                run = json.loads((run_dir / "run.json").read_text())
+                    entry["train"] = read_json(run_dir / "summary.json")
+                run = read_json(run_dir / "run.json")
                 train_max = run["hparams"]["max_train_n"]
                 lengths = list(range(1, (args.max_len or 2 * train_max) + 1))
                 entry["stops"] = {}

@@ -15,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import fields
 from pathlib import Path
 
+from rasp import readfile
 from rasp.atomic import write_text_atomic
 from rasp.errors import RaspFileError
+from rasp.readfile import MAX_JSON, open_regular
 
 from .looped import ACTIVATIONS, ROTARY_FEATURE, LoopedConfig, LoopedTransformer
 
@@ -35,7 +38,7 @@ DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16"
 
 def sha256_file(path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -68,8 +71,6 @@ def verify_manifest(directory, names, kind: str) -> bool:
         raise RaspFileError(path, f"lists {sorted(listed)}, expected {sorted(names)}")
     for name in names:
         f = d / name
-        if not f.is_file():
-            raise RaspFileError(f, "missing")
         if sha256_file(f) != listed[name]:
             raise RaspFileError(f, "checksum mismatch: the file changed after it was written "
                                    "(damaged or edited)")
@@ -78,25 +79,12 @@ def verify_manifest(directory, names, kind: str) -> bool:
 
 # ---- plain files ----------------------------------------------------------------
 
-def read_text(path) -> str:
-    path = Path(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RaspFileError(path, "missing") from None
-    except UnicodeDecodeError:
-        raise RaspFileError(path, "not UTF-8 text (damaged?)") from None
-    except OSError as e:
-        raise RaspFileError(path, f"cannot read: {e.strerror}") from None
+def read_text(path, limit: int = MAX_JSON) -> str:
+    return readfile.read_text(path, limit)
 
 
-def read_json(path):
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise RaspFileError(path, f"not valid JSON ({e.__class__.__name__}: {str(e)[:80]}); "
-                                  "the file is damaged or was cut short") from None
+def read_json(path, limit: int = MAX_JSON):
+    return readfile.read_json(path, limit)
 
 
 # ---- safetensors ----------------------------------------------------------------
@@ -106,18 +94,16 @@ def safetensors_header(path) -> dict:
     header is well formed and its tensors tile the data exactly (a truncated
     or padded file fails here, before any loader sees it)."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
             head = f.read(8)
             n = int.from_bytes(head, "little") if len(head) == 8 else -1
             if n < 2 or n > min(size - 8, MAX_HEADER):
                 raise RaspFileError(path, f"not a safetensors file, or cut short ({size} bytes)")
             raw = f.read(n)
-    except FileNotFoundError:
-        raise RaspFileError(path, "missing") from None
-    except OSError as e:
-        raise RaspFileError(path, f"cannot read: {e.strerror}") from None
+        except OSError as e:
+            raise RaspFileError(path, f"cannot read: {e.strerror}") from None
     try:
         header = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):

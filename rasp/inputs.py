@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 from typing import Optional
 
 from .errors import RaspError, RaspInputError, shorten
+from .readfile import read_text
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 INT_TEXT = re.compile(r"[+-]?\d+")
 _MAX_DIGITS = 19          # every int64 has at most 19 digits
+MAX_INPUTS_BYTES = 1 << 30   # an --inputs file: many inputs of up to --max-len tokens each
 
 
 def split_lines(text: str) -> list:
@@ -46,11 +47,7 @@ def read_inputs(input_text, inputs_path: Optional[str]) -> tuple:
     if inputs_path == "-":
         text = sys.stdin.read()
     else:
-        try:
-            text = Path(inputs_path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-            raise RaspError(f"cannot read inputs file {inputs_path}: {reason}") from None
+        text = read_text(inputs_path, MAX_INPUTS_BYTES)
     lines = split_lines(text)
     if not lines:
         raise RaspInputError("the inputs file is empty", where=inputs_path)

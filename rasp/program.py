@@ -1,6 +1,7 @@
 """A loaded program: input parsing, output formatting, and running it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -9,6 +10,8 @@ from .inputs import INT64_MAX, INT64_MIN, INT_TEXT, api_inputs, int64_of
 from .ir import ProgramIR
 from .limits import RunLimits
 from .lower import lower
+from .readfile import read_text
+
 
 class Program:
     def __init__(self, ir: ProgramIR, warnings: list):
@@ -146,6 +149,9 @@ class Program:
         batch = [self.parse_input(text, line) for line, text in api_inputs(inputs)]
         return batch, self.run_batch(batch, params, limits=limits).outputs
 
+MAX_PROGRAM_BYTES = 64 << 20     # far past the parser's 100,000 tokens, with comments
+
+
 def loads(source: str, path: str = "<string>") -> Program:
     ir, warnings = lower(source, path)
     return Program(ir, warnings)
@@ -153,10 +159,7 @@ def loads(source: str, path: str = "<string>") -> Program:
 
 def load(path) -> Program:
     path = str(path)
-    try:
-        source = Path(path).read_text(encoding="utf-8-sig")   # tolerate a byte-order mark
-    except FileNotFoundError:
-        raise RaspError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RaspError(f"{path}: cannot read the program ({e})") from None
+    if not os.path.lexists(path):
+        raise RaspError(f"{path}: no such file")
+    source = read_text(path, MAX_PROGRAM_BYTES, encoding="utf-8-sig")   # tolerate a byte-order mark
     return loads(source, path)

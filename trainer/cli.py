@@ -185,6 +185,8 @@ def run_eval(args) -> int:
     run = checkpoint.read_run(run_dir)
     # a baseline of fixed depth has no step to choose: its one depth is the "oracle" file
     args.stop = args.stop or (DEFAULT_RULE if get_model_spec(run["model"]).adaptive else "oracle")
+    if args.threshold is not None and args.stop != "threshold":     # it would change nothing
+        raise RaspError(f"--threshold: only with --stop threshold (this evaluation's rule is {args.stop})")
     args.threshold = THRESHOLD if args.threshold is None else args.threshold
     args.samples = evaluation.SAMPLES if args.samples is None else args.samples
     train_max = run["hparams"].get("max_train_n", 1)

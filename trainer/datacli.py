@@ -1,7 +1,7 @@
 """`rasp data`: a comparison task's split as JSON lines, or its statistics.
 
     rasp data TASK [--split NAME] -n N -o FILE.jsonl [--seed S]     (the split: train by default)
-    rasp data TASK --stats [--split NAME] [-n N]
+    rasp data TASK --stats [--split NAME] [-n N] [-o FILE]         (-o: the statistics into FILE)
 
 --stats without -n reads a sample of each split sized to take seconds: long
 ListOps and word-problem inputs are slow to generate and label (their labels
@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 
+from rasp.atomic import write_text_atomic
 from rasp.errors import RaspError
 from trainer.settings import evaluation, validate
 
@@ -28,7 +29,7 @@ def add_data_args(p: argparse.ArgumentParser):
     p.add_argument("-n", type=validate.DATA_EXAMPLES, default=None,
                    help=f"number of examples (--stats default: a sample of {STATS_MIN_ROWS}..{STATS_MAX_ROWS} rows "
                         f"per split, fewer for long inputs: about {STATS_TOKENS:,} tokens)")
-    p.add_argument("-o", "--output", type=validate.out_file, default=None, help="JSON-lines file to write")
+    p.add_argument("-o", "--output", type=validate.out_file, default=None, help="JSON-lines file to write (with --stats: the statistics, as printed)")
     p.add_argument("--stats", action="store_true", help="print length and label distributions instead")
     p.add_argument("--seed", type=validate.SEED, default=0,
                    help=f"generator seed (rasp eval's examples of a split are this with --seed {evaluation.SEED})")
@@ -92,20 +93,29 @@ def run_data(args) -> int:
         raise RaspError(f"task {task.name} has no split {args.split!r} (splits: {', '.join(task.splits)})")
     if args.stats:
         import json
+        lines = []
         for name in [args.split] if args.split else list(task.splits):
             examples = (generate_split(task, name, args.n, args.seed) if args.n
                         else stats_sample(task, name, args.seed))
             st = split_stats(task, examples)
-            print(f"{task.name} {name} ({task.splits[name].description or task.splits[name].params}): "
-                  f"from {len(examples)} rows (seed {args.seed}" + ("" if args.n else "; -n N for more") + ")")
+            lines.append(f"{task.name} {name} ({task.splits[name].description or task.splits[name].params}): "
+                         f"from {len(examples)} rows (seed {args.seed}" + ("" if args.n else "; -n N for more") + ")")
             for k, v in st.items():
                 if k == "labels" and len(v) > 12:         # many classes: the most frequent
                     v = dict(sorted(v.items(), key=lambda kv: -kv[1])[:12]) | {"...": f"{len(st[k])} labels"}
-                print(f"  {k}: {json.dumps(v, ensure_ascii=False)}")
+                lines.append(f"  {k}: {json.dumps(v, ensure_ascii=False)}")
         if task.paper_stats:
-            print("paper (docs/benchmarks.md):")
+            lines.append("paper (docs/benchmarks.md):")
             for k, v in task.paper_stats.items():
-                print(f"  {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}")
+                lines.append(f"  {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}")
+        if args.output is None:
+            print("\n".join(lines))
+            return 0
+        try:
+            write_text_atomic(args.output, "\n".join(lines) + "\n")
+        except OSError as e:
+            raise RaspError(f"{args.output}: cannot write ({e.strerror})") from None
+        print(f"wrote the statistics of {task.name} to {args.output}")
         return 0
     if args.n is None or args.output is None:
         raise RaspError("rasp data TASK [--split NAME] -n N -o FILE.jsonl (or --stats)")

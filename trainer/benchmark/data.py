@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_bytes
 from trainer.run.device import on_host, to_device
 from trainer.settings.hparams import HParams, scored_positions
 from trainer.tasks.base import Example, SeqTask
@@ -99,6 +100,7 @@ def example_to_dict(ex: Example) -> dict:
     return d
 
 
+MAX_DATA_BYTES = 4 << 30     # a --data split file (rasp data writes one example a line)
 MAX_GROUP = 2 ** 31 - 1         # an example's "group" (a long tensor; -1 stands for none)
 
 
@@ -130,14 +132,12 @@ def write_jsonl(path, examples: list):
     write_text_atomic(Path(path), "".join(json.dumps(example_to_dict(e)) + "\n" for e in examples))
 
 
-def read_jsonl(task: SeqTask, path) -> list:
+def read_jsonl(task: SeqTask, path, lines: Optional[list] = None) -> list:
     """Examples of `task` from a JSON-lines file written by `rasp data`; every
-    line is checked against the task (a located error otherwise)."""
+    line is checked against the task (a located error otherwise).  `lines`
+    receives each example's line number (blank lines are skipped)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise RaspFileError(path, f"cannot read: {e.strerror}") from None
+    raw = read_bytes(path, MAX_DATA_BYTES)
     out = []
     for i, data in enumerate(raw.split(b"\n"), 1):
         where = f"{path}:{i}"
@@ -158,6 +158,8 @@ def read_jsonl(task: SeqTask, path) -> list:
         ex = Example(d["input"], d["target"], d.get("input2"), d.get("group"))
         check_example(task, ex, where)
         out.append(ex)
+        if lines is not None:
+            lines.append(i)
     if not out:
         raise RaspFileError(path, "holds no examples")
     return out

@@ -18,12 +18,12 @@ seeded by (--seed, split name), so they never depend on which splits run.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_json
 from trainer.run import checkpoint
 from trainer.benchmark import scoring
 from trainer.benchmark.data import generate_split
@@ -164,10 +164,10 @@ def evaluate_seq_run(run_dir, splits=None, n=None, sets=None, batch_size: int = 
     old = {}
     if path.is_file():
         try:
-            prev = json.loads(path.read_text())
+            prev = read_json(path)
             if prev.get("step") == step and prev.get("seed") == seed:
                 old = prev.get("splits", {})
-        except (ValueError, OSError, AttributeError, RecursionError):
+        except (RaspFileError, AttributeError):
             old = {}
         # an earlier result of another shape is replaced: keep only splits that look like results
         old = {k: v for k, v in old.items() if _split_result_ok(v)} if isinstance(old, dict) else {}

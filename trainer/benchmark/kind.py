@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
 from trainer.run import checkpoint, loop
 from trainer.run.device import on_host
 from trainer.run.kind import RunKind
@@ -218,7 +218,8 @@ class SeqKind(RunKind):
         self.cfg, self.hp = cfg, cfg.hp
         self.task = seq_task(cfg.task)
         check_splits(self.task, cfg.hp)
-        self.data = read_jsonl(self.task, cfg.data) if cfg.data else None
+        self.data_lines: list = []         # the file's line of each example, for messages
+        self.data = read_jsonl(self.task, cfg.data, self.data_lines) if cfg.data else None
         self.headline = self.task.metrics[0]
         self.stream = None
 
@@ -228,7 +229,7 @@ class SeqKind(RunKind):
         self.valid = validation_set(self.task, self.hp)
 
     def check_memory(self, device):
-        check_memory(self.task, self.cfg, self.data, device)
+        check_memory(self.task, self.cfg, self.data, device, self.data_lines)
 
     def seed_rng(self):
         self.stream = TrainStream(self.task, self.hp, self.data)
@@ -344,16 +345,18 @@ def guard_examples(task: SeqTask, hp, model, batch_size: int = 64) -> list:
     return [collate(task, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
 
 
-def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device):
+def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device, lines: Optional[list] = None):
     """Refuse a batch whose activations would not fit, before allocating
     them: the longest training example (the file's, or a generated batch's)
     times the batch size, through every layer (and every iteration of a
-    looped or implicit model) at the model width, plus attention scores."""
+    looped or implicit model) at the model width, plus attention scores.
+    `lines`: the --data file's line of each example (the longest is named)."""
     from trainer.settings.validate import available_memory
     hp = cfg.hp
     sample = data if data is not None else task.generate(np.random.default_rng([hp.seed, 5]),
                                                          task.splits[hp.train_split].params, min(hp.batch_size, 64))
-    n_tokens = max(example_length(e) for e in sample) + 2
+    longest = max(range(len(sample)), key=lambda i: example_length(sample[i]))
+    n_tokens = example_length(sample[longest]) + 2
     # block applications kept for backpropagation: the looped encoder's `loops`, an implicit
     # model's phantom steps `grad` (its solver's other iterations keep no graph)
     kept = [v for v in (hp.extra.get("loops"), hp.extra.get("grad")) if isinstance(v, int) and v > 0]
@@ -363,11 +366,17 @@ def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device):
     params = 12 * depth * hp.d_model * width + 4 * len(task.vocab) * hp.d_model
     need = 4 * (depth * per_layer + 6 * params)
     have = available_memory(device)
+    if need > have and data is not None:
+        line = lines[longest] if lines and longest < len(lines) else None
+        raise RaspFileError(f"{cfg.data}:{line}" if line else cfg.data,
+                            f"example {longest + 1} is {n_tokens - 2} tokens long: a batch of {hp.batch_size} "
+                            f"such examples through {depth} layers of width {hp.d_model} needs about "
+                            f"{need / 2 ** 30:.1f} GiB to train; {device} has {have / 2 ** 30:.1f} GiB available "
+                            "(use shorter rows, or a smaller d_model, n_layer, batch_size)")
     if need > have:
         raise RaspError(f"a batch of {hp.batch_size} examples of up to {n_tokens} tokens through {depth} layers of "
                         f"width {hp.d_model} needs about {need / 2 ** 30:.1f} GiB to train; {device} has "
-                        f"{have / 2 ** 30:.1f} GiB available (use a smaller d_model, n_layer, batch_size"
-                        f"{' or shorter --data rows' if data is not None else ''})")
+                        f"{have / 2 ** 30:.1f} GiB available (use a smaller d_model, n_layer, batch_size)")
     return need
 
 

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Optional
 
 from rasp import atomic
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import MAX_LOG, read_bytes
 from trainer.compare.grid import RunSpec
 from trainer.compare.runner import TrainerCommands, load_average, read_json, render_options, train_args
 
@@ -229,8 +230,8 @@ def window_seconds(metrics_path: Path) -> tuple:
     steps_per_s between log rows), without what ran after the last one."""
     steps = seconds = 0.0
     try:
-        lines = Path(metrics_path).read_text().splitlines()
-    except OSError:
+        lines = read_bytes(metrics_path, MAX_LOG).decode("utf-8", errors="replace").splitlines()
+    except RaspFileError:
         return 0, 0.0
     for line in lines:
         try:

@@ -7,12 +7,14 @@ Writes DIR/report.md, DIR/report.json and DIR/plots/*.png."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
 from rasp.errors import RaspError, RaspFileError
 from rasp import atomic
+from rasp.readfile import read_json
 from trainer.compare import grid as G
 from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
@@ -50,13 +52,14 @@ def record_selection(out: Path, suite: Suite, preset: str, seeds: int, models, t
 
 def read_manifest(out: Path) -> dict:
     path = Path(out) / MANIFEST
+    if not os.path.lexists(path):
+        raise RaspError(f"{out}: no {MANIFEST} here (not a `rasp compare` output directory)")
     try:
-        doc = json.loads(path.read_text())
-        assert isinstance(doc.get("suites"), dict)
-    except FileNotFoundError:
-        raise RaspError(f"{out}: no {MANIFEST} here (not a `rasp compare` output directory)") from None
-    except (OSError, ValueError, AssertionError, AttributeError, RecursionError):
-        raise RaspError(f"{path}: damaged (expected a JSON object with 'suites')") from None
+        doc = read_json(path)
+    except RaspFileError as e:
+        raise RaspFileError(path, f"damaged (expected a JSON object with 'suites'): {e.message}") from None
+    if not (isinstance(doc, dict) and isinstance(doc.get("suites"), dict)):
+        raise RaspError(f"{path}: damaged (expected a JSON object with 'suites')")
     for key, sel in doc["suites"].items():
         why = _selection_problem(sel)
         if why:

@@ -11,10 +11,13 @@ a Fan file is one split named "test" with metric "exact_match".
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from rasp import readfile
+from rasp.errors import RaspFileError
 from trainer.compare.grid import RunSpec
 from trainer.compare.runner import read_json, state
 from trainer.fan.evalfile import FAN_SPLIT, ROW_STATS
@@ -35,7 +38,7 @@ def _obj(x) -> dict:
 
 
 def _num(x):
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def _stats(raw) -> dict:
@@ -80,6 +83,17 @@ def normalize(doc) -> dict:
     return {}
 
 
+def _eval_doc(path: Path) -> dict:
+    """An evaluation file ({} when absent or damaged: its cells are not
+    measured); NaN or infinity in it is a located error, never a figure."""
+    doc = read_json(path)
+    where = readfile.nonfinite(doc)
+    if where is not None:
+        raise RaspFileError(path, f"{where}: NaN or infinity, not a number a report can hold (the file was "
+                                  "damaged or edited; evaluate the run again)")
+    return doc or {}
+
+
 def load_run(spec: RunSpec, out: Path) -> RunResult:
     run_dir = Path(out) / spec.run_id
     if not run_dir.exists():
@@ -90,7 +104,7 @@ def load_run(spec: RunSpec, out: Path) -> RunResult:
     st = state(spec, run_dir)
     if st != "done":
         return RunResult(spec, "stale" if st == "stale" else "incomplete")
-    evals = {e.name: normalize(read_json(run_dir / e.file) or {}) for e in spec.evals}
+    evals = {e.name: normalize(_eval_doc(run_dir / e.file)) for e in spec.evals}
     return RunResult(spec, "finished", evals)
 
 

@@ -24,10 +24,12 @@ from typing import Callable, Optional
 
 from rasp.errors import RaspError, RaspFileError
 from rasp import atomic
+from rasp import readfile
 from trainer.run import lockfile
 from trainer.compare.grid import EvalStep, RunSpec
 
 TAIL_LINES = 40                 # stderr lines kept in failed.json
+TAIL_BYTES = 1 << 16           # read from the end of a log for them
 LOCK = ".compare.lock"          # held while a run's commands work (see execute)
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # a child stopped by SIGINT/SIGTERM (negative: killed by the signal; 128+n: exited on it)
@@ -86,8 +88,8 @@ def train_args(spec: RunSpec, run_dir: Path) -> list:
 def read_json(path: Path):
     """The JSON in `path`, or None when it is absent, unreadable or damaged."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError, RecursionError):
+        return readfile.read_json(path)
+    except RaspFileError:
         return None
 
 
@@ -193,8 +195,10 @@ def _env(threads_one: bool) -> dict:
 
 def _tail(path: Path, n: int = TAIL_LINES) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
+        with readfile.open_regular(path) as f:            # the end of a log of any size
+            f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
+            return "\n".join(f.read(TAIL_BYTES).decode("utf-8", errors="replace").splitlines()[-n:])
+    except (RaspFileError, OSError):
         return ""
 
 

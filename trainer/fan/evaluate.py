@@ -4,7 +4,6 @@ stopping rule, with the chosen steps, the compute used and per-step curves.
 The file it writes is every run's evaluation schema (trainer/fan/evalfile.py)."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -14,7 +13,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_json
 from trainer.run import checkpoint
 from trainer.fan import objectives
 from trainer.models import get_model_spec
@@ -140,11 +140,14 @@ def _earlier_rows(path: Path, head: dict) -> list:
     if not path.exists():
         return []
     try:
-        old = json.loads(path.read_text())
+        old = read_json(path)
         same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
         old_rows = [r for r in rows(old) if isinstance(r, dict) and isinstance(r.get("length"), int)
                     and all(isinstance(r.get(k), (int, float)) for k in ("exact_match", "se", "n"))]
-    except (ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError):
+        step = old.get("step")
+        if not same and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+            raise ValueError("step")        # it would name the file the old results move to
+    except (RaspFileError, KeyError, TypeError, AttributeError, ValueError):
         print(f"warning: {path} was damaged; replacing it", file=sys.stderr)
         return []
     if not same:

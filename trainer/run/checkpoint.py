@@ -38,6 +38,7 @@ from model import LoopedTransformer
 from model.files import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
                          verify_manifest, write_manifest)
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import MAX_LOG, read_bytes
 from trainer.run import lockfile
 from trainer.settings import hparams
 from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)
@@ -82,7 +83,7 @@ def write_failed(e: OSError, out, what: str) -> RaspError:
 
 def _newest_step_name(out: Path):
     try:
-        return json.loads((out / "latest.json").read_text())["path"]
+        return read_json(out / "latest.json")["path"]
     except Exception:       # only for a message
         return None
 
@@ -132,13 +133,13 @@ def is_seq_run_dir(run_dir) -> bool:
     path chosen reports any damage itself)."""
     run_dir = Path(run_dir)
     try:
-        return json.loads((run_dir / "run.json").read_text()).get("kind") == "seq"
-    except (OSError, ValueError, AttributeError, RecursionError):
+        return read_json(run_dir / "run.json").get("kind") == "seq"
+    except (RaspFileError, AttributeError):
         pass
     try:
         newest = max(p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step_"))
-        return json.loads((newest / "state.json").read_text())["config"].get("kind") == "seq"
-    except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
+        return read_json(newest / "state.json")["config"].get("kind") == "seq"
+    except (OSError, RaspFileError, ValueError, KeyError, AttributeError, TypeError):
         return False
 
 
@@ -325,8 +326,8 @@ def _save(out, root, name, tmp, step, model, optimizer, state, keep):
     config = state["config"] if "config" in state else json.loads(model.cfg.to_json())
     full = dict(state, step=step, optimizer=opt_meta, config=config)
     try:                 # the run description travels with the weights (eval checks it)
-        full["run"] = json.loads((out / "run.json").read_text())
-    except (OSError, ValueError):
+        full["run"] = read_json(out / "run.json")
+    except RaspFileError:
         pass
     with open(tmp / "state.json", "w") as f:
         json.dump(full, f, indent=2, sort_keys=True)
@@ -393,11 +394,11 @@ def latest(out: Path, repair: bool = False):
     named, notes = None, []
     if pointer.exists():
         try:
-            rel = json.loads(pointer.read_text())["path"]
+            rel = read_json(pointer)["path"]
             named = out / rel
             if not (isinstance(rel, str) and named.parent == root and named.name.startswith("step_")):
                 raise ValueError
-        except (ValueError, KeyError, TypeError, OSError, RecursionError):
+        except (RaspFileError, ValueError, KeyError, TypeError):
             named = None
             notes.append("latest.json is damaged")
     folders = sorted((p for p in root.iterdir() if p.name.startswith("step_")), reverse=True) \
@@ -490,7 +491,8 @@ def read_jsonl(path) -> list:
     if not path.exists():
         return []
     rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    text = read_bytes(path, MAX_LOG).decode("utf-8", errors="replace")
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -86,6 +86,10 @@ def _train(kind: RunKind, d, loggers) -> dict:
         path = out / name           # (before any repair: a refused run leaves its checkpoints as they are)
         if path.exists() and not path.is_symlink() and not path.is_file():
             raise RaspFileError(path, "is not a file; remove it")
+    for folder in explog.LOGGERS.values():      # written into, not replaced: a link there would be followed
+        if (out / folder).is_symlink():
+            raise RaspFileError(out / folder, "is a link; a run writes its logs only into its own folder "
+                                              "(remove the link)")
     ckpt = checkpoint.latest(out, repair=d.main and cfg.resume)
     if ckpt is not None and not cfg.resume:
         raise RaspError(f"{out} already holds a run (step {checkpoint.load_state(ckpt)['step']}); "

@@ -85,5 +85,5 @@ def summary(values) -> dict:
     mean = sum(xs) / n
     if n < 2:
         return {"mean": mean, "se": None, "n": n}
-    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+    var = sum((x - mean) * (x - mean) for x in xs) / (n - 1)      # (not **: a huge value overflows to inf, not raises)
     return {"mean": mean, "se": math.sqrt(var / n), "n": n}

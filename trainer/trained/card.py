@@ -270,6 +270,28 @@ def _citation(kind: str, shipped) -> list:
         ["```", "", f"License: MIT ({_ref('LICENSE', shipped)})."]
 
 
+def summary_lines(summary: dict, run: dict) -> list:
+    """The card's lines on how training went (summary.json)."""
+    body = [f"- steps: {summary.get('step')} of {run['hparams'].get('steps')}"
+            + (" (finished)" if summary.get("finished") else " (not finished)"),
+            f"- time: {summary.get('seconds', float('nan')):.1f} s on {run.get('device', '?')}"
+            + (f" x {run['world_size']}" if run.get("world_size", 1) > 1 else "")]
+    if summary.get("stopped"):
+        body.append(f"- stopped early: {summary['stopped']}")
+    if summary.get("final_loss") is not None:
+        body.append(f"- final training loss: {summary['final_loss']:.4g}")
+    if summary.get("final_eval"):
+        body.append(f"- final evaluation during training: {summary['final_eval']}")
+    return body
+
+
+def evaluation_lines(name: str, doc: dict, kind: str) -> list:
+    """One evaluation file's table and model-index entry, as the card renders them
+    (trainer/trained/export.py leaves out a file that does not render)."""
+    tables = _fan_tables if kind == "fan" else _seq_tables
+    return tables([(name, doc)]) + _model_index("", "", [(name, doc)], kind, "")
+
+
 def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots, folder: str, shipped) -> str:
     from trainer.models import get_encoder_spec, get_model_spec
     from trainer.tasks.program import task_of
@@ -313,16 +335,7 @@ def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots,
     body += ["## Training data", "", *_training_data(run, kind, model, config["step"], shipped)]
     body += ["## Training", ""]
     if summary:
-        body += [f"- steps: {summary.get('step')} of {run['hparams'].get('steps')}"
-                 + (" (finished)" if summary.get("finished") else " (not finished)"),
-                 f"- time: {summary.get('seconds', float('nan')):.1f} s on {run.get('device', '?')}"
-                 + (f" x {run['world_size']}" if run.get("world_size", 1) > 1 else "")]
-        if summary.get("stopped"):
-            body.append(f"- stopped early: {summary['stopped']}")
-        if summary.get("final_loss") is not None:
-            body.append(f"- final training loss: {summary['final_loss']:.4g}")
-        if summary.get("final_eval"):
-            body.append(f"- final evaluation during training: {summary['final_eval']}")
+        body += summary_lines(summary, run)
     else:
         body.append(f"- exported at step {config['step']} (the run has no summary.json: it was not finished)")
     body += [f"- base recipe: preset `{run.get('preset')}`, {init} start, seed {run['hparams'].get('seed')}; the "

@@ -38,10 +38,12 @@ from pathlib import Path
 
 from rasp.atomic import write_bytes_atomic
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_bytes, read_json
 from trainer.trained.layout import EXPORT_FORMAT, model_files
 
 MANIFEST = "manifest.json"
 CARD = "README.md"
+MAX_WEIGHTS = 1 << 36       # model.safetensors (its checksum was verified before)
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")     # a file an export may hold (no paths, no dot files)
 
 
@@ -79,19 +81,22 @@ def export_run(run_dir, out) -> list:
               "run": run, "model_config": state["config"], "step": state["step"]}
     if kind == "fan" and model.spec.adaptive:
         config["stop"] = model.stop
-    files = {"config.json": _json(config), "model.safetensors": (ckpt / "model.safetensors").read_bytes(),
+    files = {"config.json": _json(config), "model.safetensors": read_bytes(ckpt / "model.safetensors", MAX_WEIGHTS),
              "vocab.json": _json(model.vocabulary())}
     if kind == "fan":
         files["program.rasp"] = model.program.ir.source.encode("utf-8")
     summary = _optional_json(run_dir / "summary.json")
+    from trainer.trained.card import summary_lines
+    if summary is not None and not _renders(run_dir / "summary.json", lambda: summary_lines(summary, run)):
+        summary = None
     evals = _evaluations(run_dir, kind, state["step"])
     plots = {}
     if (run_dir / "train_curves.png").is_file():
-        plots["train_curves.png"] = (run_dir / "train_curves.png").read_bytes()
+        plots["train_curves.png"] = read_bytes(run_dir / "train_curves.png")
     for name, _doc in evals:
         png = run_dir / (Path(name).stem + "_accuracy.png")
         if png.is_file():
-            plots[png.name] = png.read_bytes()
+            plots[png.name] = read_bytes(png)
     from trainer.trained.card import model_card, shipped_documents
     shipped = shipped_documents(kind)           # the docs and license the card links to, inside the export
     card = model_card(run, kind, model, config, summary, evals, plots, Path(out).name, shipped)
@@ -122,13 +127,27 @@ def _evaluations(run_dir: Path, kind: str, step: int) -> list:
     """[(file name, document)] of the run's evaluations of checkpoint `step`."""
     names = ["eval.json"] if kind == "seq" else sorted(p.name for p in run_dir.glob("eval_*.json")
                                                         if not re.search(r"_step\d+$", p.stem))
+    from trainer.trained.card import evaluation_lines
     out = []
     for name in names:
         doc = _optional_json(run_dir / name)
         if isinstance(doc, dict) and doc.get("step") == step and isinstance(doc.get("splits") or doc.get("rows"),
-                                                                           (dict, list)):
+                                                                           (dict, list)) \
+                and _renders(run_dir / name, lambda d=doc, n=name: evaluation_lines(n, d, kind)):
             out.append((name, doc))
     return out
+
+
+def _renders(path, render) -> bool:
+    """Whether a run file renders into the model card; one of another shape
+    (edited, or damaged into valid JSON) is left out, saying so."""
+    try:
+        render()
+        return True
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+        print(f"warning: {path}: not of the shape rasp writes ({type(e).__name__}: {str(e)[:60]}); "
+              "left out of the model card", file=sys.stderr)
+        return False
 
 
 # ---- writing ----------------------------------------------------------------------------
@@ -149,8 +168,8 @@ def _previous(out: Path):
     if path.is_symlink() or not path.is_file():
         return None
     try:
-        man = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        man = read_json(path)
+    except RaspFileError:
         return None
     if not isinstance(man, dict) or man.get("format") != EXPORT_FORMAT:
         return None

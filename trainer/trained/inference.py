@@ -51,7 +51,7 @@ def _device(name: str) -> torch.device:
 
 def _check_work(total: float, max_work):
     from compiler.limits import DEFAULT_MAX_MULADDS
-    limit = max_work or DEFAULT_MAX_MULADDS
+    limit = DEFAULT_MAX_MULADDS if max_work is None else max_work
     if total > limit:
         raise RaspError(f"this run would take about {total:.2g} multiply-adds, above the limit of {limit:.2g}: "
                         "the inputs are too many, too long or their loops too many (use fewer or shorter inputs, "
@@ -345,10 +345,12 @@ def run_trained(args) -> int:
     from trainer.run.device import set_threads
     refuse_flags(args, ("trace", "param", "steps"), "for programs and compiled models; a trained model's "
                                                     "iterations come from its task program and --stop")
+    limits = run_limits(args)
+    limits.check()                  # as for a program: --max-work 0 is refused, never the default
     set_threads(None)
     model = rasp.load(args.program, stop=args.stop, threshold=args.threshold, device=getattr(args, "device", None)
                       or "cpu")
     where, lines = read_inputs(args.input, args.inputs)
-    for answer in model.answers(lines, where, run_limits(args), getattr(args, "max_work", None)):
+    for answer in model.answers(lines, where, limits, getattr(args, "max_work", None)):
         sys.stdout.write(" ".join(answer) + "\n")
     return 0
