@@ -114,7 +114,7 @@ def steps_per_second(task: str, model: str, preset: str, device: str, seconds: f
     """(steps/s, peak MiB or None) of training steps at the preset's longest
     lengths, timed for about `seconds` after one warm-up step."""
     import torch
-    from trainer.cli import train_kind
+    from trainer.start import train_kind
     from trainer.run.device import autocast, check_device
     from trainer.settings.args import add_train_args
     from rasp.options import ArgumentParser

@@ -68,8 +68,9 @@ def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(caps
     status, out, _ = run(capsys, "train", "--help")
     assert status == 0 and "override the preset" not in out
     heads = re.findall(r"^(\S[^:\n]*):$", out, re.M)
-    assert heads[:4] == ["options", "the starting weights", "comparison tasks", "model size"], heads
-    common = out.split("the starting weights:")[0]
+    assert heads[:5] == ["options", "training on a program of your own (docs/tutorial.md)", "the starting weights",
+                         "comparison tasks", "model size"], heads
+    common = out.split("training on a program of your own")[0]
     for flag in ("--task", "--out", "--model", "--preset", "--resume", "--log"):
         assert flag in common, flag
     for name in HP_FLAG_TYPES:                       # every recipe flag: a line and its default

@@ -27,11 +27,20 @@ import torch
 
 import rasp
 from rasp.cli import main
-from seq_toys import register_toys
+from seq_toys import TOYS, register_toys
 from trainer.fan.rules import RULES
 from trainer.models import comparison_models, fan_models
 
-register_toys()
+
+@pytest.fixture(autouse=True)
+def toys():
+    """The toy comparison tasks, registered for each test: other test modules in
+    the same worker take them out again after theirs (tests/test_seqtrain.py)."""
+    from trainer.tasks import TASKS
+    register_toys()
+    yield
+    for t in TOYS:
+        TASKS.pop(t.name, None)
 
 FAN_FAST = ["--steps", "1", "--max-train-n", "3", "--d-model", "8", "--n-head", "2", "--batch-size", "4",
             "--eval-samples", "4", "--baseline-depth", "2", "--pause-tokens", "2", "--loop-steps", "2"]

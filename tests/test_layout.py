@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rasp", "model", "compiler", "trainer")
 MAX_LINES = 700
 DATA_TABLES: dict[str, str] = {}          # path -> why it may be longer
-CLI_MODULES = {"rasp.cli", "rasp.commands", "compiler.cli", "trainer.cli", "trainer.datacli",
-               "trainer.compare.cli"}
+# the commands' modules (rasp.cli.main(argv) itself runs a command as the shell would, so a
+# script may call it: that is using the command, not its module as a library)
+CLI_MODULES = {"rasp.commands", "compiler.cli", "trainer.cli", "trainer.datacli", "trainer.compare.cli"}
 CLI_CALLERS = {"rasp.cli", "rasp.__main__", "trainer.__main__"}
 
 

@@ -21,7 +21,8 @@ from compiler import compile_program  # noqa: F401  (a hard part of the project:
 from rasp.errors import RaspError
 from trainer.run import checkpoint
 from trainer.fan import objectives
-from trainer.cli import add_eval_args, add_train_args, config_from_args, run_eval
+from trainer.cli import add_eval_args, add_train_args, run_eval
+from trainer.start import config_from_args
 from trainer.fan.evaluate import evaluate_run, rows as eval_rows
 from trainer.models import fan_models, get_model_spec
 from trainer.settings.hparams import HParams
