@@ -17,6 +17,7 @@ GROUPS = {
     "switches": "Fan et al.'s recipe switches (trainer/README.md gives each one's source)",
     "logging": "logging, evaluation and checkpoints",
     "guard": "the descent guard (--guard; on for a compiled start)",
+    "halting": "knowing when to stop (issue 39; the defaults are Fan et al.'s recipe: the loss at T(n) only)",
 }
 BOTH = ("fan", "seq")
 

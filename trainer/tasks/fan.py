@@ -86,6 +86,13 @@ def sample_parity(rng, n, sym, train=True):
     return _fap(_bits(rng, n), sym, 1)
 
 
+def sample_padded_parity(rng, n, sym, train=True):
+    """n tokens before `>`: k uniform on 1..n real bits, then n - k padding `_`,
+    so T = k varies between inputs of one size n (k >= 1: every input loops)."""
+    k = int(rng.integers(1, n + 1))
+    return _fap(_bits(rng, k) + [sym["_"]] * (n - k), sym, 1)
+
+
 def sample_copy(rng, n, sym, train=True):
     return _fap(_bits(rng, n), sym, n)
 
@@ -114,6 +121,9 @@ def _binary_out(sym):
 
 register(Task("parity", sample_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
               description="Fan et al.: the parity of n bits (docs/tasks.md)"))
+register(Task("padded_parity", sample_padded_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
+              symbols=(">", "#", "_"),
+              description="issue 39: the parity of k bits then padding to size n (T = k varies at one n)"))
 register(Task("copy", sample_copy, _binary_out, PaperHParams(2, 8, 1000, 19, 30),
               description="Fan et al.: copy n bits"))
 register(Task("addition", sample_addition, _binary_out, PaperHParams(3, 8, 1600, 19, 30),
