@@ -52,3 +52,18 @@ def test_the_answer_holds_past_T():
             out = prog.run(prog.parse_input(_text(b)), params={"k": k + extra})
             got = prog.format_output(out).split()
             assert R.scored(b, [t if t in (">", "#", "_") else int(t) for t in got]) == R.padded_parity(b)
+
+
+def test_every_fan_tasks_input_gives_back_the_samplers_n():
+    """Task.size_of: the n that depth_law reads when `rasp run` / `rasp.load` see only text."""
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+    from trainer.tasks.labels import ProgramLabeler
+    rng = np.random.default_rng(1)
+    for task in TASKS.values():
+        if isinstance(task, SeqTask) or task.draw is not None:
+            continue
+        sym = ProgramLabeler(task.program_path).symbols
+        for n in (1, 3, 8):
+            for train in (True, False):
+                assert task.size_of(task.sample(rng, n, sym, train), sym) == n, (task.name, n)
