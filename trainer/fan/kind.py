@@ -91,11 +91,13 @@ def train_padding(hp, data, step: int) -> dict:
 def past_t_offsets(rng, past_t: int, size: int) -> torch.Tensor:
     """k uniform on 0..past_t per sample: the sample is scored after T(n) + k
     iterations instead of T(n), so the answer must hold once it is reached.
-    Training beyond the iterations a problem needs keeps the extra iterations
-    from "overthinking" it (Bansal et al. 2022, "End-to-end algorithm synthesis
-    with recurrent networks: extrapolation without overthinking", NeurIPS, §3);
-    here the loss is placed at a random later step rather than their
-    progressive loss, since T(n) is known for every training input."""
+    After Bansal et al. 2022 ("End-to-end Algorithm Synthesis with Recurrent
+    Networks: Logical Extrapolation Without Overthinking", NeurIPS), whose
+    networks must stay right when run for more iterations than they were
+    trained with; their progressive loss does it by running from a random
+    earlier iteration without gradient and training a random number more.
+    Here T(n) is known for every training input, so the loss is simply placed
+    at a random step from T(n) on."""
     return torch.as_tensor(rng.integers(0, past_t + 1, size=size), dtype=torch.long)
 
 
