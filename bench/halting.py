@@ -63,13 +63,18 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
                 "iterations": float(stopping.iterations_run(rule, chosen, t_max).float().mean()),
                 "oracle_step": float(b.steps.float().mean())}
     summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
-    doc = {"run": str(run_dir), "task": run["task"], "seed": hp.seed, "step": step, "samples": samples,
+    doc = {"run": str(run_dir), "task": run["task"], "recipe": recipe(hp), "seed": hp.seed, "step": step, "samples": samples,
            "calibration": halting.record, "fit_seconds": t_fit, "fit_cpu_seconds": c_fit,
            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
            "train_seconds": summary.get("seconds"), "n_params": summary.get("n_params"),
            "load": os.getloadavg()[0], "rules": by_rule}
     write_json_atomic(run_dir / OUT, doc)
     return doc
+
+
+def recipe(hp) -> str:
+    """The training recipe a row of the table is about: Fan et al.'s, or trained past T(n) (issue 39)."""
+    return f"past_t {hp.past_t}" if hp.past_t else "fan"
 
 
 def band_mean(rows: dict, key: str, band) -> float:
@@ -79,11 +84,12 @@ def band_mean(rows: dict, key: str, band) -> float:
 
 
 def table(docs: list) -> str:
-    lines = ["| task | rule | seeds | n 1-10 | n 11-20 | n 21-30 | worst seed in dist. − oracle | "
+    lines = ["| task | recipe | rule | seeds | n 1-10 | n 11-20 | n 21-30 | worst seed in dist. − oracle | "
              "mean beyond − oracle | iterations / T(n) | one step at every length |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for task in sorted({d["task"] for d in docs}):
-        ds = sorted((d for d in docs if d["task"] == task), key=lambda d: d["seed"])
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    # runs from before issue 39 have no recipe: Fan et al.'s
+    for task, rec in sorted({(d["task"], d.get("recipe", "fan")) for d in docs}):
+        ds = sorted((d for d in docs if d["task"] == task and d.get("recipe", "fan") == rec), key=lambda d: d["seed"])
         for rule in RULES:
             per = {b: [band_mean(d["rules"][rule], "exact_match", r) for d in ds] for b, r in BANDS.items()}
             orc = {b: [band_mean(d["rules"]["oracle"], "exact_match", r) for d in ds] for b, r in BANDS.items()}
@@ -93,7 +99,7 @@ def table(docs: list) -> str:
             its = np.mean([band_mean(d["rules"][rule], "iterations", (1, 30)) for d in ds])
             t = np.mean([band_mean(d["rules"][rule], "oracle_step", (1, 30)) for d in ds])
             same = sum(len({round(r["chosen_step"], 6) for r in d["rules"][rule].values()}) == 1 for d in ds)
-            lines.append(f"| {task} | {rule} | {','.join(str(d['seed']) for d in ds)} | {' | '.join(cells)} | "
+            lines.append(f"| {task} | {rec} | {rule} | {','.join(str(d['seed']) for d in ds)} | {' | '.join(cells)} | "
                          f"{worst:+.3f} | {beyond:+.3f} | {its:.1f} / {t:.1f} | {same} of {len(ds)} |")
     return "\n".join(lines)
 

@@ -1,7 +1,37 @@
-"""How a trained looped model stops looping when `rasp run` or `rasp.load`
-are not told (`--stop`, `--threshold`): stated by `rasp run --help`
-(rasp/commands.py) and applied by the trainer's inference and evaluation,
-which import them from here (rasp imports nothing above it)."""
+"""The test-time stopping rules of a trained looped model, listed once: their
+names and one-line help, used by `rasp run --help` (rasp/commands.py), `rasp
+eval --help` and every command's error (through trainer/fan/rules.py, which
+the trainer imports them from; they live here because `rasp run --help`
+imports nothing above rasp), and which rule each command takes when it is not
+told (`--stop`, `--threshold`)."""
 
 RUN_STOP = "oracle"        # `rasp run`'s rule: the task program's T(n) (`rasp eval` fits its own: depth_law)
 THRESHOLD = 0.01           # `--stop threshold`: the confidence cross-entropy to stop at
+
+RULES = ("depth_law", "oracle", "confidence", "confidence_sample", "threshold", "stable", "head")
+DEFAULT_RULE = "depth_law"              # `rasp eval`'s, for a looped model (a fixed-depth one: oracle)
+# fitted on the training lengths (trainer/fan/halting.py), once per checkpoint: saved in the run
+# (halting.json) and the export (config.json), then read by every command
+CALIBRATED = ("depth_law", "head")
+STABLE_K = 2                            # `stable`: steps the answer must stay unchanged
+# one line each, for --help
+RULE_HELP = {"depth_law": "on the training lengths, the step where the model answers best, "
+                          "fitted as a line in the input's size n and extrapolated (never reads a test input's T(n))",
+             "oracle": "each input's own T(n) iterations (the task's known count)",
+             "confidence": "one step for all inputs of a length: the lowest mean confidence cross-entropy "
+                           "over T_max iterations (Fan et al.'s Eq. 2)",
+             "confidence_sample": "the same criterion, each input its own step",
+             "threshold": "stop each input at its first step whose confidence cross-entropy is below "
+                          "--threshold",
+             "stable": f"the first step after which the decoded answer stays unchanged for {STABLE_K} more steps",
+             "head": "a logistic 'done' unit on the step's state, fitted on the training lengths (ACT-style)"}
+
+
+def rules_text() -> str:
+    """'a, b or c': the rules, as a help line or an error lists them."""
+    return ", ".join(RULES[:-1]) + " or " + RULES[-1]
+
+
+def unknown_rule(rule) -> str:
+    """The one refusal of a rule no command knows."""
+    return f"unknown --stop {str(rule)[:40]!r}: one of {rules_text()}"

@@ -20,6 +20,7 @@ EOQ = ">"
 EOS = "#"
 PLUS = "+"
 TIMES = "*"
+PAD = "_"
 
 
 # ---------------------------------------------------------------- helpers
@@ -66,6 +67,11 @@ def parity(tokens):
         if t == 1:
             p = 1 - p
     return fap(tokens, [p])
+
+
+def padded_parity(tokens):
+    """The parity of the bits before the padding `_` (the padding is not a bit)."""
+    return parity([t for t in query(tokens) if t != PAD] + [EOQ] + list(tokens)[eoq_index(tokens) + 1:])
 
 
 def copy(tokens):
@@ -313,6 +319,12 @@ def sample_ones_mod3(rng, n, k=None):
     return sample_parity(rng, n, k)
 
 
+def sample_padded_parity(rng, n, k=None):
+    """n tokens before `>`: b uniform on 0..n real bits, then n - b padding `_`."""
+    b = rng.randint(0, n)
+    return with_tail(_bits(rng, b) + [PAD] * (n - b), 2 if k is None else k)
+
+
 def sample_copy(rng, n, k=None):
     return with_tail(_bits(rng, n), n + 1 if k is None else k)
 
@@ -463,6 +475,8 @@ def loop_count(task, tokens):
     q = query(tokens)
     if task in ("parity", "copy", "binary_sum", "unique_set"):
         return len(q)
+    if task == "padded_parity":
+        return sum(t != PAD for t in q)
     if task == "addition":
         return q.index(PLUS) + 1
     if task == "multiplication":
@@ -472,7 +486,7 @@ def loop_count(task, tokens):
 
 
 REFERENCES = {
-    "parity": parity, "copy": copy, "addition": addition,
+    "parity": parity, "padded_parity": padded_parity, "copy": copy, "addition": addition,
     "binary_sum": binary_sum, "multiplication": multiplication,
     "unique_set": unique_set, "histogram": histogram,
     "sort_unique": sort_unique, "mode": mode, "dyck1": dyck1,
@@ -486,10 +500,10 @@ REFERENCES = {
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
 
 # tasks whose output is scored from `>` on (the others: every position)
-FAP_TASKS = {"parity", "copy", "addition", "binary_sum", "multiplication",
+FAP_TASKS = {"parity", "padded_parity", "copy", "addition", "binary_sum", "multiplication",
              "unique_set", "sort_unique", "count", "reverse", "sort",
              "induction_copy", "ones_mod3"}
-TASKS_WITH_T = ("parity", "copy", "addition", "binary_sum", "multiplication",
+TASKS_WITH_T = ("parity", "padded_parity", "copy", "addition", "binary_sum", "multiplication",
                 "unique_set")
 
 

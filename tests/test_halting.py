@@ -159,3 +159,23 @@ def test_rasp_eval_defaults_to_the_depth_law_and_shows_the_oracle_beside_it(tmp_
     assert all("oracle_exact_match" in v and "step_error" in v for v in by_length.values())
     # every warning is one line on stderr, never in the table
     assert all(line.startswith(("threads:", "warning: ")) for line in r.stderr.splitlines())
+
+
+def test_a_saved_fit_rebuilds_both_rules_and_a_damaged_one_is_refused(tmp_path):
+    """issue 39: the fit of depth_law and head is saved (halting.json, an export's
+    config.json) and read back by every command."""
+    from rasp.errors import RaspFileError
+    from trainer.fan.halting import Halting
+    head = HaltingHead(5)
+    feats = torch.randn(200, 5)
+    head.fit(feats, feats[:, 0] > 0.3, steps=50)
+    fit = Halting(DepthLaw(1.0, 0.5), head, {"lengths": [1, 2]})
+    doc = json.loads(json.dumps(fit.to_json(step=7)))
+    back = Halting.from_json(doc, tmp_path / "halting.json")
+    assert doc["step"] == 7 and back.record == fit.record
+    sizes = torch.arange(1, 30)
+    assert torch.equal(back.law.steps(sizes), fit.law.steps(sizes))
+    assert torch.equal(back.head.done(feats), fit.head.done(feats))
+    del doc["head"]["std"]
+    with pytest.raises(RaspFileError, match="not a halting fit"):
+        Halting.from_json(doc, tmp_path / "halting.json")

@@ -51,7 +51,7 @@ def test_sampler_and_program_targets_match_reference(name, labelers):
         xt = [_text(t, lab.symbols) for t in x]
         k = xt.index(">")
         tail = len(xt) - k - 1
-        expect_tail = {"parity": 2, "copy": n + 1, "addition": n + 2, "binary_sum": n.bit_length() + 1,
+        expect_tail = {"parity": 2, "padded_parity": 2, "copy": n + 1, "addition": n + 2, "binary_sum": n.bit_length() + 1,
                        "unique_set": n + 1}.get(name)
         if name == "multiplication":
             expect_tail = xt.index("*") + n + 1
@@ -59,6 +59,8 @@ def test_sampler_and_program_targets_match_reference(name, labelers):
         assert [_text(t, lab.symbols) for t in y[k:]] == R.REFERENCES[name](xt)
         if name == "multiplication":
             assert T == xt.index("*") * n
+        elif name == "padded_parity":       # T = the real bits, 1..n of the n tokens before `>`
+            assert T == sum(t in (0, 1) for t in xt[:k]) and 1 <= T <= n and k == n
         else:
             assert T == n + (1 if name == "addition" else 0)
 

@@ -121,6 +121,26 @@ def test_stopping_rules(runs, capsys):
         assert status == 2 and "--stop" in err, err
 
 
+def test_every_command_takes_every_rule_and_lists_the_same(runs, capsys):
+    """issue 39: the fitted rules (depth_law, head) are fitted once per checkpoint, saved in
+    the run (by `rasp eval` here) and the export, and usable by `rasp run` and `rasp.load`;
+    `rasp run --help` and the errors list the one list of rules."""
+    from trainer.fan.rules import RULES, rules_text
+    for rule in RULES:
+        for where in ("parity", "parity_export"):
+            answers = rasp.load(runs / where, stop=rule)(PARITY_INPUTS)
+            assert [len(a) for a in answers] == [3] * len(PARITY_INPUTS), (rule, where)
+    saved = json.loads((runs / "parity" / "halting.json").read_text())
+    assert json.loads((runs / "parity_export" / "config.json").read_text())["halting"] == saved
+    status, out, _ = cli(capsys, "run", runs / "parity", "--input", "1 0 > # #", "--stop", "depth_law")
+    assert status == 0 and len(out.split()) == 3
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert rules_text() in " ".join(capsys.readouterr().out.split())
+    status, _, err = cli(capsys, "run", runs / "parity", "--input", "1 0 > # #", "--stop", "stabel")
+    assert status == 2 and rules_text() in err
+
+
 def test_trained_runs_have_the_limits_and_errors_of_rasp_run(runs, capsys):
     run = runs / "parity"
     cases = [("1 0 1 > # #", ["--max-len", "3"], "the limit is 3 (raise it with --max-len)"),

@@ -33,7 +33,7 @@ class Batch:
     tokens: torch.Tensor       # [B, L] input ids
     targets: torch.Tensor      # [B, L] output ids (0 where not scored)
     mask: torch.Tensor         # [B, L] bool, scored positions
-    steps: torch.Tensor        # [B] T(n) from the program
+    steps: torch.Tensor        # [B] T(n) from the program (a training batch with past_t: T(n) + k, its scored step)
     lengths: torch.Tensor      # [B] problem size n
     prompt_len: torch.Tensor   # [B] NTP: tokens up to and including `>`
 

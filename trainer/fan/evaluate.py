@@ -22,8 +22,8 @@ from trainer.run.progress import bar as progress_bar
 from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
 from trainer.fan.evalfile import document, rows
-from trainer.fan.halting import calibrate
-from trainer.fan.rules import CALIBRATED, RULES, THRESHOLD
+from trainer.fan.halting import saved_or_fit
+from trainer.fan.rules import CALIBRATED, RULES, THRESHOLD, unknown_rule
 from trainer.fan.kind import build_data
 from trainer.tasks.program import task_of
 
@@ -99,7 +99,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     same checkpoint step, so the table and plots cover every length evaluated
     so far; a file from an earlier step is kept under a name with its step."""
     if rule not in RULES:
-        raise RaspError(f"unknown --stop {rule!r} (one of {', '.join(RULES)})")
+        raise RaspError(unknown_rule(rule))
     name = f"eval_{rule}.json" if rule != "threshold" else f"eval_threshold_{threshold:g}.json"
     path = checkpoint.check_json_target(out_json or Path(run_dir) / name)
     run, model, step = load_run(run_dir, device)
@@ -110,7 +110,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
         raise RaspError(f"{run_dir}: the checkpoint's token table does not match task {run['task']}")
     halting = None
     if rule in CALIBRATED and spec.adaptive:
-        halting = calibrate(model, data, range(data.task.min_n, hp.max_train_n + 1), seed, device=device)
+        halting = saved_or_fit(run_dir, step, model, data, hp, seed, device)     # fitted once, saved in the run
     fresh = evaluate_model(spec, hp, model, data, lengths, rule, samples, batch_size, threshold, seed, device,
                            progress, halting)
     head = {"format": checkpoint.RUN_FORMAT, "kind": "fan", "task": run["task"], "model": run["model"],

@@ -16,21 +16,27 @@ and fits
   model's weights are not changed, and its parameters start at zero and are
   fitted full-batch, so no random stream is drawn.
 
-Nothing is stored: the fit takes seconds, is made from the checkpoint being
-evaluated, and is written into the evaluation file (its points and
-coefficients), so a run of any age can be evaluated with these rules.
+The fit is made once per checkpoint (issue 39): `rasp eval`, `rasp run`,
+`rasp.load` and `rasp export` read it from the run's `halting.json` when it
+was made from the newest checkpoint, else fit it (seconds to a minute) and
+save it there; an export carries it in its config.json.  So every command
+stops a model by the same fit, and a run of any age can use these rules.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from rasp.errors import RaspFileError
 from trainer.fan import stopping
 
+HALTING_FILE = "halting.json"   # the fit of a run's newest checkpoint, in the run folder
 CALIBRATION_SAMPLES = 128       # inputs per held-in length
 HEAD_FIT_STEPS = 300            # full-batch Adam steps of the halting head
 
@@ -103,6 +109,49 @@ class Halting:
     law: DepthLaw
     head: HaltingHead
     record: dict        # what the evaluation file keeps of the fit
+
+    def to_json(self, step: int) -> dict:
+        """What halting.json and an export's config.json keep: enough to rebuild both rules."""
+        h = self.head
+        return {"step": step, "depth_law": {"slope": self.law.slope, "intercept": self.law.intercept},
+                "head": {k: getattr(h, k).detach().cpu().reshape(-1).tolist() for k in ("weight", "bias", "mean", "std")},
+                "record": self.record}
+
+    @classmethod
+    def from_json(cls, doc: dict, where, device="cpu") -> "Halting":
+        try:
+            law = DepthLaw(float(doc["depth_law"]["slope"]), float(doc["depth_law"]["intercept"]))
+            head = HaltingHead(len(doc["head"]["weight"])).to(device)
+            with torch.no_grad():
+                for k in ("weight", "bias", "mean", "std"):
+                    p = getattr(head, k)
+                    p.copy_(torch.tensor(doc["head"][k], dtype=p.dtype).reshape(p.shape))
+            return cls(law, head, dict(doc["record"]))
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise RaspFileError(where, f"not a halting fit ({type(e).__name__}: {e}); delete it to fit again") from None
+
+
+def held_in_lengths(data, hp) -> range:
+    return range(data.task.min_n, hp.max_train_n + 1)
+
+
+def saved_or_fit(run_dir: Optional[Path], step: int, model, data, hp, seed: int, device="cpu") -> Halting:
+    """The run's fit of checkpoint `step` (RUN/halting.json), or a new fit,
+    saved there when `run_dir` is given (fitted once, read by every command)."""
+    from model.files import read_json
+    from trainer.run.checkpoint import write_json_atomic
+    path = Path(run_dir) / HALTING_FILE if run_dir is not None else None
+    if path is not None and path.is_file():
+        doc = read_json(path)
+        if isinstance(doc, dict) and doc.get("step") == step:
+            return Halting.from_json(doc, path, device)
+    halting = calibrate(model, data, held_in_lengths(data, hp), seed, device=device)
+    if path is not None:
+        try:
+            write_json_atomic(path, halting.to_json(step))
+        except OSError:         # a run folder we may not write (read-only copy): this fit serves this command
+            pass
+    return halting
 
 
 def best_step(acc: torch.Tensor, trained_at: int) -> int:

@@ -12,6 +12,8 @@ from typing import Optional
 import numpy as np
 import torch
 
+from rasp.errors import RaspError
+
 from trainer.run import checkpoint, loop
 from trainer.run.kind import RunKind
 
@@ -86,6 +88,19 @@ def train_padding(hp, data, step: int) -> dict:
     return {"pad_to": data.row_length(curriculum_max_n(step, hp)), "score_padding": True}
 
 
+def past_t_offsets(rng, past_t: int, size: int) -> torch.Tensor:
+    """k uniform on 0..past_t per sample: the sample is scored after T(n) + k
+    iterations instead of T(n), so the answer must hold once it is reached.
+    After Bansal et al. 2022 ("End-to-end Algorithm Synthesis with Recurrent
+    Networks: Logical Extrapolation Without Overthinking", NeurIPS), whose
+    networks must stay right when run for more iterations than they were
+    trained with; their progressive loss does it by running from a random
+    earlier iteration without gradient and training a random number more.
+    Here T(n) is known for every training input, so the loss is simply placed
+    at a random step from T(n) on."""
+    return torch.as_tensor(rng.integers(0, past_t + 1, size=size), dtype=torch.long)
+
+
 def param_groups(model, weight_decay: float, which: str = "all") -> list:
     """AdamW parameter groups.  "all": every parameter decays (Fan et al.'s
     `AdamW(model.parameters(), lr)`, default decay 0.01); "matrices": only
@@ -109,6 +124,8 @@ class FanKind(RunKind):
         self.spec = get_model_spec(cfg.model)
         self.data = build_data(task_of(cfg.to_dict()), self.spec, cfg.hp, labeler)
         validate.check_hparams(cfg.hp, self.data.task)
+        if cfg.hp.past_t and not self.spec.adaptive:
+            raise RaspError(f"--past-t: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
         self.rng = None
 
     # -- setting up ---------------------------------------------------------------
@@ -157,7 +174,10 @@ class FanKind(RunKind):
         hp, data = self.hp, self.data
         lengths = sample_lengths(self.rng, step, hp, data.task.min_n, hp.batch_size)
         inputs = data.sample_inputs(self.rng, lengths, train=True)
-        return data.make_batch(inputs[shard], lengths[shard], **train_padding(hp, data, step)).to(device)
+        batch = data.make_batch(inputs[shard], lengths[shard], **train_padding(hp, data, step))
+        if hp.past_t:       # drawn only then, so a run without it keeps its random stream
+            batch.steps = batch.steps + past_t_offsets(self.rng, hp.past_t, hp.batch_size)[shard]
+        return batch.to(device)
 
     def batch_weight(self, batch) -> float:
         """What the loss of a shard is normalised by (token-mean: its scored tokens)."""

@@ -21,7 +21,7 @@ def fan_decay_start(max_train_n: int, interval: int) -> int:
 
 # one-hot width of Fan et al.'s read-in (conf/*.yaml `n_dims`: tokens 0..5 for the
 # binary tasks, of which the input uses 4); sets the read-in's init bound 1/sqrt(n_dims)
-FAN_N_DIMS = {"parity": 6, "copy": 6, "addition": 6, "binary_sum": 6, "multiplication": 6}
+FAN_N_DIMS = {"parity": 6, "padded_parity": 6, "copy": 6, "addition": 6, "binary_sum": 6, "multiplication": 6}
 
 
 # Fan et al.'s released recipe (github truongbuu/looped-tf, src/train.py and
@@ -36,7 +36,7 @@ def _fan_recipe(task: Task) -> dict:
 # The released configs raise the length every 500 steps for parity and binary
 # sum (src/conf/parity.yaml:20, sum_reverse.yaml:20); docs/tasks.md's table says
 # 1000.  We follow the released configs.
-FAN_INTERVAL = {"parity": 500, "binary_sum": 500}
+FAN_INTERVAL = {"parity": 500, "padded_parity": 500, "binary_sum": 500}
 
 
 def paper(task: Task) -> HParams:

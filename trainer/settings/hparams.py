@@ -88,6 +88,10 @@ class HParams:
     # Fan et al.: their n_dims
     read_out_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens", **_flag(
         "switches", 4, "logits of the read-out (at least the task's output tokens)"))
+    # ---- knowing when to stop (issue 39): 0 = Fan et al.'s loss at T(n) only
+    past_t: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, **_flag(
+        "halting", 1, "also train past T(n): each sample's loss at T(n) + k, k uniform on 0..this "
+                      "(0: at T(n) only, Fan et al.), so the answer becomes a fixed point of the loop"))
     steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))
     # 0 = no clipping
     grad_clip: float = _set(1.0, lo=0.0, flag_lo_open=True, **_flag("optimiser", 8, "clip the gradient norm to this"))

@@ -18,6 +18,7 @@ GROUPS = {
     "logging": "logging, evaluation and checkpoints",
     "guard": "the descent guard (--guard; on for a compiled start)",
     "speed": "speed on a GPU (no effect on a CPU but --precision bf16)",
+    "halting": "knowing when to stop (the defaults are Fan et al.'s recipe: the loss at T(n) only)",
 }
 BOTH = ("fan", "seq")
 

@@ -60,6 +60,15 @@ class Task:
     source: str = ""
     draw: Optional[Callable[[np.random.Generator, Sequence[int], dict, bool], list]] = None
     eval_sizes: tuple = ()
+    # the problem size n of an input (the sampler's n, which depth_law reads), when it is not
+    # the number of tokens before the marker
+    size: Optional[Callable[[list, dict], int]] = None
+
+    def size_of(self, tokens: list, sym: dict) -> int:
+        if self.size is not None:
+            return self.size(tokens, sym)
+        marker = sym.get(self.marker)
+        return tokens.index(marker) if marker in tokens else len(tokens)
 
     @property
     def program_path(self) -> Path:
@@ -84,6 +93,13 @@ def _fap(query, sym, n_answer):
 
 def sample_parity(rng, n, sym, train=True):
     return _fap(_bits(rng, n), sym, 1)
+
+
+def sample_padded_parity(rng, n, sym, train=True):
+    """n tokens before `>`: k uniform on 1..n real bits, then n - k padding `_`,
+    so T = k varies between inputs of one size n (k >= 1: every input loops)."""
+    k = int(rng.integers(1, n + 1))
+    return _fap(_bits(rng, k) + [sym["_"]] * (n - k), sym, 1)
 
 
 def sample_copy(rng, n, sym, train=True):
@@ -114,14 +130,19 @@ def _binary_out(sym):
 
 register(Task("parity", sample_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
               description="Fan et al.: the parity of n bits (docs/tasks.md)"))
+register(Task("padded_parity", sample_padded_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
+              symbols=(">", "#", "_"),
+              description="issue 39: the parity of k bits then padding to size n (T = k varies at one n)"))
 register(Task("copy", sample_copy, _binary_out, PaperHParams(2, 8, 1000, 19, 30),
               description="Fan et al.: copy n bits"))
 register(Task("addition", sample_addition, _binary_out, PaperHParams(3, 8, 1600, 19, 30),
-              symbols=(">", "#", "+"), description="Fan et al.: the sum of two n-bit numbers"))
+              symbols=(">", "#", "+"), description="Fan et al.: the sum of two n-bit numbers",
+              size=lambda x, sym: x.index(sym["+"])))
 register(Task("binary_sum", sample_binary_sum, _binary_out, PaperHParams(2, 16, 1000, 19, 24),
               description="Fan et al.: the number of ones among n bits, in binary"))
 register(Task("multiplication", sample_multiplication, _binary_out,
               PaperHParams(4, 8, 500, 11, 15), t_max_extra=30, symbols=(">", "#", "*"),
+              size=lambda x, sym: x.index(sym[">"]) - x.index(sym["*"]) - 1,      # n2
               description="Fan et al.: the product of two binary numbers"))
 register(Task("unique_set", sample_unique_set, lambda sym: list(range(50)) + [sym["#"]],
               PaperHParams(3, 8, 1000, 19, 30), t_max_extra=30,

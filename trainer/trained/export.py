@@ -81,6 +81,11 @@ def export_run(run_dir, out) -> list:
               "run": run, "model_config": state["config"], "step": state["step"]}
     if kind == "fan" and model.spec.adaptive:
         config["stop"] = model.stop
+        # the fitted rules' fit (made once, saved in the run), so the export stops by them too
+        from trainer.fan.halting import saved_or_fit
+        from trainer.settings import evaluation
+        config["halting"] = saved_or_fit(run_dir, state["step"], model.module, model.data, model.hp,
+                                         evaluation.SEED, model.device).to_json(state["step"])
     files = {"config.json": _json(config), "model.safetensors": read_bytes(ckpt / "model.safetensors", MAX_WEIGHTS),
              "vocab.json": _json(model.vocabulary())}
     if kind == "fan":

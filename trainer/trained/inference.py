@@ -82,7 +82,7 @@ class FanModel:
 
     kind = "fan"
 
-    def __init__(self, module, spec, hp, data, stop=None, threshold=None, step=None, device="cpu"):
+    def __init__(self, module, spec, hp, data, stop=None, threshold=None, step=None, device="cpu", fit=None):
         self.module, self.spec, self.hp, self.data, self.step = module.eval(), spec, hp, data, step
         self.device = device
         self.labeler = data.labeler
@@ -90,14 +90,10 @@ class FanModel:
         if not spec.adaptive and (stop is not None or threshold is not None):
             raise RaspError(f"--stop/--threshold: model {spec.name} runs a fixed number of iterations "
                             f"({spec.iterations(hp)}); stopping rules are for looped models")
-        from trainer.fan.rules import RULES
+        from trainer.fan.rules import CALIBRATED, RULES, unknown_rule
         self.stop = stop or DEFAULT_STOP
         if self.stop not in RULES:
-            raise RaspError(f"unknown --stop {shorten(str(self.stop))!r} (one of {', '.join(RULES)})")
-        from trainer.fan.rules import CALIBRATED
-        if self.stop in CALIBRATED:
-            raise RaspError(f"--stop {self.stop}: it is fitted on the training lengths when `rasp eval` runs; "
-                            f"`rasp run` takes {', '.join(r for r in RULES if r not in CALIBRATED)}")
+            raise RaspError(unknown_rule(self.stop))
         if threshold is not None and self.stop != "threshold":
             raise RaspError("--threshold: only with --stop threshold")
         self.threshold = THRESHOLD if threshold is None else threshold
@@ -106,6 +102,8 @@ class FanModel:
         if data.input_tokens != module.cfg.extra.get("input_tokens"):
             raise RaspError(f"the model's token table does not match task {data.task.name}'s program "
                             f"{self.labeler.path} (the program changed after training)")
+        # a fitted rule: the fit saved with the run or export, made (and saved) now if missing
+        self.halting = fit(module, data) if self.stop in CALIBRATED and spec.adaptive and fit else None
 
     def __repr__(self) -> str:
         stop = f"{self.stop}" if self.spec.adaptive else f"fixed {self.spec.iterations(self.hp)} iterations"
@@ -147,11 +145,12 @@ class FanModel:
         with torch.no_grad():
             for c in chunks:
                 xs = [inputs[i] for i in c]
-                batch = self.data.make_batch(xs, [len(x) for x in xs],
+                sizes = [self.data.task.size_of(x, self.data.sym) for x in xs]     # n, what depth_law reads
+                batch = self.data.make_batch(xs, sizes,
                                              labels=([outputs[i] for i in c], [steps[i] for i in c]))
                 batch = batch.to(self.device)
                 pred = objectives.evaluate_batch(self.spec, self.hp, self.module, batch, self.stop, t_extra,
-                                                 self.threshold)["pred"]
+                                                 self.threshold, self.halting)["pred"]
                 for row, i in enumerate(c):
                     answers[i] = [self._output_text(int(v)) for v in pred[row][batch.mask[row]].tolist()]
         return answers
@@ -256,12 +255,22 @@ class SeqModel:
 
 # ---- loading ------------------------------------------------------------------------
 
-def _fan_model(run: dict, hp, module, labeler, stop, threshold, step, device):
+def _fan_model(run: dict, hp, module, labeler, stop, threshold, step, device, fit_from=None, fit_doc=None):
+    """`fit_from`: the run folder whose halting.json holds (or will hold) the fit of
+    depth_law and head; `fit_doc`: an export's copy of it."""
     from trainer.models import get_model_spec
     from trainer.fan.kind import build_data
+    from trainer.fan.halting import Halting, saved_or_fit
+    from trainer.settings import evaluation
     from trainer.tasks.program import task_of
     spec = get_model_spec(run["model"])
-    return FanModel(module, spec, hp, build_data(task_of(run), spec, hp, labeler), stop, threshold, step, device)
+
+    def fit(module, data):
+        if fit_doc is not None:
+            return Halting.from_json(fit_doc[0], fit_doc[1], device)
+        return saved_or_fit(fit_from, step, module, data, hp, evaluation.SEED, device)
+    return FanModel(module, spec, hp, build_data(task_of(run), spec, hp, labeler), stop, threshold, step, device,
+                    fit)
 
 
 def load_run(path, stop=None, threshold=None, device="cpu"):
@@ -278,7 +287,7 @@ def load_run(path, stop=None, threshold=None, device="cpu"):
     from trainer.fan.evaluate import load_run as load_fan_run
     run, module, step = load_fan_run(path, dev)
     hp = HParams.from_dict(run["hparams"])
-    return _fan_model(run, hp, module, None, stop, threshold, step, dev)
+    return _fan_model(run, hp, module, None, stop, threshold, step, dev, fit_from=path)
 
 
 def read_export(path) -> dict:
@@ -328,8 +337,10 @@ def load_export(path, stop=None, threshold=None, device="cpu"):
         from trainer.tasks.labels import ProgramLabeler
         module = checkpoint.model_from_files(d / "model.safetensors", config["model_config"], d / "config.json",
                                              "model_config", dev)
+        fit = (config["halting"], d / "config.json") if isinstance(config.get("halting"), dict) else None
         model = _fan_model(run, hp, module, ProgramLabeler(d / "program.rasp"),
-                           stop if stop is not None else config.get("stop"), threshold, config.get("step"), dev)
+                           stop if stop is not None else config.get("stop"), threshold, config.get("step"), dev,
+                           fit_doc=fit)
     if read_json(d / "vocab.json") != model.vocabulary():
         raise RaspFileError(d / "vocab.json", "does not match the model's vocabulary")
     return model
