@@ -103,6 +103,11 @@ def _flip_flop_broken(t):
     return any((x in (0, 1)) != (i % 2 == 1) for i, x in enumerate(t))
 
 
+def _bit_after_padding(rng, t):
+    i = t.index("_") + 1
+    return t[:i] + [rng.choice([0, 1])] + t[i:]
+
+
 ALWAYS = lambda t: True  # noqa: E731
 FAP_MUTATIONS = [
     ("missing >", ALWAYS, _remove(">"), ONE_EOQ),
@@ -111,7 +116,9 @@ FAP_MUTATIONS = [
     ("# in the query", lambda t: _q_end(t) > 0, _eos_in_query, QUERY_REGION),
 ]
 MUTATIONS = {name: FAP_MUTATIONS for name in
-             ("parity", "copy", "binary_sum", "reverse", "sort", "unique_set")}
+             ("parity", "copy", "binary_sum", "reverse", "sort", "unique_set", "ones_mod3")}
+MUTATIONS["padded_parity"] = FAP_MUTATIONS + [
+    ("bit after padding", lambda t: "_" in t[:_q_end(t)], _bit_after_padding, "the padding '_' comes after every bit")]
 MUTATIONS["sort_unique"] = MUTATIONS["induction_copy"] = FAP_MUTATIONS + [
     ("repeated token", lambda t: 0 < _q_end(t) < 100, _duplicate, "distinct")]
 MUTATIONS["count"] = FAP_MUTATIONS + [("not two numbers", ALWAYS, _count_arity, "exactly two numbers")]

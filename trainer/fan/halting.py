@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from rasp.errors import RaspFileError
 from trainer.fan import stopping
+from trainer.run.device import on_host
 
 HALTING_FILE = "halting.json"   # the fit of a run's newest checkpoint, in the run folder
 CALIBRATION_SAMPLES = 128       # inputs per held-in length
@@ -121,11 +122,12 @@ class Halting:
     def from_json(cls, doc: dict, where, device="cpu") -> "Halting":
         try:
             law = DepthLaw(float(doc["depth_law"]["slope"]), float(doc["depth_law"]["intercept"]))
-            head = HaltingHead(len(doc["head"]["weight"])).to(device)
+            with on_host():                 # built on the host, then moved: whatever torch's default device
+                head = HaltingHead(len(doc["head"]["weight"])).to(device)
             with torch.no_grad():
                 for k in ("weight", "bias", "mean", "std"):
                     p = getattr(head, k)
-                    p.copy_(torch.tensor(doc["head"][k], dtype=p.dtype).reshape(p.shape))
+                    p.copy_(torch.tensor(doc["head"][k], dtype=p.dtype, device=p.device).reshape(p.shape))
             return cls(law, head, dict(doc["record"]))
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
             raise RaspFileError(where, f"not a halting fit ({type(e).__name__}: {e}); delete it to fit again") from None
