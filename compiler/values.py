@@ -11,6 +11,7 @@ import itertools
 import math
 from collections.abc import Callable
 
+import numpy as np
 
 from rasp import ir
 from rasp.errors import RaspError
@@ -350,7 +351,14 @@ def mean_values(v: frozenset, L: int) -> frozenset:
     top = (vs[-1] - a) // g
     if sum(w * top + 1 for w in range(1, L + 1)) > MEAN_ENUMERATION:
         return frozenset(range(vs[0], vs[-1] + 1))
-    out = set()
+    out: set[int] = set()
+    if max(abs(vs[0]), abs(vs[-1])) * (L + 1) < 2 ** 62:
+        # vectorised (no int64 overflow: every sum lies within L * max|v|); the values are
+        # added in the loop's order below, so the set (and its iteration order) is the same
+        for w in range(1, L + 1):
+            s = w * a + g * np.arange(w * top + 1, dtype=np.int64)
+            out.update(np.where(s >= 0, s // w, -((-s) // w)).tolist())
+        return frozenset(out)
     for w in range(1, L + 1):
         for m in range(w * top + 1):
             s = w * a + g * m

@@ -160,17 +160,30 @@ class FusionMixin(CrafterBase):
         return M.cat_map_cost(g, [self.vals(node.inputs[k]) for k in pos])
 
     def composed(self, m, leaves):
+        """m as a function of the leaves' values: the tree of element-wise functions,
+        built into closures once (each node's function looked up once, not per value)."""
         pos = {l: i for i, l in enumerate(leaves)}
+        built = {}
 
-        def ev(node, vals):
+        def build(node):
+            if node in built:
+                return built[node]
             if node in pos:
-                return vals[pos[node]]
-            if isinstance(node, ir.Const):
-                return node.value
-            if isinstance(node, ir.Full):
-                return node.inputs[0].value
-            args = [ev(i, vals) for i in node.inputs]
-            if any(a is None for a in args):
-                return None
-            return self.fn(node)(*args)
-        return lambda *vals: ev(m, vals)
+                k = pos[node]
+                e = (lambda vals: vals[k])
+            elif isinstance(node, ir.Const) or isinstance(node, ir.Full):
+                c = node.value if isinstance(node, ir.Const) else node.inputs[0].value
+                e = (lambda vals: c)
+            else:
+                subs = [build(i) for i in node.inputs]
+                f = self.fn(node)
+
+                def e(vals, subs=subs, f=f):
+                    args = [s(vals) for s in subs]
+                    if any(a is None for a in args):
+                        return None
+                    return f(*args)
+            built[node] = e
+            return e
+        top = build(m)
+        return lambda *vals: top(vals)
