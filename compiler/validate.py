@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 from model.files import (MANIFEST, all_ints, check_config, check_value, expected_shapes, is_int, load_tensors,
-                         read_json, read_text, verify_manifest)
+                         verify_manifest)
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import read_json, read_text
 
 from .loops import one_loop
 

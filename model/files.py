@@ -19,10 +19,9 @@ import os
 from dataclasses import fields
 from pathlib import Path
 
-from rasp import readfile
 from rasp.atomic import write_text_atomic
 from rasp.errors import RaspFileError
-from rasp.readfile import MAX_JSON, open_regular
+from rasp.readfile import open_regular, read_json
 
 from .looped import ACTIVATIONS, ROTARY_FEATURE, LoopedConfig, LoopedTransformer
 
@@ -75,16 +74,6 @@ def verify_manifest(directory, names, kind: str) -> bool:
             raise RaspFileError(f, "checksum mismatch: the file changed after it was written "
                                    "(damaged or edited)")
     return True
-
-
-# ---- plain files ----------------------------------------------------------------
-
-def read_text(path, limit: int = MAX_JSON) -> str:
-    return readfile.read_text(path, limit)
-
-
-def read_json(path, limit: int = MAX_JSON):
-    return readfile.read_json(path, limit)
 
 
 # ---- safetensors ----------------------------------------------------------------

@@ -140,7 +140,7 @@ def held_in_lengths(data, hp) -> range:
 def saved_or_fit(run_dir: Optional[Path], step: int, model, data, hp, seed: int, device="cpu") -> Halting:
     """The run's fit of checkpoint `step` (RUN/halting.json), or a new fit,
     saved there when `run_dir` is given (fitted once, read by every command)."""
-    from model.files import read_json
+    from rasp.readfile import read_json
     from trainer.run.checkpoint import write_json_atomic
     path = Path(run_dir) / HALTING_FILE if run_dir is not None else None
     if path is not None and path.is_file():

@@ -35,10 +35,9 @@ import torch
 from safetensors.torch import save as safetensors_bytes
 
 from model import LoopedTransformer
-from model.files import (check_config, expected_shapes, load_tensors, read_json, safetensors_header,
-                         verify_manifest, write_manifest)
+from model.files import check_config, expected_shapes, load_tensors, safetensors_header, verify_manifest, write_manifest
 from rasp.errors import RaspError, RaspFileError
-from rasp.readfile import MAX_LOG, read_bytes
+from rasp.readfile import MAX_LOG, read_bytes, read_json
 from trainer.run import lockfile
 from trainer.settings import hparams
 from rasp.atomic import fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401 (used as checkpoint.*)

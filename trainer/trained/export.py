@@ -118,7 +118,7 @@ def _json(obj) -> bytes:
 
 
 def _optional_json(path):
-    from model.files import read_json
+    from rasp.readfile import read_json
     if not path.is_file():
         return None
     try:

@@ -293,7 +293,8 @@ def load_run(path, stop=None, threshold=None, device="cpu"):
 def read_export(path) -> dict:
     """DIR/config.json of an exported model, its files checked against the
     manifest and its run description against the schema of run.json."""
-    from model.files import read_json, verify_manifest
+    from model.files import verify_manifest
+    from rasp.readfile import read_json
     from trainer.run import checkpoint
     d = Path(path)
     config = read_json(d / "config.json")
@@ -319,7 +320,7 @@ def read_export(path) -> dict:
 def load_export(path, stop=None, threshold=None, device="cpu"):
     """A directory written by `rasp export`, ready to answer inputs (rasp.load's
     loader of exported models); every file is checked before use."""
-    from model.files import read_json
+    from rasp.readfile import read_json
     from trainer.run import checkpoint
     from trainer.settings.hparams import HParams
     d = Path(path)
