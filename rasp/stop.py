@@ -1,9 +1,8 @@
 """The test-time stopping rules of a trained looped model, listed once: their
 names and one-line help, used by `rasp run --help` (rasp/commands.py), `rasp
-eval --help` and every command's error (through trainer/fan/rules.py, which
-the trainer imports them from; they live here because `rasp run --help`
-imports nothing above rasp), and which rule each command takes when it is not
-told (`--stop`, `--threshold`)."""
+eval --help` and every command's error (they live here, where the trainer
+imports them too, because `rasp run --help` imports nothing above rasp), and
+which rule each command takes when it is not told (`--stop`, `--threshold`)."""
 
 RUN_STOP = "oracle"        # `rasp run`'s rule: the task program's T(n) (`rasp eval` fits its own: depth_law)
 THRESHOLD = 0.01           # `--stop threshold`: the confidence cross-entropy to stop at

@@ -28,7 +28,7 @@ import torch
 import rasp
 from rasp.cli import main
 from seq_toys import TOYS, register_toys
-from trainer.fan.rules import RULES
+from rasp.stop import RULES
 from trainer.models import comparison_models, fan_models
 
 

@@ -125,7 +125,7 @@ def test_every_command_takes_every_rule_and_lists_the_same(runs, capsys):
     """issue 39: the fitted rules (depth_law, head) are fitted once per checkpoint, saved in
     the run (by `rasp eval` here) and the export, and usable by `rasp run` and `rasp.load`;
     `rasp run --help` and the errors list the one list of rules."""
-    from trainer.fan.rules import RULES, rules_text
+    from rasp.stop import RULES, rules_text
     for rule in RULES:
         for where in ("parity", "parity_export"):
             answers = rasp.load(runs / where, stop=rule)(PARITY_INPUTS)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.fan.rules import DEFAULT_RULE, THRESHOLD
+from rasp.stop import DEFAULT_RULE, THRESHOLD
 from trainer.settings import args as arguments, evaluation, validate
 
 # the parsers, which rasp/cli.py's command table finds in this module

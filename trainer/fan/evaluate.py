@@ -23,7 +23,7 @@ from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
 from trainer.fan.evalfile import document, rows
 from trainer.fan.halting import saved_or_fit
-from trainer.fan.rules import CALIBRATED, RULES, THRESHOLD, unknown_rule
+from rasp.stop import CALIBRATED, RULES, THRESHOLD, unknown_rule
 from trainer.fan.kind import build_data
 from trainer.tasks.program import task_of
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.fan import stopping
-from trainer.fan.rules import THRESHOLD
+from rasp.stop import THRESHOLD
 from trainer.fan.halting import trajectory
 
 

@@ -43,7 +43,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from trainer.fan.rules import CALIBRATED, DEFAULT_RULE, RULE_HELP, RULES, STABLE_K  # noqa: F401
+from rasp.stop import CALIBRATED, DEFAULT_RULE, RULE_HELP, RULES, STABLE_K  # noqa: F401
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from trainer.fan.rules import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
+from rasp.stop import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
 from trainer.run import explog
 from trainer.run.device import SMALL_CPU
 from trainer.settings import evaluation, runfile, trainhelp, validate

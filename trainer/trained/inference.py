@@ -90,7 +90,7 @@ class FanModel:
         if not spec.adaptive and (stop is not None or threshold is not None):
             raise RaspError(f"--stop/--threshold: model {spec.name} runs a fixed number of iterations "
                             f"({spec.iterations(hp)}); stopping rules are for looped models")
-        from trainer.fan.rules import CALIBRATED, RULES, unknown_rule
+        from rasp.stop import CALIBRATED, RULES, unknown_rule
         self.stop = stop or DEFAULT_STOP
         if self.stop not in RULES:
             raise RaspError(unknown_rule(self.stop))
@@ -308,7 +308,7 @@ def read_export(path) -> dict:
         raise RaspFileError(d, f"not a complete exported model (missing {', '.join(missing)})")
     if not verify_manifest(d, model_files(config["kind"]), EXPORT_FORMAT):
         raise RaspFileError(d / "manifest.json", "missing: every exported model has one (export it again)")
-    from trainer.fan.rules import RULES
+    from rasp.stop import RULES
     if config.get("stop") is not None and config["stop"] not in RULES:
         raise RaspFileError(d / "config.json", f"stop: expected one of {', '.join(RULES)}")
     run = checkpoint.check_run(config["run"], d / "config.json")
