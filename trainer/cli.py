@@ -84,7 +84,7 @@ def run_eval(args) -> int:
     from trainer.fan.evaluate import evaluate_run, format_table
     run_dir = Path(args.run)
     if not (run_dir / "run.json").exists() and not (run_dir / "latest.json").exists():
-        raise RaspError(f"{run_dir} does not exist" if not Path(run_dir).exists() else
+        raise RaspError(f"{run_dir} does not exist" if not run_dir.exists() else
                         f"{run_dir} is not a training run (no run.json)")
     if checkpoint.is_seq_run_dir(run_dir):
         return run_seq_eval(args)
@@ -110,8 +110,6 @@ def run_eval(args) -> int:
         if missing:
             raise RaspError(f"--lengths: the run's evaluation inputs hold no input of size {missing[0]} (sizes: "
                             f"{', '.join(map(str, task.eval_sizes[:20]))})")
-    if args.samples < 1 or args.batch_size < 1:
-        raise RaspError("--samples and --batch-size must be positive")
     print(set_threads(args.threads), file=sys.stderr)
     res = evaluate_run(run_dir, lengths, args.stop, args.samples, args.batch_size, args.threshold,
                        args.seed, check_device(args.device), out_json=args.json, plots=not args.no_plots,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from rasp.errors import RaspError
-from trainer.settings.setting import Setting
+from trainer.settings.setting import BOTH, Setting
 
 PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
-KINDS = ("fan", "seq")
+KINDS = BOTH
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
 MAX_N = 2000                 # training problem sizes (the paper's largest is 20)

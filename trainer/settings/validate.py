@@ -53,9 +53,6 @@ def one_of(allowed: tuple):
     return parse
 
 
-size = int_in(1, MAX_SIZE)
-
-
 def flag_type(s: Setting):
     """The argparse type of a hyper-parameter's flag, from its Setting."""
     if s.choices:
@@ -67,7 +64,7 @@ def flag_type(s: Setting):
 
 # `rasp train` flag -> its type (None = keep the preset's value)
 HP_FLAG_TYPES = {name: flag_type(s) for name, s in SETTINGS.items() if s.takes_flag}
-COMPRESS = size
+COMPRESS = int_in(1, MAX_SIZE)
 MAX_WALL = float_in(0.0, math.inf, lo_open=True)
 EVAL_SAMPLES = int_in(1, 1 << 20)
 EVAL_BATCH = int_in(1, 1 << 16)

@@ -175,8 +175,9 @@ def _task(record: dict, probe: bool) -> Task:
     target, marker = _scoring(program, record["score"])
     code = program.ir.symbols.get(marker)
     if record.get("inputs"):
-        pools = {train: _pool(program, record["inputs"] if train or not record.get("eval_inputs")
-                              else record["eval_inputs"], target, code) for train in (True, False)}
+        train_pool = _pool(program, record["inputs"], target, code)
+        pools = {True: train_pool, False: _pool(program, record["eval_inputs"], target, code)
+                 if record.get("eval_inputs") else train_pool}
         lo, hi = min(pools[True]), max(pools[True])
         draw_one = _from_pools(pools)
         eval_sizes = tuple(sorted(pools[False]))
@@ -203,9 +204,10 @@ def _pool(program, lines: list, target: str, code) -> dict:
 def _from_pools(pools: dict):
     """Inputs drawn uniformly among the file's inputs of size n (the nearest size
     below n the file has, else the nearest above); eval draws from the held-out pool."""
+    sizes_of = {train: sorted(pool) for train, pool in pools.items()}
+
     def draw(rng, lengths, train: bool) -> list:
-        pool = pools[train]
-        sizes = sorted(pool)
+        pool, sizes = pools[train], sizes_of[train]
         out = []
         for n in lengths:
             below = [s for s in sizes if s <= int(n)]
