@@ -17,14 +17,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from rasp.atomic import write_text_atomic
 from rasp.cli import main as rasp_main
+from rasp.readfile import read_json
 
 # (label, task, model) per model family: Fan et al.'s looped model and a baseline, then one
 # comparison encoder per family module
@@ -181,11 +182,11 @@ def parity_run(device: str, clock: Clock, work: Path, reserve: float) -> dict:
                               "--no-progress", "--max-wall", f"{wall:.0f}", "--eval-every", "0"])
     if status != 0:
         return {"note": "training failed: " + err.strip()[-300:]}
-    summary = json.loads((run / "summary.json").read_text())
+    summary = read_json(run / "summary.json")
     status, out, err = quiet(["eval", run, "--lengths", "1:40", "--stop", "oracle", "--samples", "64",
                               "--no-plots", "--no-progress", "--device", device])
     from trainer.fan.evaluate import rows
-    res = rows(json.loads((run / "eval_oracle.json").read_text())) if status == 0 else None
+    res = rows(read_json(run / "eval_oracle.json")) if status == 0 else None
     return {"steps": summary["step"], "of": summary["steps"], "seconds": summary["seconds"],
             "train_acc": summary.get("final_eval_acc"), "rows": res,
             "note": "" if res else "evaluation failed: " + err.strip()[-300:]}
@@ -235,7 +236,7 @@ def main(argv=None) -> int:
         speeds = speed_table(args.device, Clock(end - reserve, 0.45), args.per)
         parity = parity_run(args.device, Clock(end), work, reserve)
         text = page(args.device, name, args.budget, checks, speeds, parity, time.monotonic() - start)
-    Path(args.out).write_text(text)
+    write_text_atomic(args.out, text)
     print(f"wrote {args.out}")
     return 0
 

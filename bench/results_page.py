@@ -311,7 +311,8 @@ def _main(argv=None) -> int:
         dest = (root / RERUNS if rerun else root) / name
         print(f"copied {collect(src, dest)} runs into {dest}")
         return 0
-    if not result_folders(root):
+    folders = result_folders(root)
+    if not folders:
         print(f"{root}: no result folders (a folder with {R.MANIFEST}); collect one with --collect RUN_FOLDER",
               file=sys.stderr)
         return 2
@@ -340,7 +341,7 @@ def _main(argv=None) -> int:
         write_text_atomic(path, new)
     for p in problems:
         print(p)
-    print(f"wrote {args.page} from {len(result_folders(root))} result folders, and {len(BENCH_PAGES)} bench pages "
+    print(f"wrote {args.page} from {len(folders)} result folders, and {len(BENCH_PAGES)} bench pages "
           f"in {bench_dir}; {len(problems)} report mismatches")
     return 1 if problems else 0
 

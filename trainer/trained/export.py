@@ -118,7 +118,6 @@ def _json(obj) -> bytes:
 
 
 def _optional_json(path):
-    from rasp.readfile import read_json
     if not path.is_file():
         return None
     try:
@@ -217,8 +216,7 @@ def write_export(out: Path, files: dict, documents: dict, names):
             return
         if not out.is_dir():
             raise RaspFileError(out, "exists and is not a directory")
-        _check_replaceable(out, everything)
-        recorded = _previous(out) or {}
+        recorded = _check_replaceable(out, everything)
         for name, data in everything.items():
             _write_file(out, name, data)
         for name in recorded:                        # files of the previous export this one does not have
@@ -229,11 +227,12 @@ def write_export(out: Path, files: dict, documents: dict, names):
         raise RaspFileError(out, f"cannot write the export: {e.strerror or e}") from None
 
 
-def _check_replaceable(out: Path, everything: dict):
+def _check_replaceable(out: Path, everything: dict) -> dict:
     """Refuse (changing nothing) unless OUT is empty, or a previous export
-    whose files that would be replaced or removed are unchanged."""
+    whose files that would be replaced or removed are unchanged; returns
+    what that export recorded ({name: sha256}, {} for an empty OUT)."""
     if not any(out.iterdir()):
-        return
+        return {}
     recorded = _previous(out)
     if recorded is None:
         raise RaspFileError(out, "is not empty and holds no earlier export (no manifest.json of format "
@@ -250,3 +249,4 @@ def _check_replaceable(out: Path, everything: dict):
         if now != recorded[name] and (name not in everything or now != _sha(everything[name])):
             raise RaspFileError(path, "changed since the earlier export: move it away (or keep it by choosing "
                                       "another directory)")
+    return recorded

@@ -233,7 +233,7 @@ class SeqModel:
         if iters > limits.max_steps:
             raise RaspError(f"the model runs up to {iters} iterations (its settings); the limit is "
                             f"{limits.max_steps} (raise it with --max-steps)")
-        n_params = sum(p.numel() for p in self.module.parameters())
+        n_params = _params(self.module)
         size = lambda i: max(map(len, parsed[i]))
         chunks = _chunks(sorted(range(len(parsed)), key=size), lambda i: 0)
         width = self.hp.d_model * self.hp.n_layer
@@ -261,7 +261,6 @@ def _fan_model(run: dict, hp, module, labeler, stop, threshold, step, device, fi
     from trainer.models import get_model_spec
     from trainer.fan.kind import build_data
     from trainer.fan.halting import Halting, saved_or_fit
-    from trainer.settings import evaluation
     from trainer.tasks.program import task_of
     spec = get_model_spec(run["model"])
 
