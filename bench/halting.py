@@ -35,9 +35,13 @@ from trainer.settings.hparams import HParams
 from trainer.models import get_model_spec
 from trainer.fan.kind import build_data
 from rasp.readfile import read_json
+from rasp.stop import THRESHOLD
 
-# oracle first (the reference); threshold is an early-exit run, not a choice on one trajectory
-RULES = ("oracle", *(r for r in stopping.RULES if r not in ("oracle", "threshold")))
+# oracle first (the reference); threshold is read off the same trajectory (what its early-exit
+# run would choose), at the default and at looser confidence cross-entropies
+THRESHOLDS = (THRESHOLD, 0.1, 0.3)
+RULES = ("oracle", *(r for r in stopping.RULES if r not in ("oracle", "threshold")),
+         *(f"threshold {t:g}" for t in THRESHOLDS))
 BANDS = {"1-10": (1, 10), "11-20": (11, 20), "21-30": (21, 30)}
 OUT = "halting_bench.json"
 
@@ -56,12 +60,18 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
         logits, feats = trajectory(model, b.tokens, b.mask, t_max)
         stats = stopping.step_stats(logits, b.targets, b.mask, feats)
         for rule in RULES:
-            chosen = stopping.choose_steps(rule, stats, b.steps, b.lengths, halting)
+            name, _, theta = rule.partition(" ")
+            chosen = stopping.choose_steps(name, stats, b.steps, b.lengths, halting, float(theta or THRESHOLD))
+            ran = stopping.iterations_run(name, chosen, t_max)
+            if name == "threshold":     # an input that never gets below it ran every step
+                ran = torch.where(stats.conf_ce.lt(float(theta)).any(0), chosen, torch.full_like(chosen, t_max))
             by_rule[rule][str(n)] = {
                 "exact_match": float(stopping.pick(stats, chosen)[0].float().mean()),
                 "chosen_step": float(chosen.float().mean()),
-                "iterations": float(stopping.iterations_run(rule, chosen, t_max).float().mean()),
-                "oracle_step": float(b.steps.float().mean())}
+                "iterations": float(ran.float().mean()),
+                "oracle_step": float(b.steps.float().mean()),
+                **{k: float(v.float().mean()) for k, v in
+                   (("early", chosen < b.steps), ("at_t", chosen == b.steps), ("late", chosen > b.steps))}}
     summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
     doc = {"run": str(run_dir), "task": run["task"], "recipe": recipe(hp), "seed": hp.seed, "step": step, "samples": samples,
            "calibration": halting.record, "fit_seconds": t_fit, "fit_cpu_seconds": c_fit,
@@ -73,8 +83,10 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
 
 
 def recipe(hp) -> str:
-    """The training recipe a row of the table is about: Fan et al.'s, or trained past T(n) (issue 39)."""
-    return f"past_t {hp.past_t}" if hp.past_t else "fan"
+    """The training recipe a row of the table is about: Fan et al.'s, or one that
+    teaches the model when it is done (issue 39: --past-t, --settle, --unsure)."""
+    parts = [f"{k} {getattr(hp, k):g}" for k in ("past_t", "settle", "unsure") if getattr(hp, k, 0)]
+    return " ".join(parts) or "fan"
 
 
 def band_mean(rows: dict, key: str, band) -> float:

@@ -233,10 +233,15 @@ class LoopedTransformer(nn.Module):
         return torch.zeros_like(e) if self.cfg.input_injection else e
 
     # -- running ----------------------------------------------------------
-    def forward(self, tokens: torch.Tensor, steps, read=None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, steps, read=None, every: bool = False) -> torch.Tensor:
         """Logits at each sample's own step count.  `steps` is an int or a
         LongTensor [B] (0 allowed: the answer is decoded from h_0).  `read`
-        replaces `decode` (e.g. `readout`: the states a separate head reads)."""
+        replaces `decode` (e.g. `readout`: the states a separate head reads).
+        `every`: the logits after every step 1..max(steps) instead,
+        [T, B, n, out_vocab] (`all_steps` through `forward`, so a
+        DistributedDataParallel wrapper sees the call)."""
+        if every:
+            return self.all_steps(tokens, int(torch.as_tensor(steps).max()), read)
         read = read or self.decode
         B = tokens.shape[0]
         steps = torch.as_tensor(steps, device=tokens.device).long().expand(B)

@@ -45,3 +45,62 @@ def test_past_t_scores_each_sample_at_T_plus_k(tmp_path):
 def test_past_t_is_refused_for_a_fixed_depth_model(tmp_path):
     with pytest.raises(RaspError, match="past-t"):
         _kind(tmp_path, 2, model="fap")
+
+
+def _batch_and_model(settle=0, unsure=0.0, seed=5):
+    import torch
+    from trainer.fan.objectives import train_step_outputs
+    from trainer.models import get_model_spec
+    hp = make_hparams("cpu", get_task("parity"), settle=settle, unsure=unsure, seed=seed, batch_size=16)
+    kind = FanKind(RunConfig(task="parity", out="unused", model="looped", hp=hp))
+    kind.seed_rng()
+    torch.manual_seed(seed)
+    model, _ = kind.initial_model("cpu")
+    batch = kind.train_batch(900, slice(None), "cpu")
+    return get_model_spec("looped"), hp, model, batch, train_step_outputs
+
+
+def test_settle_and_unsure_zero_are_fan_et_al_loss():
+    import torch
+    spec, hp, model, batch, loss_of = _batch_and_model()
+    loss, acc = loss_of(spec, hp, model, batch)
+    from trainer.fan.objectives import loss_and_accuracy
+    ref, ref_acc = loss_and_accuracy(model(batch.tokens, batch.steps), batch, hp.loss_reduction)
+    assert torch.equal(loss, ref) and torch.equal(acc, ref_acc)
+
+
+def test_settle_averages_the_loss_at_T_and_the_steps_after_it():
+    import torch
+    from trainer.fan.objectives import loss_and_accuracy
+    spec, hp, model, batch, loss_of = _batch_and_model(settle=2)
+    loss, acc = loss_of(spec, hp, model, batch)
+    # independently: one forward per offset, each sample stopped at its own T(n) + k
+    parts = [loss_and_accuracy(model(batch.tokens, batch.steps + k), batch, hp.loss_reduction)[0] for k in range(3)]
+    assert torch.allclose(loss, sum(parts) / 3, rtol=1e-5, atol=1e-6)
+    assert torch.equal(acc, loss_and_accuracy(model(batch.tokens, batch.steps), batch, hp.loss_reduction)[1])
+
+
+def test_unsure_adds_the_divergence_from_uniform_of_the_steps_before_T():
+    import math
+    import torch.nn.functional as F
+    spec, hp, model, batch, loss_of = _batch_and_model(unsure=0.5)
+    base, _ = loss_of(*_batch_and_model()[:2], model, batch)
+    loss, _ = loss_of(spec, hp, model, batch)
+    # independently: a loop over samples and steps t < T(n), KL(u || p) of each scored token
+    total, count = 0.0, 0
+    for i in range(len(batch.steps)):
+        for t in range(1, int(batch.steps[i])):
+            logp = F.log_softmax(model(batch.tokens[i:i + 1], t)[0].double(), -1)
+            v = logp.shape[-1]
+            for pos in batch.mask[i].nonzero().flatten().tolist():
+                total += float(-logp[pos].mean() - math.log(v))
+                count += 1
+    assert count > 0
+    assert abs(float(loss - base) - 0.5 * total / count) < 1e-4
+
+
+@pytest.mark.parametrize("flag", ["settle", "unsure"])
+def test_settle_and_unsure_are_refused_for_a_fixed_depth_model(tmp_path, flag):
+    hp = make_hparams("cpu", get_task("parity"), **{flag: 1})
+    with pytest.raises(RaspError, match=flag):
+        FanKind(RunConfig(task="parity", out=str(tmp_path), model="fap", hp=hp))

@@ -124,8 +124,9 @@ class FanKind(RunKind):
         self.spec = get_model_spec(cfg.model)
         self.data = build_data(task_of(cfg.to_dict()), self.spec, cfg.hp, labeler)
         validate.check_hparams(cfg.hp, self.data.task)
-        if cfg.hp.past_t and not self.spec.adaptive:
-            raise RaspError(f"--past-t: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
+        for flag, value in (("past-t", cfg.hp.past_t), ("settle", cfg.hp.settle), ("unsure", cfg.hp.unsure)):
+            if value and not self.spec.adaptive:
+                raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
         self.rng = None
 
     # -- setting up ---------------------------------------------------------------

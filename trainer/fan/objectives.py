@@ -9,6 +9,7 @@ sequence; evaluation decodes greedily from the prompt `q >`.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -26,8 +27,47 @@ def iterations(spec, hp, batch) -> torch.Tensor:
 
 def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None):
     """-> (loss, exact-match fraction) on a training batch."""
-    return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch,
-                             getattr(hp, "loss_reduction", "sample"), tokens_per_shard)
+    reduction = getattr(hp, "loss_reduction", "sample")
+    if spec.adaptive and (getattr(hp, "settle", 0) or getattr(hp, "unsure", 0.0)):
+        return settle_loss(model, batch, hp.settle, hp.unsure, reduction, tokens_per_shard)
+    return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
+
+
+def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "sample", tokens_per_shard=None):
+    """The loss of a looped model that must know when it is done (issue 39).
+
+    * The answer at T(n) (Fan et al.'s Eq. 1) and at each of the `settle`
+      steps after it, averaged: the answer becomes a fixed point of the loop
+      once reached, so stopping a step or two late costs nothing.  After
+      Bansal et al. 2022 ("End-to-end Algorithm Synthesis with Recurrent
+      Networks: Logical Extrapolation Without Overthinking"), whose
+      progressive loss trains a recurrent network to stay right for more
+      iterations than a problem needs; here T(n) is known for every training
+      input, so the loss is placed on the steps from T(n) on.
+    * `unsure` times the divergence KL(uniform || p_t) of every scored token
+      at every step t < T(n): before T(n) the model is trained not to commit,
+      so its first confident step is T(n) and a confidence threshold stops it
+      there, per input (the early exit of Fan et al.'s footnote 9 and of
+      Schuster et al. 2022, "Confident Adaptive Language Modeling", whose exit
+      rule is a confidence threshold; the training signal is ours).  The mean
+      runs over every (step, token) before T(n) of the batch, whatever
+      `reduction` (under DDP: of this shard).
+
+    Returns (loss, exact match at T(n))."""
+    T = batch.steps
+    every = model(batch.tokens, T + settle, every=True)            # [T_max + settle, B, L, V]
+    rows = torch.arange(len(T), device=T.device)
+    loss, acc = loss_and_accuracy(every[T - 1, rows], batch, reduction, tokens_per_shard)
+    for k in range(1, settle + 1):
+        loss = loss + loss_and_accuracy(every[T - 1 + k, rows], batch, reduction, tokens_per_shard)[0]
+    loss = loss / (settle + 1)
+    if unsure:
+        logp = F.log_softmax(every.float(), dim=-1)
+        kl = -logp.mean(-1) - math.log(logp.shape[-1])               # KL(uniform || p) per token [T, B, L]
+        t = torch.arange(1, every.shape[0] + 1, device=T.device)[:, None, None]
+        before = (t < T[None, :, None]) & batch.mask[None]
+        loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
+    return loss, acc
 
 
 def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard=None):

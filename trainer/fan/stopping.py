@@ -43,7 +43,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from rasp.stop import CALIBRATED, DEFAULT_RULE, RULE_HELP, RULES, STABLE_K  # noqa: F401
+from rasp.stop import CALIBRATED, DEFAULT_RULE, RULE_HELP, RULES, STABLE_K, THRESHOLD  # noqa: F401
 
 
 @dataclass
@@ -79,13 +79,15 @@ def step_stats(all_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
 
 
 def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor, sizes: Optional[torch.Tensor] = None,
-                 halting=None) -> torch.Tensor:
+                 halting=None, threshold: float = THRESHOLD) -> torch.Tensor:
     """1-based chosen step per sample [B].  `sizes` (the problem size n of
     each input) and `halting` (trainer/halting.Halting, fitted on held-in
     lengths) are what depth_law and head read."""
     T = stats.conf_ce.shape[0]
     if rule == "oracle":
         return oracle_steps.clamp(1, T)
+    if rule == "threshold":
+        return threshold_steps(stats.conf_ce, threshold)
     if rule == "stable":
         return stable_steps(stats.pred, stats.mask, STABLE_K)
     if rule == "depth_law":
@@ -112,6 +114,14 @@ def stable_steps(pred: torch.Tensor, mask: Optional[torch.Tensor], k: int) -> to
     # settled[t] = same[t] & ... & same[t+k-1]: the answer of step t+1 (1-based) holds k more steps
     settled = same.unfold(0, k, 1).all(-1)                       # [T-k, B]
     return first_done(settled)
+
+
+def threshold_steps(conf_ce: torch.Tensor, threshold: float) -> torch.Tensor:
+    """[B]: what `threshold_run` chooses, read off a whole trajectory's
+    confidence CE [T, B]: the first step below `threshold`, else the most
+    confident step."""
+    below = conf_ce < threshold
+    return torch.where(below.any(0), first_done(below), conf_ce.argmin(0) + 1)
 
 
 def first_done(done: torch.Tensor) -> torch.Tensor:

@@ -92,6 +92,12 @@ class HParams:
     past_t: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, **_flag(
         "halting", 1, "also train past T(n): each sample's loss at T(n) + k, k uniform on 0..this "
                       "(0: at T(n) only, Fan et al.), so the answer becomes a fixed point of the loop"))
+    settle: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, **_flag(
+        "halting", 2, "also score every step T(n)+1..T(n)+this beside T(n) itself, so the answer holds "
+                      "once reached (0: Fan et al.)"))
+    unsure: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, **_flag(
+        "halting", 3, "weight of a loss that keeps every step before T(n) uncommitted (its output pulled "
+                      "toward uniform), so the first confident step is T(n) (0: Fan et al.)"))
     steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))
     # 0 = no clipping
     grad_clip: float = _set(1.0, lo=0.0, flag_lo_open=True, **_flag("optimiser", 8, "clip the gradient norm to this"))

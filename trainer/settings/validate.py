@@ -153,7 +153,7 @@ def check_memory(spec, hp, data, device):
     from trainer.models import looped_config
     sample = data.batch(np.random.default_rng(0), [hp.max_train_n], train=True)
     n_tokens = int(sample.tokens.shape[1]) + 1
-    steps = spec.iterations(hp) or int(sample.steps.max()) + hp.past_t     # past_t: trained past T(n)
+    steps = spec.iterations(hp) or int(sample.steps.max()) + max(hp.past_t, hp.settle)     # trained past T(n)
     cfg = looped_config(spec, hp, data)
     params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps)
     have = available_memory(device)
