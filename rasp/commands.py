@@ -14,7 +14,7 @@ import sys
 from .errors import RaspError
 from .inputs import parse_params, read_inputs
 from .options import refuse_flags, run_limits
-from .stop import CALIBRATED, RUN_STOP, THRESHOLD, rules_text
+from .stop import CALIBRATED, DEFAULT_RULE, THRESHOLD, rules_text
 
 EXIT_USAGE = 2
 
@@ -37,7 +37,7 @@ def add_run_arguments(p):
     p.add_argument("--steps", type=int, default=None, help="compiled models: loop iterations to run")
     p.add_argument("--stop", default=None, metavar="RULE",
                    help=f"trained looped models (Fan et al.'s tasks): when to stop looping: {rules_text()} "
-                        f"(default {RUN_STOP}; `rasp eval --help` says what each does; {' and '.join(CALIBRATED)} "
+                        f"(default {DEFAULT_RULE}; `rasp eval --help` says what each does; {' and '.join(CALIBRATED)} "
                         "use the fit saved in the run or export, made once when missing)")
     p.add_argument("--threshold", type=float, default=None, metavar="CE",
                    help=f"--stop threshold: the confidence cross-entropy to stop at (default {THRESHOLD:g})")

@@ -4,11 +4,13 @@ eval --help` and every command's error (they live here, where the trainer
 imports them too, because `rasp run --help` imports nothing above rasp), and
 which rule each command takes when it is not told (`--stop`, `--threshold`)."""
 
-RUN_STOP = "oracle"        # `rasp run`'s rule: the task program's T(n) (`rasp eval` fits its own: depth_law)
 THRESHOLD = 0.01           # `--stop threshold`: the confidence cross-entropy to stop at
 
 RULES = ("depth_law", "oracle", "confidence", "confidence_sample", "threshold", "stable", "head")
-DEFAULT_RULE = "depth_law"              # `rasp eval`'s, for a looped model (a fixed-depth one: oracle)
+# the rule every command stops a looped model by when it is not told (`rasp eval`, `rasp run
+# RUN`, `rasp.load`, an export and its card, `rasp compare`'s adaptive rows); a fixed-depth
+# model runs its one depth
+DEFAULT_RULE = "depth_law"
 # fitted on the training lengths (trainer/fan/halting.py), once per checkpoint: saved in the run
 # (halting.json) and the export (config.json), then read by every command
 CALIBRATED = ("depth_law", "head")

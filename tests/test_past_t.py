@@ -90,7 +90,7 @@ def test_unsure_adds_the_divergence_from_uniform_of_the_steps_before_T():
     total, count = 0.0, 0
     for i in range(len(batch.steps)):
         for t in range(1, int(batch.steps[i])):
-            logp = F.log_softmax(model(batch.tokens[i:i + 1], t)[0].double(), -1)
+            logp = F.log_softmax(model(batch.tokens[i:i + 1], t)[0].detach().double(), -1)
             v = logp.shape[-1]
             for pos in batch.mask[i].nonzero().flatten().tolist():
                 total += float(-logp[pos].mean() - math.log(v))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rasp.stop import DEFAULT_RULE
+
 import rasp
 from rasp.cli import main
 
@@ -194,7 +196,7 @@ def test_an_export_is_a_hub_style_model_folder(runs):
         assert f"| `{key}` | `{json.dumps(value, sort_keys=True)}` |" in card
     assert "| 4* |" in card                                       # the evaluation table (length 4)
     config = json.loads((d / "config.json").read_text())
-    assert config["run"]["hparams"] == run["hparams"] and config["stop"] == "oracle"
+    assert config["run"]["hparams"] == run["hparams"] and config["stop"] == DEFAULT_RULE
     vocab = json.loads((d / "vocab.json").read_text())
     assert vocab == {"input": ["#", ">", "0", "1"], "output": ["0", "1", "#"]}
     ff_card = (runs / "ff_export" / "README.md").read_text()

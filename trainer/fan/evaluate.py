@@ -124,7 +124,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     kept = [r for r in earlier if r["length"] not in new]
     result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
     checkpoint.write_json_atomic(path, result)
-    warnings = halting_warnings(rule, fresh, head.get("calibration")) if spec.adaptive else []
+    warnings = halting_warnings(rule, fresh, head.get("calibration"), head["train_range"]) if spec.adaptive else []
     result.update(json=str(path), kept=len(kept), warnings=warnings)
     if plots:
         from trainer.run import plots as P
@@ -161,16 +161,31 @@ def _earlier_rows(path: Path, head: dict) -> list:
 
 # `rasp eval` warns when the chosen steps look degenerate
 FAR_FROM_T = 1.0        # mean |chosen step - T(n)| over a length, in steps
+# ... or when the rule answers worse than the oracle on the same inputs by more than this,
+# averaged over the lengths inside the training range and over those beyond it (issue 39's bar)
+SHORT_IN, SHORT_BEYOND = 0.01, 0.03
 
 
-def halting_warnings(rule: str, fresh: list, calibration: Optional[dict] = None) -> list:
+def halting_warnings(rule: str, fresh: list, calibration: Optional[dict] = None, train_range=None) -> list:
     """One line per symptom of a halting rule that does not find the depth:
-    the same step at every length, steps far from T(n) (T(n) is known to
-    every Fan task: the task program's step count), or a depth law that is
-    not a line through the best held-in steps."""
+    it answers worse than the oracle on the same inputs, the same step at
+    every length, steps far from T(n) (T(n) is known to every Fan task: the
+    task program's step count), or a depth law that is not a line through
+    the best held-in steps."""
     if rule == "oracle" or not fresh:
         return []
     out = []
+    hi = train_range[1] if train_range else max(r["length"] for r in fresh)
+    for where, rows_, bar in (("inside the training range", [r for r in fresh if r["length"] <= hi], SHORT_IN),
+                              ("beyond it", [r for r in fresh if r["length"] > hi], SHORT_BEYOND)):
+        paired = [r for r in rows_ if "oracle_exact_match" in r]
+        if paired:
+            short = sum(r["oracle_exact_match"] - r["exact_match"] for r in paired) / len(paired)
+            if short > bar:
+                out.append(f"warning: --stop {rule} answers {short:.3f} worse than the oracle (T(n) steps) on the "
+                           f"same inputs, averaged over the {len(paired)} lengths {where}: this model does not "
+                           f"know when it is done as well as T(n) does (a model trained with --recipe halting "
+                           f"is taught it)")
     misses = ((calibration or {}).get("depth_law") or {}).get("misses")
     if rule == "depth_law" and misses:
         out.append(f"warning: the depth law (a line through the best step of each training length) misses the "

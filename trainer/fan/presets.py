@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Optional
 
 from rasp.errors import RaspError
-from trainer.settings.hparams import PRESET_NAMES, HParams
+from trainer.settings.hparams import PRESET_NAMES, RECIPE_NAMES, HParams
 from trainer.tasks import Task
 
 
@@ -63,6 +63,22 @@ def cpu(task: Task) -> HParams:
 
 
 PRESETS = dict(zip(PRESET_NAMES, (paper, cpu)))
+
+# How a looped model is taught when it is done (issue 39; trainer/fan/objectives.py
+# settle_loss): Fan et al.'s loss at T(n) only, or the loss at T(n) and the steps after it
+# with the steps before T(n) kept uncommitted, so a confidence threshold stops each input
+# where it is done.  `rasp train --recipe` picks one for a looped model trained from
+# random weights; a fixed-depth model and a compiled start (whose halting clock already
+# knows) always train with Fan et al.'s.
+RECIPES = {"fan": dict(past_t=0, settle=0, unsure=0.0), "halting": dict(past_t=0, settle=2, unsure=1.0)}
+assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
+
+
+def recipe_settings(recipe: str, adaptive: bool, init: str) -> dict:
+    """The halting fields a recipe sets for this model and start."""
+    if recipe not in RECIPES:
+        raise RaspError(f"unknown --recipe {recipe!r} (known: {', '.join(RECIPES)})")
+    return RECIPES[recipe] if adaptive and init == "random" else RECIPES["fan"]
 COMPILED_STEPS = 500    # most fine-tuning steps for a compiled start (init_defaults)
 
 

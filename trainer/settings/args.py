@@ -13,7 +13,7 @@ from rasp.stop import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
 from trainer.run import explog
 from trainer.run.device import SMALL_CPU
 from trainer.settings import evaluation, runfile, trainhelp, validate
-from trainer.settings.hparams import PRESET_NAMES
+from trainer.settings.hparams import DEFAULT_RECIPE, PRESET_NAMES, RECIPE_NAMES
 
 
 def add_threads_arg(p: argparse.ArgumentParser):
@@ -81,6 +81,10 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--out", required=True, metavar="DIR", help="the run directory (created; --resume continues it)")
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
+    p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
+                   help="how a looped model learns when it is done: halting (the answer at T(n) and the steps "
+                        "after it, no commitment before T(n); a confidence threshold stops each input) or fan "
+                        f"(Fan et al.'s loss at T(n) only); default {DEFAULT_RECIPE}")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     runfile.add_config(p)
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),

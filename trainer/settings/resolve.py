@@ -9,9 +9,9 @@ from pathlib import Path
 from rasp.errors import RaspError
 from rasp.options import ArgumentParser
 from trainer.benchmark.presets import parse_set
-from trainer.fan.presets import make_hparams
+from trainer.fan.presets import RECIPES, make_hparams, recipe_settings
 from trainer.settings.args import add_train_args
-from trainer.settings.hparams import SETTINGS, HParams
+from trainer.settings.hparams import DEFAULT_RECIPE, SETTINGS, HParams
 from trainer.tasks import TASKS, get_task
 
 # the recipe's flags (HParams fields; None = not given, keep the preset's value) and
@@ -33,6 +33,13 @@ def refuse_changed_run(args, run: dict):
         raise RaspError("--resume: " + ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)} (the run has "
                                                  f"{run.get(k)})" for k in changed)
                         + "; a resumed run keeps what it is: leave them out, or start a new run with another --out")
+    if "recipe" in given:
+        recorded = run.get("hparams") or {}
+        had = next((name for name, fields in RECIPES.items()
+                    if all(recorded.get(k, 0) == v for k, v in fields.items())), "its own halting settings")
+        if had != args.recipe:
+            raise RaspError(f"--resume: --recipe {args.recipe} (the run has {had}); a resumed run keeps its "
+                            "recipe: leave it out, or start a new run with another --out")
 
 
 def refuse_given(args, names, reason: str):
@@ -76,10 +83,15 @@ def fresh_hparams(args, task=None) -> HParams:
     if task is None and not args.task:
         raise RaspError("--task or --program is required (tasks: " + ", ".join(TASKS) + ")")
     task = task or get_task(args.task)
-    get_model_spec(args.model)      # a user error naming the models of Fan et al.'s tasks
     if args.freeze_fragile == "on" and args.init != "compiled":
         raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
-    return make_hparams(args.preset, task, args.init, **fan_flags(args))
+    spec = get_model_spec(args.model)
+    recipe = getattr(args, "recipe", None) or DEFAULT_RECIPE
+    if recipe != "fan" and "recipe" in getattr(args, "given", ()) and (not spec.adaptive or args.init != "random"):
+        raise RaspError(f"--recipe {recipe}: teaches a looped model from random weights when it is done; "
+                        f"{'--init compiled already has its halting clock' if spec.adaptive else f'--model {spec.name} runs a fixed depth'}")
+    given = {k: v for k, v in fan_flags(args).items() if v is not None}
+    return make_hparams(args.preset, task, args.init, **{**recipe_settings(recipe, spec.adaptive, args.init), **given})
 
 
 # ---- comparison-task runs -------------------------------------------------------------

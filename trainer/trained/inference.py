@@ -34,11 +34,10 @@ import torch
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError, shorten
 from rasp.limits import RunLimits
-from rasp.stop import RUN_STOP, THRESHOLD
+from rasp.stop import DEFAULT_RULE, THRESHOLD
 from trainer.settings import evaluation
 from trainer.trained.layout import EXPORT_FORMAT, model_files
 
-DEFAULT_STOP = RUN_STOP         # `rasp run`'s; `rasp eval`'s is depth_law, fitted on the run's training lengths
 BATCH = evaluation.BATCH        # inputs run together, as `rasp eval` runs them
 PAIR_SEPARATOR = "|"            # between the two sentences of a pair task's input
 NO_TOKEN = "?"                  # an output logit beyond the task's output tokens
@@ -91,7 +90,7 @@ class FanModel:
             raise RaspError(f"--stop/--threshold: model {spec.name} runs a fixed number of iterations "
                             f"({spec.iterations(hp)}); stopping rules are for looped models")
         from rasp.stop import CALIBRATED, RULES, unknown_rule
-        self.stop = stop or DEFAULT_STOP
+        self.stop = stop or DEFAULT_RULE
         if self.stop not in RULES:
             raise RaspError(unknown_rule(self.stop))
         if threshold is not None and self.stop != "threshold":
