@@ -12,6 +12,8 @@ import json
 import re
 from pathlib import Path
 
+from rasp.stop import rules_text
+
 LIBRARY = "rasp-looped"             # our distribution's name on the package index (pyproject.toml)
 LICENSE = "mit"                     # the hub's identifier of the project's license (LICENSE)
 # export name -> source path (from the repository root) of the documents a card links to
@@ -319,7 +321,7 @@ def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots,
         body += ["The input is parsed by the task's program (`program.rasp`), which checks its `require` "
                  "contract and gives the loop count T(n); the answer is the model's output from `>` on."
                  + (f" The loop stops by the rule **{rule}** (`--stop` or `rasp.load(..., stop=...)` chooses "
-                    "oracle, confidence, confidence_sample or threshold)." if rule else
+                    f"{rules_text()})." if rule else
                     " This model runs a fixed number of iterations."), ""]
     else:
         body += [("The answer is one label per input position." if model.task.kind == "per_position" else
