@@ -292,7 +292,7 @@ def test_every_kind_of_model_answers_in_one_shape(runs):
     assert len(set(map(tuple, shapes.values()))) == 1, shapes
     assert kinds["program"](PARITY_INPUTS) == kinds["compiled"](PARITY_INPUTS)
     assert kinds["program"].outputs(["1 0 1 1 > # #"]) == [["0", "1", "1", "0", "1", "#", "#"]]
-    assert "parameters" in repr(kinds["run"]) and "oracle" in repr(kinds["run"])
+    assert "parameters" in repr(kinds["run"]) and DEFAULT_RULE in repr(kinds["run"])
     assert "lstm" in repr(rasp.load(runs / "ff")) and "flipflop" in repr(rasp.load(runs / "ff"))
     assert isinstance(rasp.__version__, str) and rasp.__version__[0].isdigit()
 

@@ -182,10 +182,9 @@ def halting_warnings(rule: str, fresh: list, calibration: Optional[dict] = None,
         if paired:
             short = sum(r["oracle_exact_match"] - r["exact_match"] for r in paired) / len(paired)
             if short > bar:
-                out.append(f"warning: --stop {rule} answers {short:.3f} worse than the oracle (T(n) steps) on the "
-                           f"same inputs, averaged over the {len(paired)} lengths {where}: this model does not "
-                           f"know when it is done as well as T(n) does (a model trained with --recipe halting "
-                           f"is taught it)")
+                out.append(f"warning: --stop {rule} answers {short:.3f} worse than the oracle on the same inputs "
+                           f"(mean over the {len(paired)} lengths {where}): it does not stop where T(n) does "
+                           "(docs/tasks.md, \"Teaching the model when it is done\")")
     misses = ((calibration or {}).get("depth_law") or {}).get("misses")
     if rule == "depth_law" and misses:
         out.append(f"warning: the depth law (a line through the best step of each training length) misses the "
