@@ -16,6 +16,7 @@ import math
 import re
 import statistics
 import sys
+import warnings
 from pathlib import Path
 
 from rasp.errors import RaspError, RaspFileError
@@ -156,7 +157,9 @@ def _welch_greater(a: list, b: list):
         return None
     if min(a) == max(a) and min(b) == max(b):
         return 1 / math.comb(len(a) + len(b), len(a)) if a[0] > b[0] else 1.0
-    return float(ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+    with warnings.catch_warnings():       # near-identical seeds: scipy warns of precision, the p stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
 
 
 def _holm(ps: list) -> list:
@@ -212,7 +215,7 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
                 f"{[(w[0], w[1]) for w in want]}"]
     welch = "Welch" in summ["test"]
     family: dict = {}           # measurement -> raw p, each once
-    for r, (title, where, cells) in zip(got, want):
+    for _title, _where, cells in want:
         if len(cells) > 1:
             a, b = cells[0][1], cells[1][1]
             if len(a) > 1 and len(b) > 1 and welch:       # every seed equal: in the family at p = 1

@@ -6,12 +6,15 @@ compare_run.json, failed.json and the eval files (`--collect` copies exactly
 these).  They live in docs/results/<suite>/; this script rebuilds each
 folder's report (report.md, report.json, plots/) with `rasp compare
 --report`'s code, checks it with bench/check_compare_report.py, and writes
-docs/results.md: a summary across suites (the margins beyond seed noise and
-where each suite's tables stand), then every suite's report, after the
-hand-written docs/results/<suite>/notes.md (how it was run) where there is one.
-A rerun of a suite from another first seed (`rasp compare SUITE --first-seed
-S`) is collected into docs/results/reruns/<suite>/; the page tests each one
-against the suite's stated uncertainty with bench/check_rerun.py.
+docs/results.md: a contents list, the claims across suites, then per suite
+one heading with, in order, what was run (from the runs' records and the
+"## Run" bullets of docs/results/<suite>/notes.md), the summary, the tables
+(at most 12 columns each, split by task where wider; budget marks, anomaly
+flags and plots beside each), a rerun where there is one, and the notes
+(the "## Notes" bullets).  A rerun of a suite from another first seed (`rasp
+compare SUITE --first-seed S`) is collected into docs/results/reruns/<suite>/;
+the page tests each one against the suite's stated uncertainty with
+bench/check_rerun.py.
 The same command regenerates the bench pages drawn from these folders
 (bench/recurrent_transformers.md, bench/linear_recurrence.md; BENCH_PAGES).
 

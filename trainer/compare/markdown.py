@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from trainer.compare.ranking import model_axis
+from trainer.compare.ranking import MIN_MARGIN, model_axis
 
 MAX_COLUMNS = 12        # a page table wider than this is transposed or split
 WIDTH = 100             # prose lines on the page
@@ -93,9 +93,9 @@ def statistics_text(summ: dict) -> str:
     return (f"Per range (a column of the tables below, or a row where the table puts its models in columns): the "
             f"model with the highest mean over its seeds, the runner-up (another model: a model with several rows "
             f"is ranked by its best row), and the margin between their means.  Test: {summ['test']}, best > "
-            f"second; p is the raw p, p (Holm) the p adjusted by {summ.get('correction', 'Holm–Bonferroni')} "
-            f"over the {summ.get('family', 0)} margins tested in this suite: every range with at least 2 seeds on "
-            f"both sides, p = 1 where every seed is equal, and a range that reads the same runs as another "
+            f"second; p is the raw p, p (Holm) the p adjusted by {summ.get('correction', 'Holm–Bonferroni')} over "
+            f"the {summ.get('family', 0)} margins tested in this suite (every range with at least 2 seeds on both "
+            f"sides, p = 1 where every seed is equal; a range that reads the same runs as another is "
             f"counted once).  A claim needs p (Holm) ≤ {summ['alpha']:g} and a margin "
             f"of at least {unit} in the metric's 0-1 unit (1 point on a percent table): below that a margin is "
             f"not a claim.  With one seed on a side no test is possible.  Claims here: {summ.get('claims', 0)}.")
@@ -124,8 +124,8 @@ def summary_markdown(s: dict, h: str, title: str = SUMMARY_TITLE, width: bool = 
         lines.append(md_row(cells))
     flags = [a for t in s.get("tables", []) for a in t.get("anomalies", [])]
     if flags and width:
-        lines += ["", *para(f"Flagged by the page's rules ({len(flags)}; each table lists its own, the notes "
-                            "give the follow-up): " + "; ".join(a["text"] for a in flags) + ".")]
+        lines += ["", *para(f"Flagged by the page's rules ({len(flags)}; each table lists its own, the notes give "
+                            "the follow-up or the reason):"), "", *bullets([a["text"] + "." for a in flags])]
     return lines + [""] + kept_out
 
 
@@ -222,7 +222,9 @@ def page_table(t: dict, h: str, plots: list = ()) -> list:
     paper's column dropped where it reports nothing for any row), its marks, flags and plots beside it."""
     only = t.get("published_only")
     para = wrap
-    lines = [f"{h} {t['title']}" + (" (published only)" if only else ""), "", *para(_caption(t)), ""]
+    unit = "" if only else (f"  A margin below {MIN_MARGIN * t['scale']:g} in this table's unit is not a claim"
+                            f" in the summary.")
+    lines = [f"{h} {t['title']}" + (" (published only)" if only else ""), "", *para(_caption(t) + unit), ""]
     labels, heads, cells, attrs = _grid(t)
     paper = only or any(p not in ("—", "") for _, p in cells.values())
     per = (MAX_COLUMNS - 1) // (1 if only or not paper else 2)

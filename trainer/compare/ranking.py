@@ -25,7 +25,7 @@ import numpy as np
 ALPHA = 0.05
 MIN_MARGIN = 0.01           # below this (in the metric's 0-1 unit) a margin is not a claim, whatever its p
 BOOTSTRAP_RESAMPLES = 10_000
-CORRECTION = "Holm–Bonferroni over the suite's distinct margins"
+CORRECTION = "Holm–Bonferroni"
 
 
 def _scipy_welch():
