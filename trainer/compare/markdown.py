@@ -235,6 +235,8 @@ def page_table(t: dict, h: str, plots: list = ()) -> list:
             head = ["model"] + [x for b in group for x in ((f"{heads[b]}: ours", "paper") if paper else (heads[b],))]
         lines += [md_row(head), "|" + "---|" * len(head)]
         for a, label in enumerate(labels):
+            if not only and all(cells[(a, b)][0] == "not run" for b in group):
+                continue                  # a model this part of the table never runs (a task it is not given)
             row = [label]
             for b in group:
                 ours, pub = cells[(a, b)]

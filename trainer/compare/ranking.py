@@ -109,8 +109,8 @@ def adjust_family(rows: list) -> dict:
         r["p_adj"] = adj
         small = r["margin"] is not None and r["margin"] < MIN_MARGIN
         r["beyond_noise"] = adj <= ALPHA and not small
-        if small and adj <= ALPHA:
-            r["why"] = f"margin below {MIN_MARGIN:g}"
+        if small and not r.get("why"):
+            r["why"] = f"margin below {MIN_MARGIN * r.get('scale', 1):g}"
     for r in rows:
         if r.get("same_as") is not None:
             src = first[r["measure"]]
