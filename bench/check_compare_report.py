@@ -4,7 +4,8 @@ of each run the cell cites, the mean and standard error are recomputed, the
 ✓/✗ marks and the seed count each cell states re-derived, every run that has
 no number is checked on disk (missing / failed / incomplete), each cell's
 text is found in the row of DIR/report.md, and the per-suite summary (best
-model per range, its margin over the second, the Mann-Whitney p) is
+model per range, its margin over the second, the one-sided Welch p, the
+Holm-adjusted p over the suite's distinct margins and the claim) is
 recomputed from the cells and found in report.md.
 
     python -m bench.check_compare_report DIR [DIR ...]   # prints mismatches, exit 1 if any
@@ -15,6 +16,7 @@ import math
 import re
 import statistics
 import sys
+import warnings
 from pathlib import Path
 
 from rasp.errors import RaspError, RaspFileError
@@ -147,12 +149,26 @@ def _md_rows(md: str) -> dict:
     return rows
 
 
-def _mwu_greater(a: list, b: list):
+def _welch_greater(a: list, b: list):
+    """One-sided Welch p (scipy); the exact permutation p where neither side varies."""
     try:
-        from scipy.stats import mannwhitneyu
+        from scipy.stats import ttest_ind
     except ImportError:
         return None
-    return float(mannwhitneyu(a, b, alternative="greater").pvalue)
+    if min(a) == max(a) and min(b) == max(b):
+        return 1 / math.comb(len(a) + len(b), len(a)) if a[0] > b[0] else 1.0
+    with warnings.catch_warnings():       # near-identical seeds: scipy warns of precision, the p stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+
+
+def _holm(ps: list) -> list:
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, top = [0.0] * len(ps), 0.0
+    for k, i in enumerate(order):
+        top = max(top, min(1.0, (len(ps) - k) * ps[i]))
+        out[i] = top
+    return out
 
 
 def check_summary(s: dict, index: int, md_rows: dict) -> list:
@@ -180,8 +196,11 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
                 name, where = (col["label"], row["heading"]) if by_columns else (row["label"], col["heading"])
                 ours = cell["ours"]
                 vals = [v for v in ours.get("by_run", {}).values() if isinstance(v, (int, float))]
+                # what the cell measures: its runs and where in their evaluation (two columns may read the same)
+                key = (tuple(sorted(ours.get("by_run", {}))), ours.get("file"),
+                       *(attrs.get(k) for k in ("split", "metric", "length", "group")))
                 if ours.get("status") == "ok":
-                    ranges.setdefault(where, []).append((name, vals, attrs.get("model", name)))
+                    ranges.setdefault(where, []).append((name, vals, attrs.get("model", name), key))
         for where, cells in ranges.items():
             cells.sort(key=lambda c: -math.fsum(c[1]) / len(c[1]))
             # models, not rows: the runner-up is the best row of another model
@@ -194,6 +213,19 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
     if [(r["table"], r["range"]) for r in got] != [(w[0], w[1]) for w in want]:
         return [f"{s['suite']}: summary ranges {[(r['table'], r['range']) for r in got]} but the tables give "
                 f"{[(w[0], w[1]) for w in want]}"]
+    welch = "Welch" in summ["test"]
+    family: dict = {}           # measurement -> raw p, each once
+    for _title, _where, cells in want:
+        if len(cells) > 1:
+            a, b = cells[0][1], cells[1][1]
+            if len(a) > 1 and len(b) > 1 and welch:       # every seed equal: in the family at p = 1
+                family.setdefault((cells[0][3], cells[1][3]),
+                                  1.0 if min(a) == max(a) == min(b) == max(b) else _welch_greater(a, b))
+    keys = [k for k, p in family.items() if p is not None]
+    adjusted = dict(zip(keys, _holm([family[k] for k in keys])))
+    if welch and summ.get("family") != len(keys):
+        problems.append(f"{s['suite']}: summary family {summ.get('family')} but the cells give {len(keys)} "
+                        "distinct margins")
     for r, (title, where, cells) in zip(got, want):
         at = f"{s['suite']}/summary/{title}/{where}"
         best_mean = math.fsum(cells[0][1]) / len(cells[0][1])
@@ -205,13 +237,20 @@ def check_summary(s: dict, index: int, md_rows: dict) -> list:
                 problems.append(f"{at}: margin {r['margin']} but the cells give {best_mean - second_mean}")
             a, b = cells[0][1], cells[1][1]
             testable = len(a) > 1 and len(b) > 1 and not (min(a) == max(a) == min(b) == max(b))
-            p = _mwu_greater(a, b) if testable and "scipy" in summ["test"] else None
+            key = (cells[0][3], cells[1][3])
+            p = family.get(key) if testable else None
             if testable and p is not None and (r["p"] is None or abs(r["p"] - p) > 1e-9):
-                problems.append(f"{at}: p {r['p']} but Mann-Whitney gives {p}")
+                problems.append(f"{at}: p {r['p']} but Welch gives {p}")
+            if key in adjusted:
+                q = adjusted[key]
+                if r.get("p_adj") is None or abs(r["p_adj"] - q) > 1e-9:
+                    problems.append(f"{at}: Holm p {r.get('p_adj')} but the family gives {q}")
+                claim = q <= summ["alpha"] and best_mean - second_mean >= summ.get("min_margin", 0)
+                if bool(r["beyond_noise"]) != claim:
+                    problems.append(f"{at}: claim {r['beyond_noise']} but Holm p {q} and margin "
+                                    f"{best_mean - second_mean} give {claim}")
             if not testable and r["beyond_noise"]:
                 problems.append(f"{at}: beyond noise without a test")
-            if r["beyond_noise"] and (r["p"] is None or r["p"] > summ["alpha"]):
-                problems.append(f"{at}: beyond noise at p {r['p']}")
         elif r["second"] is not None:
             problems.append(f"{at}: a second model where the cells give one")
         md = md_rows.get((SUMMARY_TITLE, index), [])

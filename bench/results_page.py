@@ -6,12 +6,15 @@ compare_run.json, failed.json and the eval files (`--collect` copies exactly
 these).  They live in docs/results/<suite>/; this script rebuilds each
 folder's report (report.md, report.json, plots/) with `rasp compare
 --report`'s code, checks it with bench/check_compare_report.py, and writes
-docs/results.md: a summary across suites (the margins beyond seed noise and
-where each suite's tables stand), then every suite's report, after the
-hand-written docs/results/<suite>/notes.md (how it was run) where there is one.
-A rerun of a suite from another first seed (`rasp compare SUITE --first-seed
-S`) is collected into docs/results/reruns/<suite>/; the page tests each one
-against the suite's stated uncertainty with bench/check_rerun.py.
+docs/results.md: a contents list, the claims across suites, then per suite
+one heading with, in order, what was run (from the runs' records and the
+"## Run" bullets of docs/results/<suite>/notes.md), the summary, the tables
+(at most 12 columns each, split by task where wider; budget marks, anomaly
+flags and plots beside each), a rerun where there is one, and the notes
+(the "## Notes" bullets).  A rerun of a suite from another first seed (`rasp
+compare SUITE --first-seed S`) is collected into docs/results/reruns/<suite>/;
+the page tests each one against the suite's stated uncertainty with
+bench/check_rerun.py.
 The same command regenerates the bench pages drawn from these folders
 (bench/recurrent_transformers.md, bench/linear_recurrence.md; BENCH_PAGES).
 
@@ -22,6 +25,7 @@ The same command regenerates the bench pages drawn from these folders
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import json
 import os
 import re
@@ -36,6 +40,7 @@ from rasp.errors import RaspError, RaspFileError
 from rasp.readfile import read_bytes, read_json, read_text
 from bench import check_rerun, linear_recurrence, recurrent_transformers
 from bench.check_compare_report import check as check_report
+from trainer.compare import markdown as M
 from trainer.compare import report as R
 from trainer.compare.estimate import duration, load_range
 from trainer.compare.suite import available_suites
@@ -143,14 +148,90 @@ def _wall(folder: Path, suite: dict) -> str:
     return f"{duration(secs)} | " + (load_range(loads) if loads else "not recorded")
 
 
-def suite_section(folder: Path, doc: dict, page_dir: Path) -> list:
-    """One result folder's report, headings one level down, plot paths from the page's folder."""
+def read_notes(folder: Path) -> dict:
+    """A folder's notes.md as {section: [bullet texts]}: "## Run" (how it was run, shown under the suite's
+    heading) and "## Notes" (what the tables support and what they do not, shown after the tables); a bullet
+    is a line starting "- " and the indented lines after it."""
+    path = Path(folder) / "notes.md"
+    out: dict = {}
+    if not path.is_file():
+        return out
+    section = None
+    for line in read_text(path).splitlines():
+        if line.startswith("## "):
+            section = out.setdefault(line[3:].strip(), [])
+        elif section is None or not line.strip():
+            continue
+        elif line.startswith("- "):
+            section.append(line[2:].strip())
+        elif section:
+            section[-1] += " " + line.strip()
+        else:
+            raise RaspFileError(path, f"text before the first bullet of a section: {line[:60]!r}")
+    return out
+
+
+def _seeds_text(s: dict) -> str:
+    first = s.get("first_seed", 0)
+    text = f"{s['seeds']} ({first}-{first + s['seeds'] - 1})" if s["seeds"] > 1 else f"1 (seed {first})"
+    return text + "".join(f"; {k} {label}" for k, label in M.seed_groups(s.get("seeds_by_model") or {}))
+
+
+def _steps_text(s: dict) -> str:
+    """"800 (Implicit Llama: 6000)": the steps most models trained, and the others'."""
+    by = {k: "/".join(map(str, v["steps"])) for k, v in (s.get("budget_by_model") or {}).items() if v["steps"]}
+    if not by:
+        return "not recorded"
+    usual = Counter(by.values()).most_common(1)[0][0]
+    rest = [f"{k}: {v}" for k, v in by.items() if v != usual]
+    return usual + (f" (other models: {'; '.join(rest)})" if rest else "")
+
+
+def run_items(folder: Path, s: dict, notes: dict) -> list:
+    """The "what was run" list: the runs, seeds, steps, time and load from the runs' records, then the
+    notes' own items (command, machine, dates)."""
+    runs = ", ".join(f"{v} {k}" for k, v in s["runs"].items())
+    time, load = _wall(folder, s).split(" | ")
+    return [f"Runs: {runs} (suite `{s['suite']}`, preset `{s['preset']}`).",
+            f"Seeds: {_seeds_text(s)}.", f"Training steps: {_steps_text(s)}.",
+            f"Time: {time} of run commands; 1-minute load {load}."] + notes.get("Run", [])
+
+
+def _place_plots(tables: list, plots: list) -> dict:
+    """{table index: [plots]}: each plot after the first table that reads its task and split, else its task."""
+    out: dict = {}
+    for p in plots:
+        reads = [(i, {((c.get("attrs") or {}).get("task"), (c.get("attrs") or {}).get("split"))
+                      for r in t["rows"] for c in r["cells"]}) for i, t in enumerate(tables)]
+        at = next((i for i, x in reads if (p.get("task"), p.get("split")) in x),
+                  next((i for i, x in reads if p.get("task") in {k[0] for k in x}), len(tables) - 1))
+        out.setdefault(at, []).append(p)
+    return out
+
+
+def suite_section(folder: Path, doc: dict, page_dir: Path, rerun: list = ()) -> list:
+    """One result folder on the page: per suite, its heading, what was run, the summary, the tables (each
+    with its marks, flags and plots), the rerun, then the notes."""
     rel = Path(os.path.relpath(Path(folder).resolve(), Path(page_dir).resolve())).as_posix()
-    md = R.render_markdown({**doc, "generated": f"by {GENERATED_BY}", "dir": rel}, level=2, legend=False)
-    md = re.sub(r"\]\(plots/", f"]({rel}/plots/", md)
-    notes = folder / "notes.md"
-    head = [read_text(notes).strip(), ""] if notes.is_file() else []
-    return head + md.splitlines()
+    notes = read_notes(folder)
+    lines = []
+    for s in doc["suites"]:
+        name = s["suite"]
+        lines += [f"## {s['title']}: suite `{name}`", "", f"### {name}: what was run", "",
+                  *M.bullets(run_items(folder, s, notes)), ""]
+        lines += M.summary_markdown(s, "###", title=f"{name}: summary", width=True)
+        if s.get("note"):
+            lines += [*M.wrap(s["note"]), ""]
+        shown = [t for t in s["tables"] if t["selected"] or t["published_only"]]
+        plots = [{**p, "path": f"{rel}/{p['path']}"} for p in s.get("plots", [])]
+        placed = _place_plots(shown, plots) if shown else {}
+        for i, t in enumerate(shown):
+            lines += M.page_table(t, "###", placed.get(i, []))
+        lines += M.unrun_and_failed(s, M.wrap)
+    lines += list(rerun)
+    if notes.get("Notes"):
+        lines += [f"### {doc['suites'][0]['suite']}: notes", "", *M.bullets(notes["Notes"]), ""]
+    return lines
 
 
 def seed_range(doc: dict) -> str:
@@ -160,75 +241,96 @@ def seed_range(doc: dict) -> str:
     return f"seeds {first}-{first + s['seeds'] - 1}" if s["seeds"] > 1 else f"seed {first}"
 
 
-def rerun_section(reruns: list, folders: list, docs: list) -> list:
-    """Each rerun tested against its suite's stated uncertainty (bench/check_rerun.py)."""
-    if not reruns:
-        return []
-    stated = {Path(f).name: d for f, d in zip(folders, docs)}
-    lines = ["## Reruns with other seeds", "",
-             "A rerun trains a suite again from another first seed (`rasp compare SUITE --first-seed S`, collected "
-             "into results/reruns/) and tests every cell that both runs measured against the uncertainty stated "
-             "here (`python -m bench.check_rerun`; its docstring gives the test).", ""]
-    for folder, doc in reruns:
-        name = Path(folder).name
-        if name not in stated:
-            lines += [f"### {name}", "", f"No result folder results/{name} to test it against.", ""]
-            continue
-        lines += [f"### {name}: {seed_range(stated[name])} stated, {seed_range(doc)} rerun", ""]
-        notes = Path(folder) / "notes.md"
-        lines += [read_text(notes).strip(), ""] if notes.is_file() else []
-        try:
-            result = check_rerun.check(stated[name], doc)
-        except check_rerun.ReportError as e:
-            raise RaspFileError(folder, f"its report: {e}") from None
-        lines += [check_rerun.render(result), ""]
-    return lines
+def rerun_lines(folder: Path, doc: dict, stated: dict) -> list:
+    """One rerun tested against its suite's stated uncertainty (bench/check_rerun.py)."""
+    name = Path(folder).name
+    notes = read_notes(folder)
+    lines = [f"### {name}: rerun from {seed_range(doc)}", ""]
+    items = [f"Tested against the {seed_range(stated)} above with `python -m bench.check_rerun` (its docstring "
+             "gives the test)."] + notes.get("Run", [])
+    lines += [*M.bullets(items), ""]
+    try:
+        result = check_rerun.check(stated, doc)
+    except check_rerun.ReportError as e:
+        raise RaspFileError(folder, f"its report: {e}") from None
+    for line in check_rerun.render(result).splitlines():
+        lines += [line] if line.startswith("|") or not line.strip() else M.wrap(line)
+    return lines + [""] + ([*M.bullets(notes["Notes"]), ""] if notes.get("Notes") else [])
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def contents(lines: list) -> list:
+    """The contents list: every H2 heading, its H3s under it."""
+    out = ["## Contents", ""]
+    for line in lines:
+        m = re.match(r"^(##|###) (.*)$", line)
+        if m:
+            out.append(("" if m.group(1) == "##" else "  ") + f"- [{m.group(2)}](#{anchor(m.group(2))})")
+    return out + [""]
+
+
+INTRO = ("Generated by {gen} from the result folders in [results/](results/) (each run's settings, summary and "
+         "evaluation files; no checkpoints): do not edit by hand, edit the suites, run them, `--collect` the folder "
+         "and regenerate.  Every figure below is a mean over seeds with its standard error and seed count.  Each "
+         "suite's summary ranks the models per range and tests the margin between the best two with a one-sided "
+         "Welch t-test over seeds, adjusted for the number of margins tested in the suite (Holm–Bonferroni); a "
+         "margin is a claim only where the adjusted p ≤ 0.05 and the margin is at least 0.01 (1 point on a percent "
+         "table).  Rows trained with other steps, width or seeds than most rows of their table are marked "
+         "{mark}, and the page flags results that contradict the tables' own order of difficulty or rest on "
+         "one seed far above the others.  To test a suite's stated uncertainty with seeds it never saw, rerun it "
+         "from another first seed into a folder of its own and compare: `rasp compare SUITE --first-seed 100 --out "
+         "runs/SUITE_rerun`, then `python -m bench.check_rerun docs/results/SUITE runs/SUITE_rerun`.")
 
 
 def page(folders: list, docs: list, page_dir: Path, reruns: list = ()) -> str:
-    lines = ["# Results: `rasp compare` reports", "",
-             f"Generated by {GENERATED_BY} from the result folders in [results/](results/) (each run's settings, "
-             "summary and evaluation files; no checkpoints): do not edit by hand, edit the suites, run them, "
-             "`--collect` the folder and regenerate.  Every figure below is a mean over seeds with its standard "
-             "error and seed count; a margin between two models counts only where the stated test over seeds "
-             "puts it beyond noise.  To test a suite's stated uncertainty with seeds it never saw, rerun it from "
-             "another first seed into a folder of its own and compare: `rasp compare SUITE --first-seed 100 "
-             "--out runs/SUITE_rerun`, then `python -m bench.check_rerun docs/results/SUITE runs/SUITE_rerun` "
-             "(a Welch t-test per cell, and whether more cells fall outside than chance gives).", "", R.LEGEND, "",
-             "## Across suites", "",
-             "| suite | preset | seeds | runs | ranges ranked | margins beyond noise | run time | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|"]
-    beyond = []
+    head = ["# Results: `rasp compare` reports", "",
+            *M.wrap(INTRO.format(gen=GENERATED_BY, mark=M.BUDGET_MARK)), "", *M.wrap(M.LEGEND), ""]
+    lines = ["## Across suites", "",
+             M.md_row(["suite", "preset", "seeds", "runs", "ranges ranked", "margins tested", "claims", "flags",
+                       "run time", "load (1 min)"]), "|" + "---|" * 10]
+    claims = []
     for folder, doc in zip(folders, docs):
         for s in doc["suites"]:
-            rows = s["summary"]["rows"]
-            sure = [r for r in rows if r["beyond_noise"]]
-            beyond += [(s["suite"], r) for r in sure]
+            summ = s["summary"]
+            rows = summ["rows"]
+            claims += [(s["suite"], r) for r in rows if r["beyond_noise"] and not r.get("same_as")]
             runs = ", ".join(f"{v} {k}" for k, v in s["runs"].items())
-            ranked = "none: needs the paper preset (its summary says why)" if s["summary"].get("withheld") else len(rows)
-            lines.append(f"| {s['suite']} | {s['preset']} | {s['seeds']} | {runs} | {ranked} | {len(sure)} | "
-                         f"{_wall(folder, s)} |")
+            ranked = "none: needs the paper preset" if summ.get("withheld") else str(len(rows))
+            flags = sum(len(t.get("anomalies", [])) for t in s["tables"])
+            lines.append(M.md_row([s["suite"], s["preset"], str(s["seeds"]), runs, ranked, str(summ.get("family", 0)),
+                                   str(summ.get("claims", 0)), str(flags), *_wall(folder, s).split(" | ")]))
     ran = {s["suite"] for doc in docs for s in doc["suites"]}
     absent = [name for name in available_suites() if name not in ran]
     if absent:
-        lines += ["", "Not rerun with seeds at this code, so not reported here (their last single-seed reports are "
-                  "in the history of this page): " + ", ".join(f"`{n}`" for n in absent) + "."]
-    lines += ["", "Margins beyond noise (each suite's summary gives every range, the test and its p):", ""]
-    if beyond:
-        lines += ["| suite | table | range | best | second | margin | p |", "|---|---|---|---|---|---|---|"]
+        lines += ["", *M.wrap("Not rerun with seeds at this code, so not reported here (their last single-seed "
+                              "reports are in the history of this page): "
+                              + ", ".join(f"`{n}`" for n in absent) + ".")]
+    lines += ["", *M.wrap("Claims (the margins that stay beyond noise after the correction; each suite's "
+                          "summary gives every range tested, its raw and adjusted p):"), ""]
+    if claims:
+        head_row = ["suite", "table", "range", "best", "second", "margin", "p", "p (Holm)", "budget"]
+        lines += [M.md_row(head_row), "|" + "---|" * len(head_row)]
         shown = None
-        for suite, r in beyond:
-            cells = R.summary_row_cells(r)
+        for suite, r in claims:
+            cells = M.summary_row_cells(r)
             cells[0], shown = ("" if (suite, cells[0]) == shown else cells[0]), (suite, cells[0])
-            lines.append("| " + " | ".join(R._md_escape(x) for x in [suite, cells[0], cells[1], cells[2], cells[3],
-                                                                        cells[4], cells[5]]) + " |")
+            lines.append(M.md_row([suite, *cells[:7], f"{M.BUDGET_MARK} {r['budget']}" if r.get("budget") else "equal"]))
     else:
         lines.append("None: no range separates its best model from the second beyond seed noise.")
     lines.append("")
-    lines += rerun_section(list(reruns), folders, docs)
+    stated = {Path(f).name: d for f, d in zip(folders, docs)}
+    by_suite = {Path(f).name: rerun_lines(f, d, stated[Path(f).name]) for f, d in reruns if Path(f).name in stated}
+    orphans = [f"Rerun {Path(f).name}: no result folder results/{Path(f).name} to test it against."
+               for f, _ in reruns if Path(f).name not in stated]
+    lines += [*M.bullets(orphans), ""] if orphans else []
     for folder, doc in zip(folders, docs):
-        lines += suite_section(folder, doc, page_dir) + [""]
-    return "\n".join(lines).rstrip() + "\n"
+        lines += suite_section(folder, doc, page_dir, by_suite.get(Path(folder).name, [])) + [""]
+    text = "\n".join(head + contents(lines) + lines)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
 
 def regenerate(root: Path, page_path: Path, plots: bool = True, work: Path = None, keep: dict = None) -> tuple:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scipy.stats import mannwhitneyu
+from scipy.stats import ttest_ind
 
 from bench.check_compare_report import check
 from trainer.compare import plots as P
@@ -49,8 +49,11 @@ def flip_report(tmp_path):
 def test_margin_test_needs_seeds_and_separation():
     best, second = [0.9, 0.95, 0.92], [0.6, 0.7, 0.65]
     t = ranking.margin_test(best, second)
-    assert t["p"] == pytest.approx(mannwhitneyu(best, second, alternative="greater").pvalue) == pytest.approx(0.05)
-    assert t["beyond_noise"]                                     # every seed above every seed: 1/20
+    # Welch's t separates 3 seeds from 3 below the rank test's floor of 1/20
+    assert t["p"] == pytest.approx(ttest_ind(best, second, equal_var=False, alternative="greater").pvalue)
+    assert t["p"] < 0.01 and t["beyond_noise"]
+    # neither side varies: the exact permutation p, 1 / C(6, 3)
+    assert ranking.margin_test([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])["p"] == pytest.approx(0.05)
     overlap = ranking.margin_test([0.9, 0.6, 0.8], [0.7, 0.65, 0.85])
     assert not overlap["beyond_noise"] and overlap["p"] > 0.05
     assert ranking.margin_test([1.0], [0.2]) == {"p": None, "beyond_noise": False, "why": "fewer than 2 seeds"}
@@ -58,7 +61,7 @@ def test_margin_test_needs_seeds_and_separation():
 
 
 def test_bootstrap_stands_in_without_scipy(monkeypatch):
-    monkeypatch.setattr(ranking, "_scipy_mwu", lambda: None)
+    monkeypatch.setattr(ranking, "_scipy_welch", lambda: None)
     assert "bootstrap" in ranking.method_name()
     sep = ranking.margin_test([0.9, 0.95, 0.92, 0.93], [0.6, 0.7, 0.65, 0.62])
     assert sep["beyond_noise"] and sep["p"] < 0.01
@@ -79,10 +82,11 @@ def test_cells_state_their_seeds_and_the_summary_ranks_over_seeds(flip_report):
     assert t["margin"] == pytest.approx(0.99 - (0.9 + 0.95 + 0.92) / 3)
     t2 = rows["p_i 0.1, 2T"]        # GUT last at 2T: UT against the Transformer, 3 seeds each
     assert (t2["best"], t2["second"], t2["beyond_noise"]) == ("UT", "Transformer", True)
-    assert t2["p"] == pytest.approx(0.05)
+    assert t2["p"] == pytest.approx(ttest_ind([0.9, 0.95, 0.92], [0.6, 0.7, 0.65], equal_var=False,
+                                              alternative="greater").pvalue)
     md = (out / "report.md").read_text()
-    assert "## Summary: the best model per task and range" in md and "Mann–Whitney U" in md
-    assert "| UT: 92.3 ± 1.5 (3 seeds) | Transformer: 65.0 (3 seeds) | 27.3 | 0.05 | yes |" in md
+    assert "## Summary: the best model per task and range" in md and "Welch t-test" in md
+    assert f"| UT: 92.3 ± 1.5 (3 seeds) | Transformer: 65.0 (3 seeds) | 27.3 | {t2['p']:.3g} | {t2['p_adj']:.3g} | yes |" in md
     assert check(out) == []
 
 
@@ -112,11 +116,12 @@ def test_the_check_finds_a_doctored_summary(flip_report):
     out, doc = flip_report
     rep = json.loads((out / "report.json").read_text())
     row = next(r for r in rep["suites"][0]["summary"]["rows"] if r["range"].startswith("p_i 0.1, 2T"))
+    true_p = row["p"]
     row["beyond_noise"], row["p"] = True, 0.01
     write(out / "report.json", rep)
     problems = check(out)
-    assert any("p 0.01 but Mann-Whitney gives 0.05" in p for p in problems), problems
-    row["p"], row["margin"] = 0.05, 0.5
+    assert any(f"p 0.01 but Welch gives {true_p}" in p for p in problems), problems
+    row["p"], row["margin"] = true_p, 0.5
     write(out / "report.json", rep)
     assert any("margin 0.5 but the cells give" in p for p in check(out))
 
@@ -217,3 +222,18 @@ def test_a_split_the_preset_does_not_evaluate_is_no_column_even_while_runs_are_i
     assert shown == ["Z60 1X", "Z60 2X", "Z60 4X"]
     gru = next(r for r in table["rows"] if r["label"] == "GRU")
     assert gru["cells"][0]["ours"]["status"] == "incomplete"
+
+
+def test_holm_adjusts_within_the_family_and_counts_a_measurement_once():
+    assert ranking.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    row = lambda rng, p, margin, measure: {"range": rng, "p": p, "margin": margin, "measure": measure,  # noqa: E731
+                                           "why": ""}
+    rows = [row("a", 0.01, 0.2, "x"), row("a again", 0.01, 0.2, "x"), row("b", 0.02, 0.005, "y"),
+            row("c", None, 0.3, "z")]
+    fam = ranking.adjust_family(rows)
+    assert fam == {"size": 2, "claims": 1}                     # "a again" reads the same runs: counted once
+    assert rows[0]["p_adj"] == pytest.approx(0.02) and rows[0]["beyond_noise"]
+    assert rows[1]["same_as"] == "a" and rows[1]["beyond_noise"] and "counted once" in rows[1]["why"]
+    # Holm p 0.02 but a margin of 0.005: below the practical threshold, not a claim
+    assert not rows[2]["beyond_noise"] and "below" in rows[2]["why"]
+    assert rows[3]["p_adj"] is None and not rows[3]["beyond_noise"]

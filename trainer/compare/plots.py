@@ -155,7 +155,7 @@ def suite_plots(out: Path, suite, preset: str, results: list, tables: list) -> l
             labels = {k: _label(suite, k, names) for k in sorted(ser, key=lambda k: ranks.get(k[1:], len(ranks)))}
             title = f"{suite.name} / {task} / {split}: {quantity} vs length ({preset})"
             _plot(ser, labels, pdir / name, title, quantity, train_max, unit_range=unit_range)
-            made.append({"title": title, "path": f"plots/{name}"})
+            made.append({"title": title, "path": f"plots/{name}", "task": task, "split": split})
 
     for t in suite.tasks:
         res = [r for r in results if r.spec.task_entry == t.name]

@@ -16,7 +16,10 @@ from rasp.errors import RaspError, RaspFileError
 from rasp import atomic
 from rasp.readfile import read_json
 from trainer.compare import grid as G
-from trainer.compare.ranking import ALPHA, method_name, model_axis, rank_table
+from trainer.compare import audit as A
+from trainer.compare.markdown import (LEGEND, SUMMARY_TITLE, _md_escape, render_markdown, seed_groups,  # noqa: F401
+                                      seeds_note, summary_markdown, summary_row_cells)
+from trainer.compare.ranking import ALPHA, CORRECTION, MIN_MARGIN, adjust_family, method_name, rank_table
 from trainer.compare.results import RunResult, cell_value, load_run
 from trainer.compare.schema import (MAX_FIRST_SEED, MAX_SEEDS, PRESETS, Suite, Table, absent_at_preset, cell_attrs,
                                     resolve, row_runs)
@@ -171,13 +174,6 @@ def cell_eval(suite: Suite, attrs: dict) -> str:
     return attrs.get("eval") or suite.evals_for(suite.model(attrs["model"]))[0].name
 
 
-def seeds_note(with_value: int, runs: int) -> str:
-    """"3 seeds", "1 seed", or "2/3 seeds" when some runs have no value."""
-    if with_value < runs:
-        return f"{with_value}/{runs} seeds"
-    return "1 seed" if with_value == 1 else f"{with_value} seeds"
-
-
 def published_cell(table: Table, row, col_index: int, suite: Suite) -> dict:
     v = row.published[col_index]
     sd = row.published_sd[col_index] if row.published_sd else None
@@ -260,7 +256,8 @@ def build_table(suite: Suite, table: Table, preset: str, by_cell: dict, seeds: i
     return {"id": table.id, "selected": selected, "published_only": published_only, "title": table.title, "paper_table": table.paper_table, "source": src.key,
             "cite": src.cite, "statistic": table.statistic, "scale": table.scale, "digits": table.digits,
             "criterion": table.criterion, "criterion_rule": table.criterion_rule, "note": table.note,
-            "withheld": resolve(table.no_summary, preset), "columns": columns, "rows": rows}
+            "withheld": resolve(table.no_summary, preset), "harder": [list(c) for c in table.harder],
+            "columns": columns, "rows": rows}
 
 
 # ---- the whole report ------------------------------------------------------------
@@ -292,12 +289,31 @@ def suite_report(out: Path, sel: dict) -> dict:
     withheld = resolve(suite.no_summary, preset)
     run_tables = [] if withheld else [t for t in tables if t["selected"]]
     summary_rows = [x for t in run_tables if not t["withheld"] for x in rank_table(t, ranked)]
+    family = adjust_family(summary_rows)          # one family per suite: Holm over its distinct margins
+    # budgets (steps, width, seeds from each run's run.json) and anomalies, marked where the tables show them
+    budgets = {r.spec.run_id: A.run_budget(out, r.spec.run_id) for r in results if r.status == "finished"}
+    unranked = {m.name for m in suite.models if not m.ranked}
+    A.mark_budgets(tables, budgets, unranked)
+    by_title = {t["title"]: t for t in tables}
+    for row in summary_rows:
+        row["budget"] = A.summary_budget(row, by_title[row["table"]], budgets)
+    for t in tables:
+        t["anomalies"] = A.anomalies(t, unranked)
+    budget_by_model: dict = {}             # model label -> the steps and widths its runs trained
+    for r in results:
+        b = budgets.get(r.spec.run_id)
+        if b:
+            got = budget_by_model.setdefault(suite.model(r.spec.model_entry).label, {"steps": set(), "width": set()})
+            got["steps"].add(b["steps"])
+            got["width"].add(b["width"])
+    budget_by_model = {k: {x: sorted(v - {None}) for x, v in b.items()} for k, b in budget_by_model.items()}
     # a table whose runs cannot rank its models (every model at chance) is shown, not ranked
     withheld_tables = [{"table": t["title"], "why": t["withheld"]} for t in run_tables if t["withheld"]]
     return {"suite": suite.name, "title": suite.title, "file": suite.path, "preset": preset, "seeds": seeds,
-            "first_seed": first_seed, "seeds_by_model": fewer,
+            "first_seed": first_seed, "seeds_by_model": fewer, "budget_by_model": budget_by_model,
             "note": suite.note, "runs": {"total": len(results), **status},
-            "summary": {"test": method_name(), "alpha": ALPHA, "rows": summary_rows, "withheld": withheld,
+            "summary": {"test": method_name(), "alpha": ALPHA, "correction": CORRECTION, "family": family["size"],
+                        "claims": family["claims"], "min_margin": MIN_MARGIN, "rows": summary_rows, "withheld": withheld,
                         "withheld_tables": withheld_tables,
                         "unranked": [m.label for m in suite.models if not m.ranked],
                         "unranked_models": [m.name for m in suite.models if not m.ranked]},
@@ -339,148 +355,6 @@ def write_report(out: Path, plots: bool = True, keep: Optional[dict] = None) -> 
     _write_atomic(out / "report.json", json.dumps(doc, indent=1, default=str))
     _write_atomic(out / "report.md", render_markdown(doc))
     return doc
-
-
-def _md_escape(s: str) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
-
-
-LEGEND = ("Ours: mean ± standard error over the seeds that finished, and how many seeds that is (\"1 seed\": one "
-          "run, no standard error: an anecdote; \"2/3 seeds\": one run gave no value); \"missing\" = never run, "
-          "\"failed\" = the run failed (see failed.json), \"incomplete\" = interrupted or still running, \"stale\" = "
-          "trained with settings the suite's command no longer gives (`rasp compare` re-trains it).  Paper: the "
-          "published figure (sd = the paper's standard deviation).  Column headings give our setting and the "
-          "paper's separately; columns and rows with no run of ours are left out (report.json has them).")
-
-
-def render_markdown(doc: dict, level: int = 1, legend: bool = True) -> str:
-    """The report; `level` is the markdown level of its title (2: one level
-    down, for a page that gathers several reports and says the legend once)."""
-    h = "#" * level
-    lines = [f"{h} `rasp compare` report", "", f"Generated {doc['generated']} from `{doc['dir']}`."
-             + (f"  {LEGEND}" if legend else ""), ""]
-    for s in doc["suites"]:
-        r = s["runs"]
-        own = "".join(f"; {k} {label}" for k, label in seed_groups(s.get("seeds_by_model") or {}))
-        first = f" from seed {s['first_seed']}" if s.get("first_seed") else ""
-        lines += [f"{h}# {s['title']} (suite `{s['suite']}`, preset `{s['preset']}`, {s['seeds']} seed(s){first}{own})", "",
-                  "Runs: " + ", ".join(f"{v} {k}" for k, v in r.items()) + ".", ""]
-        lines += summary_markdown(s, h + "##")
-        if s.get("note"):
-            lines += [s["note"], ""]
-        for t in s["tables"]:
-            if t["selected"] or t["published_only"]:
-                lines += _md_table(t, h + "##")
-        left = [t["title"] for t in s["tables"] if not (t["selected"] or t["published_only"])]
-        if left:
-            lines += [f"Tables with no run in this selection (in report.json): {'; '.join(left)}.", ""]
-        failed = [x for x in s["run_status"] if x["status"] == "failed"]
-        if failed:
-            lines += ["Failed runs:", ""]
-            for x in failed:
-                tail = (x.get("stderr_tail") or "").strip().splitlines()
-                lines.append(f"* `{x['run_id']}`: exit {x.get('exit_code')} in {x.get('failed_step')}"
-                             + (f" — `{_md_escape(tail[-1][:200])}`" if tail else ""))
-            lines.append("")
-        for p in s.get("plots", []):
-            lines += [f"![{p['title']}]({p['path']})", ""]
-    return "\n".join(lines) + "\n"
-
-
-def seed_groups(by_model: dict) -> list:
-    """[(count text, "for A, B")] from {model label: seeds}, one item per count."""
-    counts = sorted(set(by_model.values()))
-    return [(f"{k} seed{'s' if k > 1 else ''}", "for " + ", ".join(m for m, v in by_model.items() if v == k))
-            for k in counts]
-
-
-SUMMARY_TITLE = "Summary: the best model per task and range"
-
-
-def _num(x: float, row: dict) -> str:
-    return f"{x * row['scale']:.{row['digits']}f}"
-
-
-def summary_row_cells(row: dict) -> list:
-    """The markdown cells of one summary row."""
-    best = _num(row["best_mean"], row) + (f" ± {_num(row['best_se'], row)}" if row.get("best_se") is not None else "")
-    best += f" ({seeds_note(row['best_n'], row['best_n'])})"
-    if row["second"] is None:
-        second, margin, p = "—", "—", "—"
-    else:
-        second = f"{row['second']}: {_num(row['second_mean'], row)} ({seeds_note(row['second_n'], row['second_n'])})"
-        margin = _num(row["margin"], row)
-        p = "—" if row["p"] is None else f"{row['p']:.3g}"
-    verdict = "yes" if row["beyond_noise"] else "no" + (f" ({row['why']})" if row.get("why") else "")
-    return [row["table"], row["range"], f"{row['best']}: {best}", second, margin, p, verdict]
-
-
-def summary_markdown(s: dict, h: str) -> list:
-    summ = s.get("summary") or {}
-    if summ.get("withheld"):
-        return [f"{h} {SUMMARY_TITLE}", "", f"Not ranked at preset `{s['preset']}`: {summ['withheld']}", ""]
-    kept_out = [x for w in summ.get("withheld_tables", [])
-                for x in (f"Not ranked at preset `{s['preset']}`: {w['table']}: {w['why']}", "")]
-    if not summ.get("rows"):
-        return [f"{h} {SUMMARY_TITLE}", "", *kept_out] if kept_out else []
-    lines = [f"{h} {SUMMARY_TITLE}", "",
-             f"Per range (a column of the tables below, or a row where the table puts its models in columns): the "
-             f"model with the highest mean over its seeds, the runner-up (another model: a model with several "
-             f"rows, such as the looped model under each stopping rule, is ranked by its best row), and the "
-             f"margin between their means (in the table's unit).  Beyond noise: {summ['test']}, best > second, p ≤ {summ['alpha']:g}; with 3 "
-             f"seeds against 3 that needs every seed of the best above every seed of the second, and with one "
-             f"seed no test is possible."
-             + (f"  Not ranked (exact by construction, not learned): {', '.join(summ['unranked'])}."
-                if summ.get("unranked") else ""), "",
-             "| table | range | best (mean ± se) | second | margin | p | beyond noise |", "|---|---|---|---|---|---|---|"]
-    shown_title = None
-    for row in summ["rows"]:
-        cells = summary_row_cells(row)
-        if cells[0] == shown_title:      # a table's title once, on its first range
-            cells[0] = ""
-        shown_title = row["table"]
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
-    return lines + [""] + kept_out
-
-
-def _md_table(t: dict, h: str = "###") -> list:
-    scale = f"; ours ×{t['scale']:g}" if t["scale"] != 1 else ""
-    crit = ""
-    if t.get("criterion") is not None:
-        crit = (f"; ✓/✗ = ours {'mean' if t['criterion_rule'] == 'mean' else 'majority of seeds'} "
-                f"≥ {t['criterion']:g}")
-    only = t.get("published_only")
-    lines = [f"{h} {t['title']}" + (" (published only)" if only else ""), "",
-             f"Published: {t['cite']} [{t['source']}], {t['paper_table']}"
-             + (f" ({t['statistic']})" if t["statistic"] else "") + ("" if only else f"{scale}{crit}") + ".", ""]
-    cols = [j for j, c in enumerate(t["columns"]) if c.get("shown", True)]
-    if only:            # no row of ours can run: the paper's columns alone
-        head = [""] + [t["columns"][j]["heading"] for j in cols]
-    else:
-        head = ["setting" if model_axis(t) == "columns" else "model"] + [x for j in cols for x in (f"{t['columns'][j]['heading']}: ours", "paper")]
-    lines.append("| " + " | ".join(_md_escape(x) for x in head) + " |")
-    lines.append("|" + "---|" * len(head))
-    for row in t["rows"]:
-        if not row.get("shown", True):
-            continue
-        if only:
-            cells = [row["cells"][j]["published"]["text"] for j in cols]
-            lines.append("| " + " | ".join(_md_escape(x) for x in [row["heading"]] + cells) + " |")
-            continue
-        label = row["heading"] + ("" if row["ours_run"] else " (paper only)")
-        cells = [x for j in cols for x in (row["cells"][j]["ours"]["text"], row["cells"][j]["published"]["text"])]
-        lines.append("| " + " | ".join(_md_escape(x) for x in [label] + cells) + " |")
-    lines.append("")
-    hidden = [c["label"] for c in t["columns"] if not c.get("shown", True)] + \
-        [r["label"] for r in t["rows"] if not r.get("shown", True)]
-    if hidden:
-        lines += ["Not run here, so left out (their published figures are in report.json): "
-                  + ", ".join(hidden) + ".", ""]
-    if t.get("note"):
-        lines += [t["note"], ""]
-    if t.get("withheld"):
-        lines += [f"Not ranked in the summary: {t['withheld']}", ""]
-    return lines
 
 
 def summary_line(doc: dict) -> str:

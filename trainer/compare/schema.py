@@ -101,6 +101,8 @@ class Table:
     note: str = ""
     # preset -> why this table's runs cannot rank its models (the suite's no_summary, for one table)
     no_summary: Any = None
+    # chains of column labels, easier first: a row scoring clearly higher on a later one is flagged (audit.py)
+    harder: tuple = ()
 
 
 @dataclass

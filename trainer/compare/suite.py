@@ -424,7 +424,7 @@ class _Parser:
         extra_attrs = set()            # template names used by rows/columns (e.g. k)
         for t, line in entries:
             allowed = {"id", "title", "source", "paper_table", "statistic", "scale", "digits", "criterion",
-                       "criterion_rule", "note", "columns", "rows", "attrs", "no_summary"} | CELL_KEYS
+                       "criterion_rule", "note", "columns", "rows", "attrs", "no_summary", "harder"} | CELL_KEYS
             self._known(t, allowed, "[[tables]]", line)
             tid = self._str(t, "id", "[[tables]]", line)
             where = f"[[tables]] {tid}"
@@ -492,10 +492,22 @@ class _Parser:
                           self._str(t, "paper_table", where, line), base, columns, rows,
                           t.get("statistic", ""), float(t.get("scale", 1.0)), int(t.get("digits", 1)),
                           t.get("criterion"), t.get("criterion_rule", "mean"), t.get("note", ""),
-                          self._no_summary(t.get("no_summary"), list(suite.presets), line, where))
+                          self._no_summary(t.get("no_summary"), list(suite.presets), line, where),
+                          self._harder(t.get("harder", []), columns, where, line))
             self._check_cells(suite, table)
             out.append(table)
         return out
+
+    def _harder(self, chains, columns: list, where: str, after: int) -> tuple:
+        """`harder`: lists of the table's column labels, easier first."""
+        labels = {c.label for c in columns}
+        if not (isinstance(chains, list) and all(isinstance(c, list) and all(isinstance(x, str) for x in c)
+                                                 for c in chains)):
+            self._fail(f"{where}: 'harder' must be lists of column labels, easier first", "harder", after=after)
+        for x in (x for c in chains for x in c):
+            if x not in labels:
+                self._fail(f"{where}: 'harder' names {x!r}, not a column label", "harder", after=after)
+        return tuple(tuple(c) for c in chains)
 
     def _cell_values(self, attrs: dict, where: str, after: int):
         """A cell attribute is a string or number, or a table of them keyed by preset."""
