@@ -44,11 +44,11 @@ def config_from_args(args):
                          program=program)
     program = task = None
     if args.program:
-        from trainer.tasks.program import program_record, program_task
+        from trainer.tasks.program import program_record, task_of_record
         if args.task:
             raise RaspError(f"--task {args.task} and --program {args.program}: give one")
         program = program_record(args.program, args.score, args.inputs, args.eval_inputs)
-        task = program_task(program)
+        task = task_of_record(program)
     else:
         refuse_given(args, PROGRAM_FLAGS, "only with --program P.rasp")
     hp = fresh_hparams(args, task)

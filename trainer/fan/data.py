@@ -70,9 +70,7 @@ class TaskData:
 
     # -- sampling ---------------------------------------------------------
     def sample_inputs(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True):
-        if self.task.draw is not None:          # a program's task: a batch, checked against `require`
-            return self.task.draw(rng, lengths, self.sym, train)
-        return [self.task.sample(rng, int(n), self.sym, train) for n in lengths]
+        return self.task.draw(rng, lengths, self.sym, train)     # checked against the program's `require`
 
     def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
         return self.make_batch(self.sample_inputs(rng, lengths, train), lengths)

@@ -29,8 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from rasp.errors import RaspError
-from trainer.tasks.base import Example, SeqTask, Split
-from trainer.tasks.fan import register
+from trainer.tasks.base import Example, SeqTask, Split, register
 
 SETTINGS = {"short": (200, 10, (20, 40)), "medium": (600, 30, (60, 120)), "long": (1000, 50, (100, 200))}
 # The cpu preset's settings: P3's three at 1/5 of every length (the same ISI : ITI : length

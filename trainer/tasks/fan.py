@@ -1,86 +1,36 @@
-"""Task registry: what an input looks like, where its answer comes from.
+"""Fan et al.'s tasks (docs/tasks.md), registered: each is its program
+`programs/NAME.rasp` plus a sampler, made by `program_task` exactly as
+`rasp train --program` makes a task, so a registered task and a program of
+your own go through one path.  Targets and T(n) come from the program.
 
-A task only knows how to *sample inputs* (docs/tasks.md: uniform bits, tokens 0..49,
-n1 in {1, 2}) and how many trailing `#` the answer needs.  Targets and the
-step count T(n) are never computed here: they come from running the task's
-program in `programs/` through the interpreter (see `trainer/tasks/labels.py`), so
-the program is the single source of truth.
+The sampler is the program's own `sample` statement where it draws the
+task's distribution (parity, copy, addition, unique_set: its LO..HI is the
+task's training sizes), else a Python sampler here, beside the program, where
+the statement cannot say it:
 
-Adding a task = one `register(Task(...))` call.  `target` says how outputs
-are scored, so per-position tasks (flip-flop, word problems) and
-per-sequence tasks (ListOps) plug in next to the full-answer (FAP) ones:
+    padded_parity   the padding count n - k follows the drawn bit count k
+    binary_sum      the answer has bit_length(n) tokens (no logarithm in a length)
+    multiplication  n1 is drawn in {1, 2} in training but is 2 at test, and the
+                    answer length n1 + n follows the drawn n1
 
-    "fap"           positions from the end-of-query symbol on (Fan et al.)
-    "per_position"  every position
-    "per_sequence"  only the last position
+Adding a task: its program in programs/ (with a `sample` statement), then one
+`register(fan_task(NAME, PaperHParams(...), ...))` call below.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Optional, Sequence
-
-import numpy as np
-
 from rasp.errors import RaspError
-from trainer.registry import Registry
-
-REPO = Path(__file__).resolve().parents[2]
-PROGRAMS = REPO / "programs"
+from trainer.tasks.base import PROGRAMS, PaperHParams, Task, register
+from trainer.tasks.program import program_task
 
 
-@dataclass(frozen=True)
-class PaperHParams:
-    """Fan et al. Table 2 / docs/tasks.md: the block and curriculum per task."""
-    n_layer: int
-    n_head: int
-    interval: int       # steps between curriculum increments
-    max_train_n: int
-    test_n: int
+def fan_task(name: str, paper: PaperHParams, sampler=None, **fields) -> Task:
+    """The task of programs/NAME.rasp, scored from `>` on (full answer); `sampler`:
+    None for the program's `sample` statement, else a Python sampler beside it."""
+    fields.setdefault("output_values", _binary_out)
+    return program_task(PROGRAMS / f"{name}.rasp", name=name, sampler=sampler, paper=paper, **fields)
 
 
-@dataclass(frozen=True)
-class Task:
-    name: str
-    # sample(rng, n, sym, train) -> input tokens (ints; symbols as their codes)
-    sample: Callable[[np.random.Generator, int, dict, bool], list]
-    # possible values at scored positions, given the symbol codes
-    output_values: Callable[[dict], list]
-    paper: PaperHParams
-    t_max_extra: int = 20          # confidence stopping runs up to T(n) + this
-    program: str = ""              # file name in programs/ (default NAME.rasp)
-    target: str = "fap"
-    min_n: int = 1
-    symbols: tuple = (">", "#")    # symbols the sampler needs from the program
-    description: str = ""          # one line, for `rasp train --help`
-    # a task made from a program file (trainer/tasks/program.py): its text, the symbol
-    # where scoring starts ("fap"), a batch sampler draw(rng, lengths, sym, train) that
-    # checks `require`, and the sizes a file of held-out inputs holds
-    marker: str = ">"
-    source: str = ""
-    draw: Optional[Callable[[np.random.Generator, Sequence[int], dict, bool], list]] = None
-    eval_sizes: tuple = ()
-    # the problem size n of an input (the sampler's n, which depth_law reads), when it is not
-    # the number of tokens before the marker
-    size: Optional[Callable[[list, dict], int]] = None
-
-    def size_of(self, tokens: list, sym: dict) -> int:
-        if self.size is not None:
-            return self.size(tokens, sym)
-        marker = sym.get(self.marker)
-        return tokens.index(marker) if marker in tokens else len(tokens)
-
-    @property
-    def program_path(self) -> Path:
-        return PROGRAMS / (self.program or f"{self.name}.rasp")     # an absolute `program` stays as it is
-
-
-TASKS = Registry("task")
-register = TASKS.register
-get_task = TASKS.lookup
-
-
-# ---- samplers -----------------------------------------------------------
+# ---- the samplers the `sample` statement cannot express ----------------------
 
 def _bits(rng, n):
     return [int(b) for b in rng.integers(0, 2, size=n)]
@@ -91,23 +41,11 @@ def _fap(query, sym, n_answer):
     return list(query) + [sym[">"]] + [sym["#"]] * (n_answer + 1)
 
 
-def sample_parity(rng, n, sym, train=True):
-    return _fap(_bits(rng, n), sym, 1)
-
-
 def sample_padded_parity(rng, n, sym, train=True):
     """n tokens before `>`: k uniform on 1..n real bits, then n - k padding `_`,
     so T = k varies between inputs of one size n (k >= 1: every input loops)."""
     k = int(rng.integers(1, n + 1))
     return _fap(_bits(rng, k) + [sym["_"]] * (n - k), sym, 1)
-
-
-def sample_copy(rng, n, sym, train=True):
-    return _fap(_bits(rng, n), sym, n)
-
-
-def sample_addition(rng, n, sym, train=True):
-    return _fap(_bits(rng, n) + [sym["+"]] + _bits(rng, n), sym, n + 1)
 
 
 def sample_binary_sum(rng, n, sym, train=True):
@@ -120,33 +58,26 @@ def sample_multiplication(rng, n, sym, train=True):
     return _fap(_bits(rng, n1) + [sym["*"]] + _bits(rng, n), sym, n1 + n)
 
 
-def sample_unique_set(rng, n, sym, train=True):
-    return _fap([int(t) for t in rng.integers(0, 50, size=n)], sym, n)
-
-
 def _binary_out(sym):
     return [0, 1, sym["#"]]
 
 
-register(Task("parity", sample_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
-              description="Fan et al.: the parity of n bits (docs/tasks.md)"))
-register(Task("padded_parity", sample_padded_parity, _binary_out, PaperHParams(1, 64, 1000, 20, 50),
-              symbols=(">", "#", "_"),
-              description="issue 39: the parity of k bits then padding to size n (T = k varies at one n)"))
-register(Task("copy", sample_copy, _binary_out, PaperHParams(2, 8, 1000, 19, 30),
-              description="Fan et al.: copy n bits"))
-register(Task("addition", sample_addition, _binary_out, PaperHParams(3, 8, 1600, 19, 30),
-              symbols=(">", "#", "+"), description="Fan et al.: the sum of two n-bit numbers",
-              size=lambda x, sym: x.index(sym["+"])))
-register(Task("binary_sum", sample_binary_sum, _binary_out, PaperHParams(2, 16, 1000, 19, 24),
-              description="Fan et al.: the number of ones among n bits, in binary"))
-register(Task("multiplication", sample_multiplication, _binary_out,
-              PaperHParams(4, 8, 500, 11, 15), t_max_extra=30, symbols=(">", "#", "*"),
-              size=lambda x, sym: x.index(sym[">"]) - x.index(sym["*"]) - 1,      # n2
-              description="Fan et al.: the product of two binary numbers"))
-register(Task("unique_set", sample_unique_set, lambda sym: list(range(50)) + [sym["#"]],
-              PaperHParams(3, 8, 1000, 19, 30), t_max_extra=30,
-              description="Fan et al.: the distinct tokens of n, in order of first appearance"))
+register(fan_task("parity", PaperHParams(1, 64, 1000, 20, 50),
+                  description="Fan et al.: the parity of n bits (docs/tasks.md)"))
+register(fan_task("padded_parity", PaperHParams(1, 64, 1000, 20, 50), sample_padded_parity,
+                  symbols=(">", "#", "_"),
+                  description="issue 39: the parity of k bits then padding to size n (T = k varies at one n)"))
+register(fan_task("copy", PaperHParams(2, 8, 1000, 19, 30), description="Fan et al.: copy n bits"))
+register(fan_task("addition", PaperHParams(3, 8, 1600, 19, 30), symbols=(">", "#", "+"),
+                  description="Fan et al.: the sum of two n-bit numbers", size=lambda x, sym: x.index(sym["+"])))
+register(fan_task("binary_sum", PaperHParams(2, 16, 1000, 19, 24), sample_binary_sum,
+                  description="Fan et al.: the number of ones among n bits, in binary"))
+register(fan_task("multiplication", PaperHParams(4, 8, 500, 11, 15), sample_multiplication, t_max_extra=30,
+                  symbols=(">", "#", "*"), size=lambda x, sym: x.index(sym[">"]) - x.index(sym["*"]) - 1,   # n2
+                  description="Fan et al.: the product of two binary numbers"))
+register(fan_task("unique_set", PaperHParams(3, 8, 1000, 19, 30), t_max_extra=30,
+                  output_values=lambda sym: list(range(50)) + [sym["#"]],
+                  description="Fan et al.: the distinct tokens of n, in order of first appearance"))
 
 
 def parse_lengths(text: str) -> list:

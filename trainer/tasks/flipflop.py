@@ -28,9 +28,8 @@ from functools import lru_cache
 import numpy as np
 
 from rasp.errors import RaspError
-from trainer.tasks.base import Example, SeqTask, Split
+from trainer.tasks.base import PROGRAMS, Example, SeqTask, Split, register
 from trainer.tasks.common import derive_split, pick
-from trainer.tasks.fan import PROGRAMS, register
 
 VOCAB = ("w", "i", "r", "0", "1")           # JRC ids w 0, i 1, r 2, 0 3, 1 4 (ours: + 1)
 W, I, R, ZERO, ONE = range(5)              # indices into VOCAB

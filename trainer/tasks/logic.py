@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from rasp.errors import RaspError
-from trainer.tasks.base import Example, SeqTask, Split
+from trainer.tasks.base import Example, SeqTask, Split, register
 from trainer.tasks.common import distinct, python_random, read_tab_lines
-from trainer.tasks.fan import register
 
 VARIABLES = ("a", "b", "c", "d", "e", "f")
 VOCAB = ("(", ")") + VARIABLES + ("and", "or", "not")

@@ -28,9 +28,8 @@ from functools import lru_cache
 import numpy as np
 
 from rasp.errors import RaspError
-from trainer.tasks.base import Example, SeqTask, Split
+from trainer.tasks.base import PROGRAMS, Example, SeqTask, Split, register
 from trainer.tasks.common import pick
-from trainer.tasks.fan import PROGRAMS, register
 
 SYMBOLS = tuple(str(i) for i in range(8))
 BLANK, INDICATOR = "_", ":"

@@ -1,11 +1,14 @@
-"""A Fan-style task made from a program file: `rasp train --program P.rasp`.
+"""A task = a program plus where its inputs come from; `program_task` makes every one.
 
-The task is what a registered one is (trainer/tasks/fan.py `Task`): a sampler
-and how outputs are scored; targets and T(n) come from the program through
-`ProgramLabeler`, as for every Fan task.  Its inputs come from
+Targets and T(n) come from the program through `ProgramLabeler`
+(trainer/tasks/labels.py).  Inputs are drawn a batch at a time by
+`ProgramInputs`, from one of
 
 * the program's own `sample` statement (rasp/sampler.py): fresh inputs of any
-  size n, training sizes LO..HI, evaluation beyond; or
+  size n, training sizes LO..HI, evaluation beyond;
+* a Python sampler beside the program, sample(rng, n, sym, train) -> one input:
+  a registered task whose distribution the `sample` statement cannot express
+  (trainer/tasks/fan.py says which and why);
 * `--inputs FILE` (one input a line) and `--eval-inputs FILE` (held out; without
   it evaluation draws from the training file, so sizes above --max-train-n are
   a split by length); an input's size n is its token count before the marker
@@ -13,19 +16,24 @@ and how outputs are scored; targets and T(n) come from the program through
 
 Every drawn input is checked against the program's `require` lines (a
 sampler gets MAX_TRIES draws per input; then a located error names the
-require).  The run records what it was trained on (`program_record`: the
-program's text and SHA-256, the scored positions, the inputs), and every later
-use (eval, run, load, export, resume) rebuilds the task from that record.
+require).
+
+`rasp train --program P.rasp` records what it was trained on
+(`program_record`: the program's text and SHA-256, the scored positions, the
+inputs), and every later use (eval, run, load, export, resume) rebuilds the
+task from that record (`task_of_record`); a registered task is rebuilt by name.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
+from typing import Callable, Optional
 
 import numpy as np
 
 from rasp.errors import RaspError, RaspFileError, RaspRequireError
-from trainer.tasks.fan import PaperHParams, Task
+from trainer.tasks.base import PaperHParams, Task
 
 MAX_TRIES = 100                 # draws per sampled input before its `require` is reported unsatisfiable
 MAX_FILE_BYTES = 8 << 20        # an --inputs file, checked before reading
@@ -143,7 +151,7 @@ def _output_tokens(record: dict) -> list:
     """The values the program may output at a scored position: its input
     vocabulary and every value it gives on a probe of inputs of each size
     (recorded, so the model's read-out never changes after the run starts)."""
-    task = program_task(record, probe=True)
+    task = task_of_record(record, probe=True)
     from trainer.tasks.labels import ProgramLabeler
     labeler = ProgramLabeler(record["path"], source=record["text"])
     rng = np.random.default_rng(0)
@@ -156,41 +164,92 @@ def _output_tokens(record: dict) -> list:
     return sorted(values)
 
 
+def program_task(path, *, name: str = "", source: str = "", sampler: Optional[Callable] = None,
+                 **fields) -> Task:
+    """The task of the program at `path` (`source`: its text, when a run keeps it),
+    its inputs drawn by `sampler`, or by the program's `sample` statement when it is
+    None.  `fields`: the rest of `Task` (scoring, curriculum, output values)."""
+    return Task(name or Path(path).name, draw=ProgramInputs(path, source, sampler), program=str(path),
+                source=source, **fields)
+
+
+class ProgramInputs:
+    """`Task.draw`: one input per size n, each redrawn while it breaks a `require`.
+    The program is read at the first draw, so registering a task reads no file."""
+
+    def __init__(self, path, source: str = "", sampler: Optional[Callable] = None):
+        self.path, self.source, self.sampler = str(path), source, sampler
+
+    @functools.cached_property
+    def program(self):
+        import rasp
+        return rasp.loads(self.source, self.path) if self.source else rasp.load(self.path)
+
+    def __call__(self, rng: np.random.Generator, lengths, sym: dict, train: bool) -> list:
+        draw_one, drawer = self._sampler(lengths, sym, train)
+        out = [draw_one(rng, int(n)) for n in lengths]
+        todo = list(range(len(out)))
+        for _ in range(MAX_TRIES):
+            try:
+                self.program.check_requires([out[i] for i in todo])
+                return out
+            except RaspRequireError as e:
+                bad = sorted({i for _, _, idx in e.failures for i in idx})
+                failure = e.failures[0]
+                todo = [todo[i] for i in bad]
+            for i in todo:
+                out[i] = draw_one(rng, int(lengths[i]))
+        message, loc, _ = failure
+        raise RaspError(f"{drawer} drew inputs of size n = {int(lengths[todo[0]])} that broke this require "
+                        f"{MAX_TRIES} times in a row: {message} (make the sampler draw only inputs the program "
+                        "accepts)", loc, self.program.ir.source)
+
+    def _sampler(self, lengths, sym: dict, train: bool) -> tuple:
+        """(draw_one(rng, n) -> one input, what drew it, for errors)."""
+        if self.sampler is not None:
+            name = getattr(self.sampler, "__name__", "")
+            return (lambda rng, n: self.sampler(rng, n, sym, train)), f"the sampler {name} of {self.path}"
+        statement = self.program.ir.sampler
+        if statement is None:
+            from rasp.ir import Loc
+            raise RaspError(NEEDS_INPUTS, Loc(self.path, 1, 1), self.program.ir.source)
+        for n in sorted(set(int(n) for n in lengths)):
+            statement.check_size(n)           # bounded before anything is drawn
+        return statement.draw, f"the `sample` statement (line {statement.loc.line})"
+
+
 _CACHE: dict = {}
 
 
-def program_task(record: dict, probe: bool = False) -> Task:
+def task_of_record(record: dict, probe: bool = False) -> Task:
     """The Task of a run's program record (cached: eval and training call it often)."""
     key = (sha256(repr(sorted(record.items()))), probe)
     if key not in _CACHE:
         while len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = _task(record, probe)
+        _CACHE[key] = _recorded_task(record, probe)
     return _CACHE[key]
 
 
-def _task(record: dict, probe: bool) -> Task:
+def _recorded_task(record: dict, probe: bool) -> Task:
     import rasp
     program = rasp.loads(record["text"], record["path"])
     target, marker = _scoring(program, record["score"])
     code = program.ir.symbols.get(marker)
+    sampler: Optional[Callable] = None            # the program's `sample`
     if record.get("inputs"):
         train_pool = _pool(program, record["inputs"], target, code)
         pools = {True: train_pool, False: _pool(program, record["eval_inputs"], target, code)
                  if record.get("eval_inputs") else train_pool}
         lo, hi = min(pools[True]), max(pools[True])
-        draw_one = _from_pools(pools)
-        eval_sizes = tuple(sorted(pools[False]))
+        sampler, eval_sizes = _from_pools(pools), tuple(sorted(pools[False]))
     else:
-        sampler = program.ir.sampler
-        lo, hi, eval_sizes = sampler.lo, sampler.hi, ()
-        draw_one = _from_sampler(program, sampler)
+        lo, hi, eval_sizes = program.ir.sampler.lo, program.ir.sampler.hi, ()
     outputs = [] if probe else list(record["output_tokens"])
-    return Task(Path(record["path"]).name, sample=lambda rng, n, sym, train: draw_one(rng, [n], train)[0],
-                output_values=lambda sym: outputs, paper=PaperHParams(2, 8, 1000, hi, max(2 * hi, hi + 1)),
-                program=record["path"], target=target, min_n=lo, symbols=(marker,) if target == "fap" else (),
-                description=f"the program {record['path']}", marker=marker, source=record["text"],
-                draw=lambda rng, lengths, sym, train: draw_one(rng, lengths, train), eval_sizes=eval_sizes)
+    return program_task(record["path"], source=record["text"], sampler=sampler, output_values=lambda sym: outputs,
+                        paper=PaperHParams(2, 8, 1000, hi, max(2 * hi, hi + 1)), target=target, min_n=lo,
+                        symbols=(marker,) if target == "fap" else (), description=f"the program {record['path']}",
+                        marker=marker, eval_sizes=eval_sizes)
 
 
 def _pool(program, lines: list, target: str, code) -> dict:
@@ -202,49 +261,22 @@ def _pool(program, lines: list, target: str, code) -> dict:
 
 
 def _from_pools(pools: dict):
-    """Inputs drawn uniformly among the file's inputs of size n (the nearest size
+    """A sampler of the file's inputs: uniform among those of size n (the nearest size
     below n the file has, else the nearest above); eval draws from the held-out pool."""
     sizes_of = {train: sorted(pool) for train, pool in pools.items()}
 
-    def draw(rng, lengths, train: bool) -> list:
+    def sample_file(rng, n: int, sym: dict, train: bool) -> list:
         pool, sizes = pools[train], sizes_of[train]
-        out = []
-        for n in lengths:
-            below = [s for s in sizes if s <= int(n)]
-            group = pool[below[-1] if below else sizes[0]]
-            out.append(list(group[int(rng.integers(0, len(group)))]))
-        return out
-    return draw
-
-
-def _from_sampler(program, sampler):
-    """Fresh inputs from the program's `sample`, redrawn while they break a `require`."""
-    def draw(rng, lengths, train: bool) -> list:
-        for n in sorted(set(int(n) for n in lengths)):
-            sampler.check_size(n)           # bounded before anything is drawn
-        out = [sampler.draw(rng, int(n)) for n in lengths]
-        todo = list(range(len(out)))
-        for _ in range(MAX_TRIES):
-            try:
-                program.check_requires([out[i] for i in todo])
-                return out
-            except RaspRequireError as e:
-                bad = sorted({i for _, _, idx in e.failures for i in idx})
-                failure = e.failures[0]
-                todo = [todo[i] for i in bad]
-            for i in todo:
-                out[i] = sampler.draw(rng, int(lengths[i]))
-        message, loc, _ = failure
-        raise RaspError(f"the `sample` statement (line {sampler.loc.line}) drew inputs of size n = "
-                        f"{int(lengths[todo[0]])} that broke this require {MAX_TRIES} times in a row: {message} "
-                        "(make the sampler draw only inputs the program accepts)", loc, program.ir.source)
-    return draw
+        below = [s for s in sizes if s <= int(n)]
+        group = pool[below[-1] if below else sizes[0]]
+        return list(group[int(rng.integers(0, len(group)))])
+    return sample_file
 
 
 def task_of(run: dict) -> Task:
     """The task a run trains on (run.json, or RunConfig.to_dict()): its program's, or a registered one."""
     if run.get("program"):
-        return program_task(run["program"])
+        return task_of_record(run["program"])
     from trainer.tasks import get_task
     return get_task(run["task"])
 

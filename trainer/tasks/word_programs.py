@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer.tasks import groups
-from trainer.tasks.fan import PROGRAMS
+from trainer.tasks.base import PROGRAMS
 
 DESCRIPTIONS = {
     "z60": ("the cyclic group Z60", "i + j mod 60", "Z60: id i = a^i"),

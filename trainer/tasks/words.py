@@ -37,8 +37,7 @@ import numpy as np
 
 from rasp.errors import RaspError
 from trainer.tasks import groups
-from trainer.tasks.base import Example, SeqTask, Split
-from trainer.tasks.fan import PROGRAMS, register
+from trainer.tasks.base import PROGRAMS, Example, SeqTask, Split, register
 
 CAP = 1_000_000                      # words per length file (WP PR #36, P3 App. B)
 TRAIN_K = 8                          # P3 Table 2 and the cpu preset

@@ -29,7 +29,7 @@ def _yaml(value) -> str:
 # ---- the documents shipped beside the card --------------------------------------------------
 
 def _repo() -> Path:
-    from trainer.tasks.fan import REPO       # where the task programs are read from, as the docs
+    from trainer.tasks.base import REPO       # where the task programs are read from, as the docs
     return REPO
 
 
