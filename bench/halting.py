@@ -95,10 +95,19 @@ def band_mean(rows: dict, key: str, band) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def stop_shares(docs: list, rule: str) -> str:
+    """'early / at / late': the shares of inputs (n 1-30, mean over seeds) stopped
+    before, at and after their own T(n); '–' for evaluations made before they were counted."""
+    rows = [r for d in docs for r in d["rules"][rule].values()]
+    if not rows or any("early" not in r for r in rows):
+        return "–"
+    return " / ".join(f"{np.mean([r[k] for r in rows]):.2f}" for k in ("early", "at_t", "late"))
+
+
 def table(docs: list) -> str:
     lines = ["| task | recipe | rule | seeds | n 1-10 | n 11-20 | n 21-30 | worst seed in dist. − oracle | "
-             "mean beyond − oracle | iterations / T(n) | one step at every length |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "mean beyond − oracle | iterations / T(n) | early / at T(n) / late | one step at every length |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     # runs from before issue 39 have no recipe: Fan et al.'s
     for task, rec in sorted({(d["task"], d.get("recipe", "fan")) for d in docs}):
         ds = sorted((d for d in docs if d["task"] == task and d.get("recipe", "fan") == rec), key=lambda d: d["seed"])
@@ -112,7 +121,8 @@ def table(docs: list) -> str:
             t = np.mean([band_mean(d["rules"][rule], "oracle_step", (1, 30)) for d in ds])
             same = sum(len({round(r["chosen_step"], 6) for r in d["rules"][rule].values()}) == 1 for d in ds)
             lines.append(f"| {task} | {rec} | {rule} | {','.join(str(d['seed']) for d in ds)} | {' | '.join(cells)} | "
-                         f"{worst:+.3f} | {beyond:+.3f} | {its:.1f} / {t:.1f} | {same} of {len(ds)} |")
+                         f"{worst:+.3f} | {beyond:+.3f} | {its:.1f} / {t:.1f} | {stop_shares(ds, rule)} | "
+                         f"{same} of {len(ds)} |")
     return "\n".join(lines)
 
 
