@@ -33,7 +33,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from rasp.errors import RaspError, RaspFileError, RaspRequireError
-from trainer.tasks.base import PaperHParams, Task
+from rasp.readfile import read_text
+from trainer.tasks.base import PaperHParams, Task, get_task
 
 MAX_TRIES = 100                 # draws per sampled input before its `require` is reported unsatisfiable
 MAX_FILE_BYTES = 8 << 20        # an --inputs file, checked before reading
@@ -51,14 +52,10 @@ def sha256(text: str) -> str:
 
 def read_program_text(path) -> str:
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise RaspFileError(path, f"is larger than {MAX_FILE_BYTES >> 20} MiB: not a program")
-        return path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise RaspError(f"--program {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RaspFileError(path, f"cannot read the program ({e})") from None
+    if not path.exists():
+        raise RaspError(f"--program {path}: no such file")
+    # a regular file only (a FIFO or device is refused before it is opened), read with a size bound
+    return read_text(path, MAX_FILE_BYTES, encoding="utf-8-sig")
 
 
 def _scoring(program, score) -> tuple:
@@ -90,14 +87,9 @@ def read_inputs(path, program, flag: str) -> list:
     """The lines of an inputs file, each parsed and checked against the program
     (vocabulary, length, `require`) before training starts."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise RaspFileError(path, f"{flag}: larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RaspError(f"{flag} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RaspFileError(path, f"{flag}: cannot read it ({e})") from None
+    if not path.exists():
+        raise RaspError(f"{flag} {path}: no such file")
+    text = read_text(path, MAX_FILE_BYTES)
     from rasp.inputs import split_lines
     from rasp.limits import RunLimits
     lines = split_lines(text)
@@ -277,7 +269,7 @@ def task_of(run: dict) -> Task:
     """The task a run trains on (run.json, or RunConfig.to_dict()): its program's, or a registered one."""
     if run.get("program"):
         return task_of_record(run["program"])
-    from trainer.tasks import get_task
+    # every task is registered by now: importing this module ran trainer/tasks/__init__.py
     return get_task(run["task"])
 
 
