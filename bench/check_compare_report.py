@@ -163,6 +163,8 @@ def _welch_greater(a: list, b: list):
 
 
 def _holm(ps: list) -> list:
+    """Holm-Bonferroni adjusted p, written again on purpose: this check recomputes the
+    report's claims without the report's code (trainer/compare/ranking.py `holm`)."""
     order = sorted(range(len(ps)), key=lambda i: ps[i])
     out, top = [0.0] * len(ps), 0.0
     for k, i in enumerate(order):
