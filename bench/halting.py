@@ -61,10 +61,9 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
         stats = stopping.step_stats(logits, b.targets, b.mask, feats)
         for rule in RULES:
             name, _, theta = rule.partition(" ")
-            chosen = stopping.choose_steps(name, stats, b.steps, b.lengths, halting, float(theta or THRESHOLD))
-            ran = stopping.iterations_run(name, chosen, t_max)
-            if name == "threshold":     # an input that never gets below it ran every step
-                ran = torch.where(stats.conf_ce.lt(float(theta)).any(0), chosen, torch.full_like(chosen, t_max))
+            theta_ = float(theta or THRESHOLD)
+            chosen = stopping.choose_steps(name, stats, b.steps, b.lengths, halting, theta_)
+            ran = stopping.iterations_run(name, chosen, t_max, stats.conf_ce, theta_)
             by_rule[rule][str(n)] = {
                 "exact_match": float(stopping.pick(stats, chosen)[0].float().mean()),
                 "chosen_step": float(chosen.float().mean()),

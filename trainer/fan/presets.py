@@ -74,11 +74,20 @@ RECIPES = {"fan": dict(past_t=0, settle=0, unsure=0.0), "halting": dict(past_t=0
 assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
 
 
-def recipe_settings(recipe: str, adaptive: bool, init: str) -> dict:
-    """The halting fields a recipe sets for this model and start."""
+def recipe_settings(recipe: str, spec, init: str, asked: bool = False) -> dict:
+    """The halting fields a recipe sets for this model and start: Fan et al.'s
+    for a model it cannot teach, refused when the recipe was `asked` for by name."""
     if recipe not in RECIPES:
         raise RaspError(f"unknown --recipe {recipe!r} (known: {', '.join(RECIPES)})")
-    return RECIPES[recipe] if adaptive and init == "random" else RECIPES["fan"]
+    if spec.adaptive and init == "random":
+        return RECIPES[recipe]
+    if asked and recipe != "fan":
+        why = "--init compiled already has its halting clock" if spec.adaptive else \
+            f"--model {spec.name} runs a fixed depth"
+        raise RaspError(f"--recipe {recipe}: teaches a looped model from random weights when it is done; {why}")
+    return RECIPES["fan"]
+
+
 COMPILED_STEPS = 500    # most fine-tuning steps for a compiled start (init_defaults)
 
 

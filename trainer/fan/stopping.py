@@ -131,12 +131,16 @@ def first_done(done: torch.Tensor) -> torch.Tensor:
     return torch.where(done, idx, torch.full_like(idx, T)).min(0).values
 
 
-def iterations_run(rule: str, chosen: torch.Tensor, t_max: int) -> torch.Tensor:
+def iterations_run(rule: str, chosen: torch.Tensor, t_max: int, conf_ce: Optional[torch.Tensor] = None,
+                   threshold: float = THRESHOLD) -> torch.Tensor:
     """[B]: the loop iterations a sample needs under `rule`: the chosen step
-    for rules that decide as they go (oracle, depth_law, head), k more for
-    stable (it must see the answer hold), every step for Eq. 2."""
+    for rules that decide as they go (oracle, depth_law, head; threshold
+    where a step got below it, read off conf_ce [T, B]), k more for stable
+    (it must see the answer hold), every step for Eq. 2."""
     if rule in ("oracle", "depth_law", "head"):
         return chosen
+    if rule == "threshold" and conf_ce is not None:
+        return torch.where(conf_ce.lt(threshold).any(0), chosen, torch.full_like(chosen, t_max))
     if rule == "stable":
         return (chosen + STABLE_K).clamp(max=t_max)
     return torch.full_like(chosen, t_max)

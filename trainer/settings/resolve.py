@@ -85,13 +85,10 @@ def fresh_hparams(args, task=None) -> HParams:
     task = task or get_task(args.task)
     if args.freeze_fragile == "on" and args.init != "compiled":
         raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
-    spec = get_model_spec(args.model)
-    recipe = getattr(args, "recipe", None) or DEFAULT_RECIPE
-    if recipe != "fan" and "recipe" in getattr(args, "given", ()) and (not spec.adaptive or args.init != "random"):
-        raise RaspError(f"--recipe {recipe}: teaches a looped model from random weights when it is done; "
-                        f"{'--init compiled already has its halting clock' if spec.adaptive else f'--model {spec.name} runs a fixed depth'}")
+    recipe = recipe_settings(getattr(args, "recipe", None) or DEFAULT_RECIPE, get_model_spec(args.model), args.init,
+                             asked="recipe" in getattr(args, "given", ()))
     given = {k: v for k, v in fan_flags(args).items() if v is not None}
-    return make_hparams(args.preset, task, args.init, **{**recipe_settings(recipe, spec.adaptive, args.init), **given})
+    return make_hparams(args.preset, task, args.init, **{**recipe, **given})
 
 
 # ---- comparison-task runs -------------------------------------------------------------
