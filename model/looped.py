@@ -53,6 +53,9 @@ class LoopedConfig:
     # n_head, d_head, d_mlp in every block: a compiled model's layers are only as wide as
     # their own ops (0 heads or 0 units allowed), so a wide op is paid by one layer, not all
     block_shapes: list = field(default_factory=list)
+    # a learned "done" unit on the read-out state (ACT's halting unit), trained with the
+    # model by `rasp train --halt` (trainer/fan/objectives.py); read by the `head` rule
+    halt_unit: bool = False
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
 
     def __post_init__(self):
@@ -176,6 +179,9 @@ class LoopedTransformer(nn.Module):
         n_out = cast(int, cfg.out_vocab_size)      # LoopedConfig.__post_init__ fills in None
         self.unembed = nn.Linear(cfg.d_model, n_out, bias=cfg.bias)
         self.apply(self._init_weights)
+        if cfg.halt_unit:       # zeros, drawing no random numbers: the rest starts as without it
+            self.halt_weight = nn.Parameter(torch.zeros(cfg.d_model))
+            self.halt_bias = nn.Parameter(torch.zeros(()))
 
     @staticmethod
     def _init_weights(m):
@@ -227,6 +233,17 @@ class LoopedTransformer(nn.Module):
     def decode(self, h: torch.Tensor) -> torch.Tensor:
         """State [B, n(+1), d] -> logits [B, n, out_vocab] (BOS dropped)."""
         return self.unembed(self.readout(h))
+
+    def done_logits(self, r: torch.Tensor) -> torch.Tensor:
+        """Read-out states [..., n, d] -> the halting unit's logit of "done"
+        at each position [..., n] (averaged over the scored positions, it is
+        the unit on their averaged state: it is linear)."""
+        return r @ self.halt_weight + self.halt_bias
+
+    def decode_with_done(self, h: torch.Tensor) -> torch.Tensor:
+        """`decode`, with the halting unit's logit as one more channel [B, n, out_vocab + 1]."""
+        r = self.readout(h)
+        return torch.cat([self.unembed(r), self.done_logits(r)[..., None]], dim=-1)
 
     def initial_state(self, e: torch.Tensor) -> torch.Tensor:
         # Without injection the input enters once, as the initial state.

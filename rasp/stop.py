@@ -25,7 +25,8 @@ RULE_HELP = {"depth_law": "on the training lengths, the step where the model ans
              "threshold": "stop each input at its first step whose confidence cross-entropy is below "
                           "--threshold",
              "stable": f"the first step after which the decoded answer stays unchanged for {STABLE_K} more steps",
-             "head": "a logistic 'done' unit on the step's state, fitted on the training lengths (ACT-style)"}
+             "head": "a logistic 'done' unit on the step's state (ACT-style): the model's own, trained with it "
+                     "(rasp train --halt), else fitted on the training lengths"}
 
 
 def rules_text() -> str:

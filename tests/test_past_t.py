@@ -47,11 +47,11 @@ def test_past_t_is_refused_for_a_fixed_depth_model(tmp_path):
         _kind(tmp_path, 2, model="fap")
 
 
-def _batch_and_model(settle=0, unsure=0.0, seed=5):
+def _batch_and_model(settle=0, unsure=0.0, seed=5, halt=0.0):
     import torch
     from trainer.fan.objectives import train_step_outputs
     from trainer.models import get_model_spec
-    hp = make_hparams("cpu", get_task("parity"), settle=settle, unsure=unsure, seed=seed, batch_size=16)
+    hp = make_hparams("cpu", get_task("parity"), settle=settle, unsure=unsure, halt=halt, seed=seed, batch_size=16)
     kind = FanKind(RunConfig(task="parity", out="unused", model="looped", hp=hp))
     kind.seed_rng()
     torch.manual_seed(seed)
@@ -99,8 +99,76 @@ def test_unsure_adds_the_divergence_from_uniform_of_the_steps_before_T():
     assert abs(float(loss - base) - 0.5 * total / count) < 1e-4
 
 
-@pytest.mark.parametrize("flag", ["settle", "unsure"])
+@pytest.mark.parametrize("flag", ["settle", "unsure", "halt"])
 def test_settle_and_unsure_are_refused_for_a_fixed_depth_model(tmp_path, flag):
     hp = make_hparams("cpu", get_task("parity"), **{flag: 1})
     with pytest.raises(RaspError, match=flag):
         FanKind(RunConfig(task="parity", out=str(tmp_path), model="fap", hp=hp))
+
+
+def test_halting_from_keeps_fan_et_al_loss_until_its_step():
+    import torch
+    from trainer.fan.objectives import loss_and_accuracy
+    from dataclasses import replace
+    spec, hp, model, batch, loss_of = _batch_and_model(settle=2, unsure=1.0)
+    hp = replace(hp, halting_from=500)
+    kind = FanKind(RunConfig(task="parity", out="unused", model="looped", hp=hp))
+    fan, _ = loss_and_accuracy(model(batch.tokens, batch.steps), batch, hp.loss_reduction)
+    halting, _ = loss_of(spec, replace(hp, halting_from=0), model, batch)
+    assert not torch.allclose(fan, halting)
+    kind.before_step(model, 499)
+    assert torch.equal(kind.loss(model, batch)[0], fan)
+    kind.before_step(model, 500)
+    assert torch.equal(kind.loss(model, batch)[0], halting)
+
+
+def test_the_halting_unit_starts_at_zero_and_leaves_the_rest_of_the_start_unchanged():
+    import torch
+    plain, with_unit = _batch_and_model()[2], _batch_and_model(halt=1.0)[2]
+    assert with_unit.cfg.halt_unit and not plain.cfg.halt_unit
+    a, b = plain.state_dict(), with_unit.state_dict()
+    assert set(b) - set(a) == {"halt_weight", "halt_bias"}
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not b["halt_weight"].any() and not b["halt_bias"].any()
+
+
+def test_halt_adds_the_units_cross_entropy_on_reaching_T():
+    import torch
+    import torch.nn.functional as F
+    from trainer.fan.objectives import HALT_PAST
+    spec, hp, model, batch, loss_of = _batch_and_model(halt=0.5)
+    with torch.no_grad():
+        model.halt_weight.copy_(torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(1)))
+        model.halt_bias.fill_(-0.3)
+    base, _ = loss_of(*_batch_and_model()[:2], model, batch)
+    loss, _ = loss_of(spec, hp, model, batch)
+    # independently: per sample and step t <= T(n) + HALT_PAST, the unit on the scored positions' mean state
+    terms = []
+    for i in range(len(batch.steps)):
+        T = int(batch.steps[i])
+        for t in range(1, T + HALT_PAST + 1):
+            r = model(batch.tokens[i:i + 1], t, read=model.readout)[0].detach().double()
+            pooled = r[batch.mask[i]].mean(0)
+            z = pooled @ model.halt_weight.detach().double() + float(model.halt_bias.detach())
+            terms.append(float(F.binary_cross_entropy_with_logits(z, torch.tensor(float(t >= T), dtype=z.dtype))))
+    assert abs(float(loss - base) - 0.5 * sum(terms) / len(terms)) < 1e-4
+
+
+def test_the_head_rule_reads_the_trained_unit_instead_of_fitting_one():
+    import torch
+    from trainer.fan.halting import calibrate
+    spec, hp, model, batch, _ = _batch_and_model(halt=1.0)
+    with torch.no_grad():
+        model.halt_weight.copy_(torch.linspace(-1, 1, model.cfg.d_model))
+        model.halt_bias.fill_(0.25)
+    kind = FanKind(RunConfig(task="parity", out="unused", model="looped", hp=hp))
+    fit = calibrate(model, kind.data, range(1, 4), seed=0, samples=8)
+    assert torch.equal(fit.head.weight, model.halt_weight) and float(fit.head.bias) == 0.25
+    assert not fit.head.mean.any() and bool((fit.head.std == 1).all())
+    assert fit.record["head"]["trained_with_model"]
+
+
+def test_halt_is_refused_for_a_compiled_start(tmp_path):
+    hp = make_hparams("cpu", get_task("parity"), init="compiled", halt=1.0)
+    with pytest.raises(RaspError, match="--halt"):
+        FanKind(RunConfig(task="parity", out=str(tmp_path), model="looped", init="compiled", hp=hp))

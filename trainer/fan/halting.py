@@ -14,7 +14,9 @@ and fits
   (ACT's halting unit, Graves 2016; PonderNet's lambda_t, Banino et al. 2021),
   trained by step supervision on whether t >= T(n), on DETACHED states: the
   model's weights are not changed, and its parameters start at zero and are
-  fitted full-batch, so no random stream is drawn.
+  fitted full-batch, so no random stream is drawn.  A model trained with its
+  own halting unit (`rasp train --halt`) is not fitted: the head is that unit
+  (its loss on these lengths is recorded).
 
 The fit is made once per checkpoint (issue 39): `rasp eval`, `rasp run`,
 `rasp.load` and `rasp export` read it from the run's `halting.json` when it
@@ -185,12 +187,19 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
     law = DepthLaw.fit(list(lengths), best)
     with torch.device(device):      # made where its features are
         head = HaltingHead(feats[0].shape[-1])
-    loss = head.fit(torch.cat(feats), torch.cat(done))
+    if getattr(model.cfg, "halt_unit", False):      # trained with the model (--halt): read, not fitted
+        with torch.no_grad():
+            head.weight.copy_(model.halt_weight)
+            head.bias.copy_(model.halt_bias)
+        loss = float(F.binary_cross_entropy_with_logits(head.logit(torch.cat(feats)), torch.cat(done).float()))
+    else:
+        loss = head.fit(torch.cat(feats), torch.cat(done))
     lengths = [int(n) for n in lengths]
     fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
     record = {"lengths": lengths, "samples": samples, "best_step": best,
               "best_exact_match": [held_in[n] for n in lengths],
               "depth_law": {"slope": law.slope, "intercept": law.intercept,
                             "misses": [n for n, f, b in zip(lengths, fitted, best) if f != b]},
-              "head": {"parameters": sum(p.numel() for p in head.parameters()), "fit_loss": loss}}
+              "head": {"parameters": sum(p.numel() for p in head.parameters()), "fit_loss": loss,
+                       "trained_with_model": bool(getattr(model.cfg, "halt_unit", False))}}
     return Halting(law, head, record)

@@ -124,10 +124,14 @@ class FanKind(RunKind):
         self.spec = get_model_spec(cfg.model)
         self.data = build_data(task_of(cfg.to_dict()), self.spec, cfg.hp, labeler)
         validate.check_hparams(cfg.hp, self.data.task)
-        for flag, value in (("past-t", cfg.hp.past_t), ("settle", cfg.hp.settle), ("unsure", cfg.hp.unsure)):
+        for flag, value in (("past-t", cfg.hp.past_t), ("settle", cfg.hp.settle), ("unsure", cfg.hp.unsure),
+                            ("halt", cfg.hp.halt)):
             if value and not self.spec.adaptive:
                 raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
+        if cfg.hp.halt and cfg.init != "random":
+            raise RaspError("--halt: a compiled start has its halting clock; the unit is trained from random weights")
         self.rng = None
+        self.step = None        # the optimiser step under way (before_step); the loss reads it
 
     # -- setting up ---------------------------------------------------------------
     def prepare(self, device):
@@ -169,7 +173,7 @@ class FanKind(RunKind):
         return lr_at(step, self.hp)
 
     def before_step(self, model, step: int):
-        pass
+        self.step = step
 
     def train_batch(self, step: int, shard: slice, device):
         hp, data = self.hp, self.data
@@ -185,7 +189,7 @@ class FanKind(RunKind):
         return float(batch.mask.sum())
 
     def loss(self, net, batch, per_shard=None):
-        return objectives.train_step_outputs(self.spec, self.hp, net, batch, per_shard)
+        return objectives.train_step_outputs(self.spec, self.hp, net, batch, per_shard, self.step)
 
     # -- measuring ----------------------------------------------------------------
     def evaluate(self, model) -> dict:

@@ -25,15 +25,22 @@ def iterations(spec, hp, batch) -> torch.Tensor:
     return batch.steps if fixed is None else torch.full_like(batch.steps, fixed)
 
 
-def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None):
-    """-> (loss, exact-match fraction) on a training batch."""
+def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None):
+    """-> (loss, exact-match fraction) on a training batch at optimiser step
+    `step` (None: a batch outside training, such as the guard's, scored by the
+    recipe in force at the end)."""
     reduction = getattr(hp, "loss_reduction", "sample")
-    if spec.adaptive and (getattr(hp, "settle", 0) or getattr(hp, "unsure", 0.0)):
-        return settle_loss(model, batch, hp.settle, hp.unsure, reduction, tokens_per_shard)
+    halting = getattr(hp, "settle", 0) or getattr(hp, "unsure", 0.0) or getattr(hp, "halt", 0.0)
+    if spec.adaptive and halting and (step is None or step >= getattr(hp, "halting_from", 0)):
+        return settle_loss(model, batch, hp.settle, hp.unsure, reduction, tokens_per_shard, getattr(hp, "halt", 0.0))
     return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
 
 
-def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "sample", tokens_per_shard=None):
+HALT_PAST = 2       # steps after T(n) on which the halting unit is also taught "done"
+
+
+def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "sample", tokens_per_shard=None,
+                halt: float = 0.0):
     """The loss of a looped model that must know when it is done (issue 39).
 
     * The answer at T(n) (Fan et al.'s Eq. 1) and at each of the `settle`
@@ -52,10 +59,23 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
       rule is a confidence threshold; the training signal is ours).  The mean
       runs over every (step, token) before T(n) of the batch, whatever
       `reduction` (under DDP: of this shard).
+    * `halt` times the binary cross-entropy of the model's halting unit
+      (model/looped.py `done_logits`, averaged over the scored positions)
+      against "t >= T(n)", at every step t up to T(n) + HALT_PAST: ACT's
+      halting unit (Graves 2016, "Adaptive Computation Time for Recurrent
+      Neural Networks") and PonderNet's lambda_t (Banino et al. 2021), with
+      the step supervision the loop already has (each training input's T(n))
+      as the target in place of their ponder cost or prior.  The unit is
+      trained with the model, so the trunk learns to make "done" readable;
+      the answer is still scored at T(n) only (unless `settle`).
 
     Returns (loss, exact match at T(n))."""
     T = batch.steps
-    every = model(batch.tokens, T + settle, every=True)            # [T_max + settle, B, L, V]
+    module = getattr(model, "module", model)        # a DistributedDataParallel wrapper's model
+    extra = max(settle, HALT_PAST if halt else 0)
+    every = model(batch.tokens, T + extra, every=True, read=module.decode_with_done if halt else None)
+    if halt:
+        every, done = every[..., :-1], every[..., -1]                # [T_max + extra, B, L, V], [.., B, L]
     rows = torch.arange(len(T), device=T.device)
     loss, acc = loss_and_accuracy(every[T - 1, rows], batch, reduction, tokens_per_shard)
     for k in range(1, settle + 1):
@@ -67,6 +87,13 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         t = torch.arange(1, every.shape[0] + 1, device=T.device)[:, None, None]
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
+    if halt:
+        m = batch.mask.to(done.dtype)
+        z = (done * m).sum(-1) / m.sum(-1).clamp(min=1)               # [T_max + extra, B]
+        t = torch.arange(1, z.shape[0] + 1, device=T.device)[:, None]
+        taught = t <= (T + HALT_PAST)[None]
+        bce = F.binary_cross_entropy_with_logits(z.float(), (t >= T[None]).float(), reduction="none")
+        loss = loss + halt * bce[taught].mean()
     return loss, acc
 
 

@@ -33,7 +33,9 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
   Graves 2016, sigmoid(w.h + b); PonderNet's per-step lambda_t, Banino et al.
   2021, with the known T(n) as the target instead of its prior); stops at the
   first step where it says done.  Fitted on the trained model's detached
-  states (trainer/fan/halting.py), so the model's weights are untouched.
+  states (trainer/fan/halting.py), so the model's weights are untouched; or,
+  for a model trained with `--halt`, the model's own unit, trained with it
+  (trainer/fan/objectives.py settle_loss), so nothing is fitted.
 """
 from __future__ import annotations
 

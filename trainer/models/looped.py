@@ -74,6 +74,7 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         input_injection=spec.injection,
         activation="gelu_tanh" if fan else "gelu",
         embed_bias=fan and hp.read_in == "linear", decode_norm=not fan,
+        halt_unit=bool(getattr(hp, "halt", 0.0)),
         extra={**data.meta(), "model": spec.name})
 
 

@@ -100,6 +100,12 @@ class HParams:
     unsure: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, **_flag(
         "halting", 3, "weight of a loss that keeps every step before T(n) uncommitted (its output pulled "
                       "toward uniform), so the first confident step is T(n) (0: Fan et al.)"))
+    halt: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, **_flag(
+        "halting", 4, "weight of the loss of a 'done' unit trained with the model on whether each step "
+                      "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
+    halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, **_flag(
+        "halting", 5, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
+                      "(0: from the start)"))
     steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))
     # 0 = no clipping
     grad_clip: float = _set(1.0, lo=0.0, flag_lo_open=True, **_flag("optimiser", 8, "clip the gradient norm to this"))
