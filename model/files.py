@@ -172,7 +172,7 @@ def is_int(x, lo, hi) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
 
 
-OPTIONAL_KEYS = {"block_shapes"}     # fields added later: files written before them still load
+OPTIONAL_KEYS = {"block_shapes", "halt_unit"}     # fields added later: files written before them still load
 
 
 def check_config(cfg: dict, path, where: str = ""):
@@ -204,8 +204,8 @@ def check_config(cfg: dict, path, where: str = ""):
     check_value(path, cfg["norm"] in ("layernorm", "none"), p + "norm", '"layernorm" or "none"', cfg["norm"])
     check_value(path, cfg["activation"] in ACTIVATIONS, p + "activation", " or ".join(map(json.dumps, ACTIVATIONS)),
                 cfg["activation"])
-    for key in ("input_injection", "body_final_norm", "bias", "bos"):
-        check_value(path, isinstance(cfg[key], bool), p + key, "true or false", cfg[key])
+    for key in ("input_injection", "body_final_norm", "bias", "bos", "halt_unit"):
+        check_value(path, isinstance(cfg.get(key, False), bool), p + key, "true or false", cfg.get(key))
     a = cfg["attn_scale"]
     check_value(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),
                 p + "attn_scale", "null or a finite number", a)

@@ -258,7 +258,7 @@ class LoopedTransformer(nn.Module):
         [T, B, n, out_vocab] (`all_steps` through `forward`, so a
         DistributedDataParallel wrapper sees the call)."""
         if every:
-            return self.all_steps(tokens, int(torch.as_tensor(steps).max()), read)
+            return self.all_steps(tokens, int(steps.max()) if torch.is_tensor(steps) else int(steps), read)
         read = read or self.decode
         B = tokens.shape[0]
         steps = torch.as_tensor(steps, device=tokens.device).long().expand(B)

@@ -91,16 +91,19 @@ def _answer(capsys, run, line: str):
     run_cli(capsys, "run", run, "--input", line, "--device", "cpu")
 
 
-FAN_CASES = [(m, ()) for m in fan_models()] + [("looped", ("--init", "compiled"))]
+FAN_CASES = [(m, ()) for m in fan_models()] + [("looped", ("--init", "compiled")),
+                                               ("looped", ("--halt", "1", "--settle", "1", "--unsure", "0.5"))]
 
 
-@pytest.mark.parametrize("model,extra", FAN_CASES, ids=[m + "".join(e[1:]) for m, e in FAN_CASES])
+@pytest.mark.parametrize("model,extra", FAN_CASES, ids=[m + (e[0] if e else "") for m, e in FAN_CASES])
 def test_fan_model_trains_evaluates_and_answers_on_its_device(tmp_path, capsys, model, extra):
     run = tmp_path / "run"
     run_cli(capsys, "train", "--task", "parity", "--model", model, "--out", run, "--no-progress",
-            *(FAN_FAST if not extra else ["--steps", "1", "--max-train-n", "3", "--eval-samples", "4"]), *extra)
+            *(FAN_FAST if "compiled" not in extra else ["--steps", "1", "--max-train-n", "3", "--eval-samples", "4"]),
+            *extra)
     adaptive = json.loads((run / "run.json").read_text())["model"] in ("looped", "looped_noinj")
-    for rule in (RULES if model == "looped" and not extra else ["oracle"] if not adaptive else ["confidence"]):
+    learned = model == "looped" and "compiled" not in extra
+    for rule in (RULES if learned else ["oracle"] if not adaptive else ["confidence"]):
         run_cli(capsys, "eval", run, "--lengths", "1:4", "--stop", rule, "--samples", "4", "--no-plots",
                 "--no-progress", "--device", "cpu")
     _answer(capsys, run, "1 0 1 > # #")
