@@ -191,7 +191,7 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
         with torch.no_grad():
             head.weight.copy_(model.halt_weight)
             head.bias.copy_(model.halt_bias)
-        loss = float(F.binary_cross_entropy_with_logits(head.logit(torch.cat(feats)), torch.cat(done).float()))
+            loss = float(F.binary_cross_entropy_with_logits(head.logit(torch.cat(feats)), torch.cat(done).float()))
     else:
         loss = head.fit(torch.cat(feats), torch.cat(done))
     lengths = [int(n) for n in lengths]
