@@ -163,14 +163,13 @@ def _welch_greater(a: list, b: list):
 
 
 def _holm(ps: list) -> list:
-    """Holm-Bonferroni adjusted p, written again on purpose: this check recomputes the
-    report's claims without the report's code (trainer/compare/ranking.py `holm`)."""
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out, top = [0.0] * len(ps), 0.0
-    for k, i in enumerate(order):
-        top = max(top, min(1.0, (len(ps) - k) * ps[i]))
-        out[i] = top
-    return out
+    """Holm-Bonferroni adjusted p from its definition: p_i's adjusted value is the
+    largest (m - rank_j) * p_j over every p_j <= p_i (rank 0 = smallest), capped at 1.
+    Computed without the report's code on purpose (trainer/compare/ranking.py `holm`
+    takes a running maximum): this check recomputes the report's claims."""
+    m = len(ps)
+    scaled = [(m - rank) * p for rank, p in enumerate(sorted(ps))]
+    return [min(1.0, max(x for x, p in zip(scaled, sorted(ps)) if p <= pi)) for pi in ps]
 
 
 def check_summary(s: dict, index: int, md_rows: dict) -> list:

@@ -187,13 +187,15 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
     law = DepthLaw.fit(list(lengths), best)
     with torch.device(device):      # made where its features are
         head = HaltingHead(feats[0].shape[-1])
-    if getattr(model.cfg, "halt_unit", False):      # trained with the model (--halt): read, not fitted
+    trained = getattr(model.cfg, "halt_unit", False)       # the model's own unit (--halt): read, not fitted
+    feats, done = torch.cat(feats), torch.cat(done)
+    if trained:
         with torch.no_grad():
             head.weight.copy_(model.halt_weight)
             head.bias.copy_(model.halt_bias)
-            loss = float(F.binary_cross_entropy_with_logits(head.logit(torch.cat(feats)), torch.cat(done).float()))
+            loss = float(F.binary_cross_entropy_with_logits(head.logit(feats), done.float()))
     else:
-        loss = head.fit(torch.cat(feats), torch.cat(done))
+        loss = head.fit(feats, done)
     lengths = [int(n) for n in lengths]
     fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
     record = {"lengths": lengths, "samples": samples, "best_step": best,
@@ -201,5 +203,5 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
               "depth_law": {"slope": law.slope, "intercept": law.intercept,
                             "misses": [n for n, f, b in zip(lengths, fitted, best) if f != b]},
               "head": {"parameters": sum(p.numel() for p in head.parameters()), "fit_loss": loss,
-                       "trained_with_model": bool(getattr(model.cfg, "halt_unit", False))}}
+                       "trained_with_model": bool(trained)}}
     return Halting(law, head, record)

@@ -30,13 +30,18 @@ def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None)
     `step` (None: a batch outside training, such as the guard's, scored by the
     recipe in force at the end)."""
     reduction = getattr(hp, "loss_reduction", "sample")
-    halting = getattr(hp, "settle", 0) or getattr(hp, "unsure", 0.0) or getattr(hp, "halt", 0.0)
-    if spec.adaptive and halting and (step is None or step >= getattr(hp, "halting_from", 0)):
-        return settle_loss(model, batch, hp.settle, hp.unsure, reduction, tokens_per_shard, getattr(hp, "halt", 0.0))
+    settle, unsure, halt = getattr(hp, "settle", 0), getattr(hp, "unsure", 0.0), getattr(hp, "halt", 0.0)
+    if spec.adaptive and (settle or unsure or halt) and (step is None or step >= getattr(hp, "halting_from", 0)):
+        return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt)
     return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
 
 
 HALT_PAST = 2       # steps after T(n) on which the halting unit is also taught "done"
+
+
+def steps_after_t(settle: int, halt: float) -> int:
+    """The loop steps `settle_loss` runs past each input's T(n)."""
+    return max(settle, HALT_PAST if halt else 0)
 
 
 def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "sample", tokens_per_shard=None,
@@ -72,10 +77,9 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
     Returns (loss, exact match at T(n))."""
     T = batch.steps
     module = getattr(model, "module", model)        # a DistributedDataParallel wrapper's model
-    extra = max(settle, HALT_PAST if halt else 0)
-    every = model(batch.tokens, T + extra, every=True, read=module.decode_with_done if halt else None)
+    every = model(batch.tokens, T + steps_after_t(settle, halt), every=True, read=module.decode_with_done if halt else None)
     if halt:
-        every, done = every[..., :-1], every[..., -1]                # [T_max + extra, B, L, V], [.., B, L]
+        every, done = every[..., :-1], every[..., -1]                # [T', B, L, V], [T', B, L]
     rows = torch.arange(len(T), device=T.device)
     loss, acc = loss_and_accuracy(every[T - 1, rows], batch, reduction, tokens_per_shard)
     for k in range(1, settle + 1):
@@ -88,8 +92,7 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
     if halt:
-        m = batch.mask.to(done.dtype)
-        z = (done * m).sum(-1) / m.sum(-1).clamp(min=1)               # [T_max + extra, B]
+        z = stopping.masked_mean(done, batch.mask)                    # [T', B]: the unit on the mean state
         t = torch.arange(1, z.shape[0] + 1, device=T.device)[:, None]
         taught = t <= (T + HALT_PAST)[None]
         bce = F.binary_cross_entropy_with_logits(z.float(), (t >= T[None]).float(), reduction="none")

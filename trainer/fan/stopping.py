@@ -59,14 +59,15 @@ class StepStats:
     features: Optional[torch.Tensor] = None  # [T, B, d] pooled state the halting head reads
 
 
-def _masked_mean(x, mask):
+def masked_mean(x, mask):
+    """Mean over the last dim of x [..., L] where mask [..., L] (broadcast) is True."""
     m = mask.to(x.dtype)
     return (x * m).sum(-1) / m.sum(-1).clamp(min=1)
 
 
 def confidence_ce(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """logp [..., L, V] -> [...]: CE of the greedy output against itself."""
-    return _masked_mean(-logp.max(-1).values, mask)
+    return masked_mean(-logp.max(-1).values, mask)
 
 
 def step_stats(all_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
@@ -76,7 +77,7 @@ def step_stats(all_logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
     tgt = targets.unsqueeze(0).expand_as(pred)
     true = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
     correct = ((pred == tgt) | ~mask).all(-1)
-    return StepStats(confidence_ce(logp, mask), _masked_mean(true, mask), correct, pred,
+    return StepStats(confidence_ce(logp, mask), masked_mean(true, mask), correct, pred,
                      mask.sum(-1).to(logp.dtype), mask, features)
 
 

@@ -151,10 +151,10 @@ def check_memory(spec, hp, data, device):
     """Refuse a model and batch that would not fit, before allocating them."""
     import numpy as np
     from trainer.models import looped_config
-    from trainer.fan.objectives import HALT_PAST        # trained past T(n): the steps it runs
+    from trainer.fan.objectives import steps_after_t
     sample = data.batch(np.random.default_rng(0), [hp.max_train_n], train=True)
     n_tokens = int(sample.tokens.shape[1]) + 1
-    steps = spec.iterations(hp) or int(sample.steps.max()) + max(hp.past_t, hp.settle, HALT_PAST if hp.halt else 0)
+    steps = spec.iterations(hp) or int(sample.steps.max()) + max(hp.past_t, steps_after_t(hp.settle, hp.halt))
     cfg = looped_config(spec, hp, data)
     params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps)
     have = available_memory(device)
