@@ -298,7 +298,15 @@ class SeqKind(RunKind):
         return f"{self.hp.valid_split} ({len(self.valid)} examples) {values} (measured at step {row['step']})"
 
     def guard_sample(self, model) -> list:
-        return [b.to(self.device) for b in guard_examples(self.task, self.hp, model)]
+        return self._guard_parts(model)[0]
+
+    def guard_long_sample(self, model) -> list:
+        return self._guard_parts(model)[1]
+
+    def _guard_parts(self, model) -> tuple:
+        if not hasattr(self, "_guard"):         # drawn once: both parts come from one stream
+            self._guard = tuple([b.to(self.device) for b in part] for part in guard_examples(self.task, self.hp, model))
+        return self._guard
 
     def guard_scope(self) -> str:
         return "the guard sample of every split the model takes"
@@ -329,20 +337,36 @@ class SeqKind(RunKind):
         return f"training batch {self.headline}", f"{self.hp.valid_split} {self.headline}"
 
 
-def guard_examples(task: SeqTask, hp, model, batch_size: int = 64) -> list:
+def guard_examples(task: SeqTask, hp, model, batch_size: int = 64) -> tuple:
     """The descent guard's fixed sample, from its own seed: `guard_samples`
     examples of every split the model can take (a compiled model: those within
-    its design length), batched by length."""
+    its design length), batched by length, as (short, long).  With
+    `guard_short_factor` F > 0, the long part holds the examples longer than F
+    times the training split's longest input, `guard_long_samples` of each
+    split: the guard checks them only before a checkpoint and at the end
+    (trainer/run/guard.py), since a compiled model's cost per example grows
+    with the square of its length (words_z60: 0.03 s for 64 words of 8
+    tokens, 5 s of 64 tokens, 25 s of 128, one thread).  F = 0: every example
+    is short."""
     rng = np.random.default_rng([hp.seed, 999])
     longest = getattr(getattr(model, "encoder", None), "max_length", None)
-    examples = []
+    factor = getattr(hp, "guard_short_factor", 0)
+    cut = factor * max(example_length(e) for e in task.generate(np.random.default_rng([hp.seed, 998]),
+                                                                 task.splits[hp.train_split].params, 256)) \
+        if factor else None
+    short, long = [], []
     for name, split in task.splits.items():
         got = task.generate(rng, split.params, hp.guard_samples)
         if longest is None and name != hp.valid_split:
             continue                      # a trained model: its validation split
-        examples += [e for e in got if longest is None or example_length(e) <= longest]
-    examples.sort(key=example_length)
-    return [collate(task, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
+        got = [e for e in got if longest is None or example_length(e) <= longest]
+        short += [e for e in got if cut is None or example_length(e) <= cut]
+        long.append(sorted([e for e in got if cut is not None and example_length(e) > cut][:hp.guard_long_samples],
+                           key=example_length))
+    short.sort(key=example_length)
+    # a batch runs every example to its longest one's length: the long ones are batched per split
+    return ([collate(task, short[i:i + batch_size]) for i in range(0, len(short), batch_size)],
+            [collate(task, part[i:i + batch_size]) for part in long for i in range(0, len(part), batch_size)])
 
 
 def check_memory(task: SeqTask, cfg: SeqRunConfig, data, device, lines: Optional[list] = None):

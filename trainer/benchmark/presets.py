@@ -147,10 +147,13 @@ def apply(hp: HParams, values: dict) -> HParams:
 # fine-tuned as a compiled Fan-task start is (trainer/presets.init_defaults):
 # under the descent guard (one unguarded AdamW step at lr 1e-4 took words_z60's
 # token accuracy from 1.0 to 0.19), its zero weights kept, no weight decay,
-# ending once exact and flat.  The random encoder's own defaults and sizes do
-# not apply to it.
+# ending once exact and flat; the guard checks examples up to twice the longest
+# training input after its steps and the longer ones (a few of each split: their
+# cost grows with the square of the length) before a checkpoint and at the end.
+# The random encoder's own defaults and sizes do not apply to it.
 INIT_DEFAULTS = {"compiled": {"steps": 0, "guard": True, "keep_zeros": True, "guard_every": 10, "flat_stop": 60,
-                              "weight_decay": 0.0}}
+                              "weight_decay": 0.0, "guard_short_factor": 2,
+                              "freeze_fragile": True}}
 
 
 def make_seq_hparams(preset: str, task, spec, flags: dict, sets: dict, init: str = "random") -> HParams:

@@ -205,6 +205,9 @@ class FanKind(RunKind):
         self.clock_extra = self.data.task.t_max_extra if self.spec.adaptive and has_clock(model) else 0
         return guard_batch(self.data, self.hp, self.device)
 
+    def guard_long_sample(self, model) -> list:
+        return []           # Fan et al.'s lengths are short: every one is checked after the steps
+
     def guard_scope(self) -> str:
         return f"every guard length up to {self.hp.guard_max_n or self.hp.max_train_n}"
 

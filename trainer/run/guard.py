@@ -3,7 +3,10 @@
 Compiled weights sit on a knife edge (a 1e-9 change to a residual writer can
 flip a hard attention), so a fine-tune of a compiled start keeps a step only
 if the loss on its own batch does not rise, and then checks the kept steps
-on a fixed guard sample (every length the model was compiled for).  Any
+on a fixed guard sample (every length the model was compiled for); where
+checking the longest inputs after every few steps would cost more than the
+training (a compiled comparison model runs a loop step per token), they are
+checked before each checkpoint and at the end instead, with a rollback.  Any
 model and task can use it (`--guard on`); the training loop (trainer/run/loop.py)
 calls `Guard.step` in place of `optimizer.step()`.  What it measures comes
 from the run's kind (`RunKind.guard_eval`, `RunKind.loss`, trainer/run/kind.py), so the same guard
@@ -41,17 +44,22 @@ class Guard:
     """`state` is JSON (it travels in the checkpoint): scale (the step-size
     factor), the guard sample's loss / acc / confident share at the last
     passed check, pending (kept steps not yet checked) and every (the
-    current check interval)."""
+    current check interval); with a long sample (`RunKind.guard_long_sample`)
+    also its loss / acc at the last confirmation (long_loss, long_acc), the
+    short sample's at that moment (confirmed) and unconfirmed (checked steps
+    kept since)."""
 
     def __init__(self, kind: RunKind, hp, net, model, opt, dist, state: dict):
         self.kind, self.hp, self.net, self.model, self.opt, self.dist = kind, hp, net, model, opt, dist
         self.state = state
         self.sample = kind.guard_sample(model)
+        self.long_sample = kind.guard_long_sample(model)
         self.verified = Snapshot(model, opt)        # the last state the guard sample passed
+        self.confirmed = Snapshot(model, opt) if self.long_sample else None   # ... and the long sample too
 
-    def measure(self):
+    def measure(self, sample=None):
         with torch.no_grad():
-            return self.kind.guard_eval(self.net, self.sample)
+            return self.kind.guard_eval(self.net, self.sample if sample is None else sample)
 
     def step(self, batch, loss: float, acc: float) -> int:
         """Keep the optimizer step only if the loss on the current batch does
@@ -62,6 +70,9 @@ class Guard:
         g, d = self.state, self.dist
         if "loss" not in g:
             g["loss"], g["acc"], g["confident"] = self.measure()
+        if self.long_sample and "long_loss" not in g:
+            g["long_loss"], g["long_acc"], _ = self.measure(self.long_sample)
+            g["confirmed"] = [g["loss"], g["acc"], g["confident"]]
         before_step = Snapshot(self.model, self.opt)
         self.opt.step()
         with torch.no_grad():
@@ -95,10 +106,34 @@ class Guard:
             g.update(scale=min(1.0, g["scale"] * 2.0), loss=loss, acc=acc, confident=conf,
                      every=min(2 * g.get("every", 1), max(1, self.hp.guard_every)))
             self.verified.take(self.model, self.opt)
+            g["unconfirmed"] = g.get("unconfirmed", 0) + pending
             return 0
         self.verified.restore(self.model, self.opt)
         g.update(scale=g["scale"] * 0.5, every=1)
         return pending
+
+    def confirm(self) -> int:
+        """Before a checkpoint and at the end (after `verify`): the steps
+        verified since the last confirmation stay only if, on the long sample,
+        the loss did not rise and accuracy did not fall; otherwise the model
+        returns to the last confirmed state (the start, at first) and the step
+        size is halved.  So a checkpoint, and the run's end, always hold a
+        state both samples passed.  Returns the number of steps undone."""
+        g = self.state
+        undone, g["unconfirmed"] = g.get("unconfirmed", 0), 0
+        if not (self.long_sample and undone):
+            return 0
+        loss, acc, _ = self.measure(self.long_sample)
+        g["long_measured"] = [loss, acc]
+        if loss <= g["long_loss"] and acc >= g["long_acc"]:
+            g.update(long_loss=loss, long_acc=acc, confirmed=[g["loss"], g["acc"], g["confident"]])
+            self.confirmed.take(self.model, self.opt)
+            return 0
+        self.confirmed.restore(self.model, self.opt)
+        self.verified.take(self.model, self.opt)
+        g["loss"], g["acc"], g["confident"] = g["confirmed"]
+        g.update(scale=g["scale"] * 0.5, every=1)
+        return undone
 
 
 # ---- when a guarded fine-tune is done -------------------------------------

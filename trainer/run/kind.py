@@ -11,7 +11,7 @@ guard_sample with `--guard on`; then every step lr_at, before_step,
 train_batch, batch_weight (data parallel), loss, and as their cadence falls
 log_fields, guard_scope, evaluate, bar_fields, state (a checkpoint); at the
 end eval_description, summary_fields, plot_title and curve_labels.  The
-guard calls guard_sample, guard_eval and loss.
+guard calls guard_sample, guard_long_sample, guard_eval and loss.
 """
 from __future__ import annotations
 
@@ -105,6 +105,11 @@ class RunKind(ABC):
     @abstractmethod
     def guard_sample(self, model) -> list:
         """The descent guard's fixed sample: the same on every rank and after a resume."""
+
+    @abstractmethod
+    def guard_long_sample(self, model) -> list:
+        """The examples too costly to check after every step, checked before a
+        checkpoint and at the end (may be empty)."""
 
     @abstractmethod
     def guard_scope(self) -> str:

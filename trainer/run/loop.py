@@ -166,7 +166,11 @@ def _train(kind: RunKind, d, loggers) -> dict:
                 rejected += guard.verify()
 
     def save(at: int):
+        nonlocal rejected
         verify()
+        if guard is not None:
+            with autocast(device, hp.precision):
+                rejected += guard.confirm()
         if d.main:
             checkpoint.save(out, at, model, opt, kind.state(at) | {
                 "accumulators": sums, "init_info": init_info, "guard": guard_state, "rejected": rejected,

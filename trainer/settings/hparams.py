@@ -138,6 +138,11 @@ class HParams:
     # ---- the descent guard (trainer/run/guard.py) and a compiled start
     guard: bool = _set(False)     # keep only steps that do not hurt the batch and a fixed guard sample
     guard_samples: int = _set(256, lo=1, hi=1 << 20)
+    # a compiled comparison model costs (input length)^2 per example (a loop step per token), so
+    # its guard checks the short examples after its steps and the long ones only before a
+    # checkpoint and at the end, rolling back to the last state they passed (issue 41)
+    guard_short_factor: int = _set(0, kinds=SEQ, lo=0, hi=1000, added=True)     # 0: every example at every check
+    guard_long_samples: int = _set(8, kinds=SEQ, lo=1, hi=1 << 20, added=True)
     guard_max_n: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_N, none_means="--max-train-n", **_flag(
         "guard", 1, "lengths of the guard's fixed sample: 1..this"))
     # undo them all if it fails
@@ -146,7 +151,7 @@ class HParams:
     flat_stop: int = _set(0, lo=0, hi=LONG, flag_kinds=FAN, **_flag(
         "guard", 3, "stop once exact and the loss gained < 5%% over this many steps (0: never)"))
     keep_zeros: bool = _set(False)   # train only the nonzero weights (a compiled start's sparsity pattern)
-    freeze_fragile: bool = _set(False, kinds=FAN)  # freeze tensors whose tolerance shrinks with length
+    freeze_fragile: bool = _set(False)  # freeze tensors whose tolerance shrinks with length
     # ---- speed on a GPU (trainer/run/device.py): the defaults are every earlier run's behaviour
     precision: str = _set("fp32", choices=("fp32", "bf16"), added=True, **_flag(
         "speed", 1, "training forward passes and losses in float32, or under bfloat16 autocast"))

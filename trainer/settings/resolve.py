@@ -83,8 +83,7 @@ def fresh_hparams(args, task=None) -> HParams:
     if task is None and not args.task:
         raise RaspError("--task or --program is required (tasks: " + ", ".join(TASKS) + ")")
     task = task or get_task(args.task)
-    if args.freeze_fragile == "on" and args.init != "compiled":
-        raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
+    refuse_fragile_without_compiled(args)
     recipe = recipe_settings(getattr(args, "recipe", None) or DEFAULT_RECIPE, get_model_spec(args.model), args.init,
                              asked="recipe" in getattr(args, "given", ()))
     given = {k: v for k, v in fan_flags(args).items() if v is not None}
@@ -93,14 +92,20 @@ def fresh_hparams(args, task=None) -> HParams:
 
 # ---- comparison-task runs -------------------------------------------------------------
 
+def refuse_fragile_without_compiled(args):
+    if getattr(args, "freeze_fragile", "auto") == "on" and getattr(args, "init", "random") != "compiled":
+        raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
+
+
 def refuse_fan_only(args):
-    refuse_given(args, [k for k in HP_FLAGS if k not in SHARED_FLAGS] + ["compress", "freeze_fragile"],
+    refuse_given(args, [k for k in HP_FLAGS if k not in SHARED_FLAGS] + ["compress"],
                  "Fan-task options, not used by comparison tasks (set model settings with --set KEY=VALUE)")
 
 
 def seq_flags(args, sets=None) -> dict:
     """The hyper-parameters given as flags (None: not given), and --set's."""
-    return {k: getattr(args, k, None) for k in SHARED_FLAGS} | {"guard": on_off(getattr(args, "guard", "auto"))} \
+    return {k: getattr(args, k, None) for k in SHARED_FLAGS} | {"guard": on_off(getattr(args, "guard", "auto")),
+                                                                "freeze_fragile": on_off(getattr(args, "freeze_fragile", "auto"))} \
         | (sets or {})
 
 
@@ -110,6 +115,7 @@ def seq_hparams(args):
     from trainer.benchmark.presets import make_seq_hparams
     from trainer.benchmark.kind import seq_task
     refuse_fan_only(args)
+    refuse_fragile_without_compiled(args)
     task, init = seq_task(args.task), getattr(args, "init", "random")
     if init == "compiled" and args.model != "looped":
         raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
