@@ -130,3 +130,22 @@ def test_words_suite_has_the_compiled_row():
     rows = {t.id: [row for row in t.rows if row.attrs.get("model") == "compiled"] for t in suite.tables}
     assert len(rows["p3_table2"]) == 1 and len(rows["p2_mixed"]) == 1
     assert set(rows["p3_table2"][0].published) == {None}        # "—": the papers have none
+
+
+def test_compiled_fine_tune_confirms_its_long_sample_at_the_checkpoint(tmp_path):
+    """The guard's long part (words longer than guard_short_factor x the longest
+    training word) is checked before the checkpoint, and the length-fragile
+    tensors probed at the compile length are frozen (issue 41)."""
+    out = tmp_path / "ft"
+    assert main(["train", "--task", "words_z60", "--model", "looped", "--init", "compiled", "--set",
+                 "compile_max_len=4", "--steps", "4", "--batch-size", "8", "--set", "guard_samples=16",
+                 "--set", "guard_short_factor=1", "--set", "guard_long_samples=2", "--set", "log_every=2",
+                 "--set", "eval_samples=16", "--out", str(out), "--no-progress"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["hparams"]["freeze_fragile"] and isinstance(run["init_info"]["frozen"], list)
+    ckpt = out / json.loads((out / "latest.json").read_text())["path"]
+    guard = json.loads((ckpt / "state.json").read_text())["guard"]
+    assert guard["unconfirmed"] == 0 and "long_measured" in guard         # confirmed before it was saved
+    assert main(["eval", str(out), "--splits", "valid,test_16", "-n", "16", "--no-plots", "--no-progress"]) == 0
+    res = json.loads((out / "eval.json").read_text())["splits"]
+    assert all(res[s]["metrics"]["seq_acc"]["mean"] == 1.0 for s in ("valid", "test_16"))
