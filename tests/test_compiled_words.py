@@ -149,3 +149,14 @@ def test_compiled_fine_tune_confirms_its_long_sample_at_the_checkpoint(tmp_path)
     assert main(["eval", str(out), "--splits", "valid,test_16", "-n", "16", "--no-plots", "--no-progress"]) == 0
     res = json.loads((out / "eval.json").read_text())["splits"]
     assert all(res[s]["metrics"]["seq_acc"]["mean"] == 1.0 for s in ("valid", "test_16"))
+
+
+def test_freeze_fragile_on_needs_a_compiled_start_on_comparison_tasks_too(tmp_path, capsys):
+    assert main(["train", "--task", "words_z60", "--model", "gru", "--freeze-fragile", "on",
+                 "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+    assert "only a compiled start (--init compiled) has length-fragile tensors" in capsys.readouterr().err
+    from trainer.settings.resolve import planned_hparams
+    hp = planned_hparams(["--task", "words_z60", "--model", "looped", "--init", "compiled", "--freeze-fragile", "off",
+                          "--out", "x"])
+    assert hp["freeze_fragile"] is False and hp["guard_short_factor"] == 2
+    assert planned_hparams(["--task", "words_z60", "--model", "gru", "--out", "x"])["guard_short_factor"] == 0
