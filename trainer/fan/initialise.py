@@ -3,7 +3,6 @@ compressed into a smaller width)."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from rasp.errors import RaspError
 from trainer.fan import compiled, stopping
@@ -90,7 +89,4 @@ def fragile_tensors(model, spec, hp, data, samples: int = 32, long_samples: int 
             return bool(stopping.confidence_finds(stats, b.steps).all() and stopping.pick(stats, b.steps)[0].all())
         return exact_and_confident
 
-    with torch.no_grad():
-        if not (exact(short)() and exact(long, True)()):
-            return []
     return compiled.length_fragile(model, exact(short), exact(long, True))

@@ -159,18 +159,16 @@ def _train(kind: RunKind, d, loggers) -> dict:
     history = [r for r in read_metrics(metrics_path, step) if "loss" in r]
     guard = Guard(kind, hp, net, model, opt, d, guard_state) if hp.guard else None
 
-    def verify():           # a checkpoint, a log row or the end never holds unchecked guarded steps
+    def verify(confirm: bool = False):      # a checkpoint, a log row or the end never holds unchecked guarded steps
         nonlocal rejected
         if guard is not None:
             with autocast(device, hp.precision):       # measured as it was trained
                 rejected += guard.verify()
+                if confirm:                             # a checkpoint: the long sample too
+                    rejected += guard.confirm()
 
     def save(at: int):
-        nonlocal rejected
-        verify()
-        if guard is not None:
-            with autocast(device, hp.precision):
-                rejected += guard.confirm()
+        verify(confirm=True)
         if d.main:
             checkpoint.save(out, at, model, opt, kind.state(at) | {
                 "accumulators": sums, "init_info": init_info, "guard": guard_state, "rejected": rejected,
