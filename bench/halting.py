@@ -84,9 +84,11 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
 def recipe(hp) -> str:
     """The training recipe a row of the table is about: Fan et al.'s, or one that
     teaches the model when it is done (issue 39: --past-t, --settle, --unsure, --halt,
-    --halting-from)."""
+    --halt-target, --halting-from)."""
     parts = [f"{k} {getattr(hp, k):g}" for k in ("past_t", "settle", "unsure", "halt", "halting_from")
              if getattr(hp, k, 0)]
+    if getattr(hp, "halt", 0) and getattr(hp, "halt_target", "answer") != "answer":
+        parts.append(hp.halt_target)
     return " ".join(parts) or "fan"
 
 

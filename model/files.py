@@ -172,7 +172,7 @@ def is_int(x, lo, hi) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
 
 
-OPTIONAL_KEYS = {"block_shapes", "halt_unit"}     # fields added later: files written before them still load
+OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker"}     # fields added later: files written before them still load
 
 
 def check_config(cfg: dict, path, where: str = ""):
@@ -204,7 +204,7 @@ def check_config(cfg: dict, path, where: str = ""):
     check_value(path, cfg["norm"] in ("layernorm", "none"), p + "norm", '"layernorm" or "none"', cfg["norm"])
     check_value(path, cfg["activation"] in ACTIVATIONS, p + "activation", " or ".join(map(json.dumps, ACTIVATIONS)),
                 cfg["activation"])
-    for key in ("input_injection", "body_final_norm", "bias", "bos", "halt_unit"):
+    for key in ("input_injection", "body_final_norm", "bias", "bos", "halt_unit", "halt_marker"):
         check_value(path, isinstance(cfg.get(key, False), bool), p + key, "true or false", cfg.get(key))
     a = cfg["attn_scale"]
     check_value(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),

@@ -47,12 +47,13 @@ def test_past_t_is_refused_for_a_fixed_depth_model(tmp_path):
         _kind(tmp_path, 2, model="fap")
 
 
-def _batch_and_model(settle=0, unsure=0.0, seed=5, halt=0.0):
+def _batch_and_model(settle=0, unsure=0.0, seed=5, halt=0.0, halt_target="answer", task="parity"):
     import torch
     from trainer.fan.objectives import train_step_outputs
     from trainer.models import get_model_spec
-    hp = make_hparams("cpu", get_task("parity"), settle=settle, unsure=unsure, halt=halt, seed=seed, batch_size=16)
-    kind = FanKind(RunConfig(task="parity", out="unused", model="looped", hp=hp))
+    hp = make_hparams("cpu", get_task(task), settle=settle, unsure=unsure, halt=halt, seed=seed, batch_size=16,
+                      halt_target=halt_target)
+    kind = FanKind(RunConfig(task=task, out="unused", model="looped", hp=hp))
     kind.seed_rng()
     torch.manual_seed(seed)
     model, _ = kind.initial_model("cpu")
@@ -152,6 +153,62 @@ def test_halt_adds_the_units_cross_entropy_on_reaching_T():
             z = pooled @ model.halt_weight.detach().double() + float(model.halt_bias.detach())
             terms.append(float(F.binary_cross_entropy_with_logits(z, torch.tensor(float(t >= T), dtype=z.dtype))))
     assert abs(float(loss - base) - 0.5 * sum(terms) / len(terms)) < 1e-4
+
+
+def test_a_marker_unit_is_taught_at_every_position_whether_the_marker_passed_it():
+    """--halt-target marker: per position i, "t > i or i >= T(n)"; and the soft AND
+    of the positions, "t >= T(n)"; written as a loop over samples, steps and positions."""
+    import math
+    import torch
+    from trainer.fan.objectives import HALT_PAST
+    spec, hp, model, batch, loss_of = _batch_and_model(halt=0.5, halt_target="marker", task="padded_parity")
+    assert model.cfg.halt_marker
+    with torch.no_grad():
+        model.halt_weight.copy_(torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(2)))
+        model.halt_bias.fill_(0.4)
+    base, _ = loss_of(*_batch_and_model(task="padded_parity")[:2], model, batch)
+    loss, _ = loss_of(spec, hp, model, batch)
+
+    def bce(z, y):
+        return -math.log(1 / (1 + math.exp(-z))) if y else -math.log(1 - 1 / (1 + math.exp(-z)))
+
+    per_position, pooled = [], []
+    for b in range(len(batch.steps)):
+        T = int(batch.steps[b])
+        for t in range(1, T + HALT_PAST + 1):
+            r = model(batch.tokens[b:b + 1], t, read=model.readout)[0].detach().double()
+            z = (r @ model.halt_weight.detach().double() + float(model.halt_bias.detach())).tolist()
+            per_position += [bce(zi, t > i or i >= T) for i, zi in enumerate(z)]
+            soft_and = -math.log(sum(math.exp(-zi) for zi in z))
+            pooled.append(bce(soft_and, t >= T))
+    want = 0.5 * (sum(per_position) / len(per_position) + sum(pooled) / len(pooled))
+    assert abs(float(loss - base) - want) < 1e-4
+
+
+def test_the_head_rule_reads_a_marker_unit_at_every_position():
+    """A marker model is done at the first step where every position's logit is positive."""
+    import torch
+    from trainer.fan.halting import calibrate, trajectory
+    from trainer.fan.stopping import choose_steps, step_stats
+    spec, hp, model, batch, _ = _batch_and_model(halt=1.0, halt_target="marker", task="padded_parity")
+    with torch.no_grad():
+        model.halt_weight.copy_(torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(3)))
+        model.halt_bias.fill_(0.5)
+    kind = FanKind(RunConfig(task="padded_parity", out="unused", model="looped", hp=hp))
+    fit = calibrate(model, kind.data, range(1, 4), seed=0, samples=8)
+    assert fit.record["head"]["trained_with_model"] and fit.head.weight.tolist() == [1.0]
+    logits, features = trajectory(model, batch.tokens, batch.mask, 12)
+    chosen = choose_steps("head", step_stats(logits, batch.targets, batch.mask, features), batch.steps, halting=fit)
+    for b in range(len(batch.steps)):
+        every = [bool((model(batch.tokens[b:b + 1], t, read=model.readout)[0] @ model.halt_weight
+                       + model.halt_bias > 0).all()) for t in range(1, 13)]
+        assert int(chosen[b]) == (every.index(True) + 1 if True in every else 12)
+
+
+def test_the_marker_needs_the_halt_unit(tmp_path):
+    hp = make_hparams("cpu", get_task("parity"), halt_target="marker")
+    with pytest.raises(RaspError, match="--halt W"):
+        FanKind(RunConfig(task="parity", out=str(tmp_path), model="looped", hp=hp))
 
 
 def test_the_head_rule_reads_the_trained_unit_instead_of_fitting_one():

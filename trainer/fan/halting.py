@@ -16,7 +16,8 @@ and fits
   model's weights are not changed, and its parameters start at zero and are
   fitted full-batch, so no random stream is drawn.  A model trained with its
   own halting unit (`rasp train --halt`) is not fitted: the head is that unit
-  (its loss on these lengths is recorded).
+  (its loss on these lengths is recorded); a marker unit (`--halt-target
+  marker`) is read at every position and the model is done when all say so.
 
 The fit is made once per checkpoint (issue 39): `rasp eval`, `rasp run`,
 `rasp.load` and `rasp export` read it from the run's `halting.json` when it
@@ -47,8 +48,13 @@ HEAD_FIT_STEPS = 300            # full-batch Adam steps of the halting head
 @torch.no_grad()
 def trajectory(model, tokens: torch.Tensor, mask: torch.Tensor, t_max: int):
     """Logits after every step [T, B, L, V] and the state the halting head
-    reads: the read-out state averaged over each input's scored positions [T, B, d]."""
+    reads: the read-out state averaged over each input's scored positions [T, B, d];
+    for a model with a marker unit (`rasp train --halt-target marker`), the
+    unit's smallest logit over the positions [T, B, 1]: done when every
+    position says so (the head reads it as it is)."""
     r = model.all_steps(tokens, t_max, read=model.readout)
+    if getattr(model.cfg, "halt_marker", False):
+        return model.unembed(r), model.done_logits(r).amin(-1, keepdim=True)
     m = mask.to(r.dtype)[..., None]
     return model.unembed(r), (r * m).sum(2) / m.sum(1).clamp(min=1)
 
@@ -191,8 +197,11 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
     feats, done = torch.cat(feats), torch.cat(done)
     if trained:
         with torch.no_grad():
-            head.weight.copy_(model.halt_weight)
-            head.bias.copy_(model.halt_bias)
+            if getattr(model.cfg, "halt_marker", False):
+                head.weight.fill_(1.0)          # the feature is already the unit's logit
+            else:
+                head.weight.copy_(model.halt_weight)
+                head.bias.copy_(model.halt_bias)
             loss = float(F.binary_cross_entropy_with_logits(head.logit(feats), done.float()))
     else:
         loss = head.fit(feats, done)

@@ -130,6 +130,8 @@ class FanKind(RunKind):
                 raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
         if cfg.hp.halt and cfg.init != "random":
             raise RaspError("--halt: a compiled start has its halting clock; the unit is trained from random weights")
+        if cfg.hp.halt_target == "marker":
+            validate.check_marker_fits(self.data, cfg.hp)
         self.rng = None
         self.step = None        # the optimiser step under way (before_step); the loss reads it
 

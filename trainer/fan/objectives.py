@@ -92,12 +92,41 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
     if halt:
-        z = stopping.masked_mean(done, batch.mask)                    # [T', B]: the unit on the mean state
-        t = torch.arange(1, z.shape[0] + 1, device=T.device)[:, None]
-        taught = t <= (T + HALT_PAST)[None]
-        bce = F.binary_cross_entropy_with_logits(z.float(), (t >= T[None]).float(), reduction="none")
-        loss = loss + halt * bce[taught].mean()
+        loss = loss + halt * halting_unit_loss(done, T, batch.mask, getattr(module.cfg, "halt_marker", False))
     return loss, acc
+
+
+def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, marker: bool) -> torch.Tensor:
+    """The binary cross-entropy of the halting unit's logits done [T', B, L]
+    (after steps 1..T') at every step up to T(n) + HALT_PAST.
+
+    * answer (`marker` False): the unit on the answer's averaged state
+      against "t >= T(n)".  Beyond the trained lengths it has to count the
+      steps against the input, and that count does not extrapolate (bench/BENCH.md).
+    * marker: the unit at every position i against "a marker moved one
+      position per step has passed i": t > i, or i >= T(n) (a position past
+      the loop's count is always passed), so every position says done
+      exactly from t = T(n) on.  The count becomes a local fact the loop can
+      carry as it carries the answer: a shifted channel, the mechanism of
+      the compiled clock's marker and of Fan et al.'s programs (parity
+      shifts its bits one position per step).  Its AND over the positions,
+      softened (minus the log-sum-exp of the negated logits, below their
+      minimum), is also taught "t >= T(n)", so the position that decides is
+      the one trained most.  Needs T(n) <= the input's positions (refused
+      otherwise: trainer/settings/validate.py)."""
+    t = torch.arange(1, done.shape[0] + 1, device=T.device)[:, None]
+    taught = t <= (T + HALT_PAST)[None]                                # [T', B]
+    reached = (t >= T[None]).float()
+    if not marker:
+        z = stopping.masked_mean(done, mask)                            # [T', B]: the unit on the mean state
+        return F.binary_cross_entropy_with_logits(z.float(), reached, reduction="none")[taught].mean()
+    i = torch.arange(done.shape[-1], device=T.device)
+    passed = (i >= T[:, None])[None] | (t[..., None] > i)                  # [T', B, L]
+    z = done.float()
+    per_position = F.binary_cross_entropy_with_logits(z, passed.float(), reduction="none")[taught].mean()
+    every = -torch.logsumexp(-z, dim=-1)                                # [T', B]: a soft AND of the positions
+    pooled = F.binary_cross_entropy_with_logits(every, reached, reduction="none")[taught].mean()
+    return per_position + pooled
 
 
 def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard=None):

@@ -70,7 +70,10 @@ PRESETS = dict(zip(PRESET_NAMES, (paper, cpu)))
 # where it is done.  `rasp train --recipe` picks one for a looped model trained from
 # random weights; a fixed-depth model and a compiled start (whose halting clock already
 # knows) always train with Fan et al.'s.
-RECIPES = {"fan": dict(past_t=0, settle=0, unsure=0.0), "halting": dict(past_t=0, settle=2, unsure=1.0)}
+# every halting field each recipe sets (resolve.refuse_changed_run tells a run's recipe by them)
+_FAN = dict(past_t=0, settle=0, unsure=0.0, halt=0.0, halt_target="answer")
+RECIPES = {"fan": _FAN, "halting": {**_FAN, "settle": 2, "unsure": 1.0},
+           "marker": {**_FAN, "halt": 1.0, "halt_target": "marker"}}
 assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
 
 

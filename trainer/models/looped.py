@@ -75,6 +75,7 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         activation="gelu_tanh" if fan else "gelu",
         embed_bias=fan and hp.read_in == "linear", decode_norm=not fan,
         halt_unit=bool(getattr(hp, "halt", 0.0)),
+        halt_marker=bool(getattr(hp, "halt", 0.0)) and getattr(hp, "halt_target", "answer") == "marker",
         extra={**data.meta(), "model": spec.name})
 
 

@@ -36,7 +36,8 @@ def refuse_changed_run(args, run: dict):
     if "recipe" in given:
         recorded = run.get("hparams") or {}
         had = next((name for name, fields in RECIPES.items()
-                    if all(recorded.get(k, 0) == v for k, v in fields.items())), "its own halting settings")
+                    if all(recorded.get(k, HParams.__dataclass_fields__[k].default) == v
+                           for k, v in fields.items())), "its own halting settings")
         if had != args.recipe:
             raise RaspError(f"--resume: --recipe {args.recipe} (the run has {had}); a resumed run keeps its "
                             "recipe: leave it out, or start a new run with another --out")

@@ -147,6 +147,20 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
     return params, 4 * (6 * params + acts)
 
 
+def check_marker_fits(data, hp):
+    """--halt-target marker: the unit's marker passes one position per step, so
+    every training input's T(n) must fit in its positions; and it is --halt's unit."""
+    import numpy as np
+    if not hp.halt:
+        raise RaspError("--halt-target marker: what the --halt unit is taught; give --halt W (W > 0) too")
+    for n in range(data.task.min_n, hp.max_train_n + 1):
+        b = data.batch(np.random.default_rng([0, n]), [n] * 8, train=True)
+        if bool((b.steps > b.tokens.shape[1]).any()):
+            raise RaspError(f"--halt-target marker: task {data.task.name}'s loop count T(n) = {int(b.steps.max())} "
+                            f"at n = {n} exceeds its {b.tokens.shape[1]} positions, so a marker moved one position "
+                            "per step cannot count it; use --halt-target answer")
+
+
 def check_memory(spec, hp, data, device):
     """Refuse a model and batch that would not fit, before allocating them."""
     import numpy as np

@@ -1,0 +1,76 @@
+"""`rasp train --recipe`: each recipe sets every halting field it names, flags
+still override it, and a resumed run keeps its recipe (issue 39)."""
+from __future__ import annotations
+
+import json
+
+from rasp.cli import main
+from trainer.fan.presets import RECIPES
+
+TINY = ["--task", "padded_parity", "--d-model", "16", "--n-head", "2", "--eval-samples", "8", "--steps", "2",
+        "--no-progress", "--threads", "1"]
+
+
+def _train(capsys, *argv):
+    try:
+        status = main(["train", *TINY, *argv])
+    except SystemExit as e:
+        status = e.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return status, err
+
+
+def _hparams(run) -> dict:
+    return json.loads((run / "run.json").read_text())["hparams"]
+
+
+def test_each_recipe_records_its_halting_fields_and_a_flag_overrides_one(capsys, tmp_path):
+    for name, fields in RECIPES.items():
+        status, err = _train(capsys, "--recipe", name, "--out", str(tmp_path / name))
+        assert status == 0, err
+        hp = _hparams(tmp_path / name)
+        assert {k: hp[k] for k in fields} == fields, name
+    status, err = _train(capsys, "--recipe", "marker", "--halt", "0.5", "--out", str(tmp_path / "half"))
+    assert status == 0, err
+    assert _hparams(tmp_path / "half")["halt"] == 0.5 and _hparams(tmp_path / "half")["halt_target"] == "marker"
+
+
+def test_a_resumed_run_keeps_its_recipe(capsys, tmp_path):
+    run = tmp_path / "m"
+    assert _train(capsys, "--recipe", "marker", "--out", str(run))[0] == 0
+    status, err = _train(capsys, "--recipe", "fan", "--resume", "--out", str(run))
+    assert status == 2 and "--recipe fan (the run has marker)" in err, err
+    status, err = _train(capsys, "--recipe", "marker", "--resume", "--steps", "3", "--out", str(run))
+    assert status == 0, err
+
+
+def test_the_marker_recipe_is_refused_for_a_fixed_depth_model(capsys, tmp_path):
+    status, err = _train(capsys, "--recipe", "marker", "--model", "fap", "--out", str(tmp_path / "f"))
+    assert status == 2 and "--recipe marker" in err and "fixed depth" in err, err
+
+
+LONG_LOOP = """const EOQ = ">"
+const EOS = "#"
+input seq: {0, 1, EOQ, EOS}
+require count(seq, EOQ) == 1, "one '>'"
+sample n in 1..8: {0, 1}[n] EOQ EOS[1]
+param n = count_before(seq, EOQ)
+x = seq
+loop 3 * n:
+    x = x
+output x
+"""
+
+
+def test_the_marker_is_refused_where_the_loop_count_exceeds_the_positions(capsys, tmp_path):
+    """A marker passes one position per step: T(n) = 3n does not fit in n + 2 positions."""
+    program = tmp_path / "long.rasp"
+    program.write_text(LONG_LOOP)
+    try:
+        status = main(["train", "--program", str(program), "--recipe", "marker", "--steps", "2",
+                       "--no-progress", "--threads", "1", "--out", str(tmp_path / "r")])
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and "T(n) = 6 at n = 2 exceeds its 4 positions" in err, err
