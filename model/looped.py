@@ -56,9 +56,9 @@ class LoopedConfig:
     # a learned "done" unit on the read-out state (ACT's halting unit), trained with the
     # model by `rasp train --halt` (trainer/fan/objectives.py); read by the `head` rule
     halt_unit: bool = False
-    # the unit is taught at every position whether a marker moved one position per step has
-    # passed it (`rasp train --halt-target marker`), and the model is done when every position
-    # says so; else it is taught on the answer's averaged state
+    # the unit is taught at every position (`rasp train --halt-target marker`: whether a marker
+    # moved one position per step has passed it, inside the loop's count) and the model is done
+    # when every position says so; else it is taught on the answer's averaged state
     halt_marker: bool = False
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
 

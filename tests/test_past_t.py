@@ -156,7 +156,7 @@ def test_halt_adds_the_units_cross_entropy_on_reaching_T():
 
 
 def test_a_marker_unit_is_taught_at_every_position_whether_the_marker_passed_it():
-    """--halt-target marker: per position i, "t > i or i >= T(n)"; and the soft AND
+    """--halt-target marker: per position i, "t > i" (i < T(n)) or "t >= T(n)" (later); and the soft AND
     of the positions, "t >= T(n)"; written as a loop over samples, steps and positions."""
     import math
     import torch
@@ -178,7 +178,7 @@ def test_a_marker_unit_is_taught_at_every_position_whether_the_marker_passed_it(
         for t in range(1, T + HALT_PAST + 1):
             r = model(batch.tokens[b:b + 1], t, read=model.readout)[0].detach().double()
             z = (r @ model.halt_weight.detach().double() + float(model.halt_bias.detach())).tolist()
-            per_position += [bce(zi, t > i or i >= T) for i, zi in enumerate(z)]
+            per_position += [bce(zi, t > i if i < T else t >= T) for i, zi in enumerate(z)]
             soft_and = -math.log(sum(math.exp(-zi) for zi in z))
             pooled.append(bce(soft_and, t >= T))
     want = 0.5 * (sum(per_position) / len(per_position) + sum(pooled) / len(pooled))

@@ -103,13 +103,19 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, m
     * answer (`marker` False): the unit on the answer's averaged state
       against "t >= T(n)".  Beyond the trained lengths it has to count the
       steps against the input, and that count does not extrapolate (bench/BENCH.md).
-    * marker: the unit at every position i against "a marker moved one
-      position per step has passed i": t > i, or i >= T(n) (a position past
-      the loop's count is always passed), so every position says done
-      exactly from t = T(n) on.  The count becomes a local fact the loop can
-      carry as it carries the answer: a shifted channel, the mechanism of
-      the compiled clock's marker and of Fan et al.'s programs (parity
-      shifts its bits one position per step).  Its AND over the positions,
+    * marker: the unit at every position i.  At a position inside the
+      loop's count (i < T(n)): "a marker moved one position per step has
+      passed i", t > i.  The count becomes a local fact the loop can carry
+      as it carries the answer: a shifted channel, as Fan et al.'s programs
+      shift their bits one position per step (parity).  At the positions
+      from T(n) on, which see every counted position: "t >= T(n)", the
+      answer unit's target.  So every position says done from t = T(n) on
+      and, before it, at least one does not.  Both parts are needed: in a
+      model without positions (Fan et al.'s), the positions of a constant
+      prefix (1 1 1 1 ...) are indistinguishable, so no marker can pass
+      them one by one; the later positions count them as the answer unit
+      does.  Beyond the trained lengths the count fires early and the
+      marker holds it back.  Its AND over the positions,
       softened (minus the log-sum-exp of the negated logits, below their
       minimum), is also taught "t >= T(n)", so the position that decides is
       the one trained most.  Needs T(n) <= the input's positions (refused
@@ -121,7 +127,7 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, m
         z = stopping.masked_mean(done, mask)                            # [T', B]: the unit on the mean state
         return F.binary_cross_entropy_with_logits(z.float(), reached, reduction="none")[taught].mean()
     i = torch.arange(done.shape[-1], device=T.device)
-    passed = (i >= T[:, None])[None] | (t[..., None] > i)                  # [T', B, L]
+    passed = (t[..., None] > i) | ((i >= T[:, None])[None] & (t >= T[None])[..., None])   # [T', B, L]
     z = done.float()
     per_position = F.binary_cross_entropy_with_logits(z, passed.float(), reduction="none")[taught].mean()
     every = -torch.logsumexp(-z, dim=-1)                                # [T', B]: a soft AND of the positions

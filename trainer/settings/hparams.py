@@ -105,8 +105,9 @@ class HParams:
                       "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
     halt_target: str = _set("answer", kinds=FAN, choices=("answer", "marker"), **_flag(
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
-                      "has reached T(n)) or marker (at every position i, whether a marker moved one position per "
-                      "step has passed it: t > i, or i >= T(n); the model is done when every position says so)"))
+                      "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
+                      "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
+                      "position says so)"))
     halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, **_flag(
         "halting", 6, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))
