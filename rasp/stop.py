@@ -26,7 +26,8 @@ RULE_HELP = {"depth_law": "on the training lengths, the step where the model ans
                           "--threshold",
              "stable": f"the first step after which the decoded answer stays unchanged for {STABLE_K} more steps",
              "head": "a logistic 'done' unit on the step's state (ACT-style): the model's own, trained with it "
-                     "(rasp train --halt), else fitted on the training lengths"}
+                     "(rasp train --halt; with --recipe marker, done when every position says so), else fitted "
+                     "on the training lengths"}
 
 
 def rules_text() -> str:

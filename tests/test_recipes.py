@@ -74,3 +74,32 @@ def test_the_marker_is_refused_where_the_loop_count_exceeds_the_positions(capsys
         status = e.code
     err = capsys.readouterr().err
     assert status == 2 and "T(n) = 6 at n = 2 exceeds its 4 positions" in err, err
+
+
+def test_a_marker_model_stops_where_every_position_says_done_through_rasp_load(capsys, tmp_path):
+    """`rasp.load(RUN, stop="head")` on a --recipe marker run answers with the step at which
+    every position's unit first says done (the last step, T(n) + the task's extra steps, if
+    none), found here step by step on the model itself."""
+    import torch
+
+    import rasp
+    run = tmp_path / "m"
+    assert _train(capsys, "--recipe", "marker", "--steps", "30", "--out", str(run))[0] == 0
+    texts = ["1 0 1 _ _ > # #", "1 > # #", "0 0 1 1 0 1 _ > # #", "_ _ > # #"]
+    model = rasp.load(run, stop="head")
+    module, data = model.module, model.data
+    assert module.cfg.halt_marker
+    for text, answer in zip(texts, model(texts)):
+        x = model.program.parse_input(text, 1, "input")
+        _, (T,) = model.labeler([x])
+        batch = data.make_batch([x], [data.task.size_of(x, data.sym)])
+        with torch.no_grad():
+            e = module.encode(batch.tokens)
+            h = module.initial_state(e)
+            for _ in range(T + data.task.t_max_extra):
+                h = module.step(h, e)
+                r = module.readout(h)
+                if bool((r @ module.halt_weight + module.halt_bias > 0).all()):
+                    break
+            ids = module.unembed(r).argmax(-1)[0][batch.mask[0]]
+        assert [model._output_text(int(v)) for v in ids] == answer, text

@@ -35,7 +35,9 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
   first step where it says done.  Fitted on the trained model's detached
   states (trainer/fan/halting.py), so the model's weights are untouched; or,
   for a model trained with `--halt`, the model's own unit, trained with it
-  (trainer/fan/objectives.py settle_loss), so nothing is fitted.
+  (trainer/fan/objectives.py settle_loss), so nothing is fitted; a marker
+  unit (`--recipe marker`) stops at the first step where every position says
+  done (trainer/fan/halting.py trajectory).
 """
 from __future__ import annotations
 
