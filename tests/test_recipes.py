@@ -11,14 +11,19 @@ TINY = ["--task", "padded_parity", "--d-model", "16", "--n-head", "2", "--eval-s
         "--no-progress", "--threads", "1"]
 
 
-def _train(capsys, *argv):
+def _cli(capsys, *argv):
+    """(exit status, stderr) of `rasp ARGV`, argparse's exits included."""
     try:
-        status = main(["train", *TINY, *argv])
+        status = main(list(argv))
     except SystemExit as e:
         status = e.code
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert "Traceback" not in err, err
     return status, err
+
+
+def _train(capsys, *argv):
+    return _cli(capsys, "train", *TINY, *argv)
 
 
 def _hparams(run) -> dict:
@@ -67,12 +72,8 @@ def test_the_marker_is_refused_where_the_loop_count_exceeds_the_positions(capsys
     """A marker passes one position per step: T(n) = 3n does not fit in n + 2 positions."""
     program = tmp_path / "long.rasp"
     program.write_text(LONG_LOOP)
-    try:
-        status = main(["train", "--program", str(program), "--recipe", "marker", "--steps", "2",
-                       "--no-progress", "--threads", "1", "--out", str(tmp_path / "r")])
-    except SystemExit as e:
-        status = e.code
-    err = capsys.readouterr().err
+    status, err = _cli(capsys, "train", "--program", str(program), "--recipe", "marker", "--steps", "2",
+                       "--no-progress", "--threads", "1", "--out", str(tmp_path / "r"))
     assert status == 2 and "T(n) = 6 at n = 2 exceeds its 4 positions" in err, err
 
 
@@ -103,3 +104,16 @@ def test_a_marker_model_stops_where_every_position_says_done_through_rasp_load(c
                     break
             ids = module.unembed(r).argmax(-1)[0][batch.mask[0]]
         assert [model._output_text(int(v)) for v in ids] == answer, text
+
+
+def test_a_run_recorded_before_the_halting_fields_matches_one_that_has_their_defaults():
+    """A resume rewrites run.json with every field; until its next checkpoint the checkpoint
+    keeps the older copy without the halting fields.  Both describe the same model."""
+    from trainer.run.checkpoint import run_fingerprint
+    from trainer.settings.hparams import HParams
+    fields = RECIPES["fan"] | {"halting_from": 0}
+    new = {"task": "parity", "model": "looped", "hparams": {"seed": 1, **fields}}
+    old = {"task": "parity", "model": "looped", "hparams": {"seed": 1}}
+    assert all(getattr(HParams(), k) == v for k, v in fields.items())
+    assert run_fingerprint(old) == run_fingerprint(new)
+    assert run_fingerprint(old) != run_fingerprint({**new, "hparams": {**new["hparams"], "halt_target": "marker"}})

@@ -205,12 +205,13 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
             loss = float(F.binary_cross_entropy_with_logits(head.logit(feats), done.float()))
     else:
         loss = head.fit(feats, done)
+    unit = (model.halt_weight, model.halt_bias) if trained else tuple(head.parameters())   # what decides "done"
     lengths = [int(n) for n in lengths]
     fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
     record = {"lengths": lengths, "samples": samples, "best_step": best,
               "best_exact_match": [held_in[n] for n in lengths],
               "depth_law": {"slope": law.slope, "intercept": law.intercept,
                             "misses": [n for n, f, b in zip(lengths, fitted, best) if f != b]},
-              "head": {"parameters": sum(p.numel() for p in head.parameters()), "fit_loss": loss,
+              "head": {"parameters": sum(p.numel() for p in unit), "fit_loss": loss,
                        "trained_with_model": bool(trained)}}
     return Halting(law, head, record)

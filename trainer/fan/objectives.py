@@ -115,10 +115,10 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, m
       prefix (1 1 1 1 ...) are indistinguishable, so no marker can pass
       them one by one; the later positions count them as the answer unit
       does.  Beyond the trained lengths the count fires early and the
-      marker holds it back.  Its AND over the positions,
-      softened (minus the log-sum-exp of the negated logits, below their
-      minimum), is also taught "t >= T(n)", so the position that decides is
-      the one trained most.  Needs T(n) <= the input's positions (refused
+      marker holds it back.  Their AND over the positions, softened (minus
+      the log-sum-exp of the negated logits, below their minimum), is also
+      taught "t >= T(n)", so the position that decides is the one trained
+      most.  Needs T(n) <= the input's positions (refused
       otherwise: trainer/settings/validate.py)."""
     t = torch.arange(1, done.shape[0] + 1, device=T.device)[:, None]
     taught = t <= (T + HALT_PAST)[None]                                # [T', B]

@@ -90,25 +90,26 @@ class HParams:
     # Fan et al.: their n_dims
     read_out_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens", **_flag(
         "switches", 4, "logits of the read-out (at least the task's output tokens)"))
-    # ---- knowing when to stop (issue 39): 0 = Fan et al.'s loss at T(n) only
-    past_t: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, **_flag(
+    # ---- knowing when to stop (issue 39): 0 = Fan et al.'s loss at T(n) only; added after run
+    # format 2, so a run recorded without them (Fan et al.'s recipe) still matches its checkpoints
+    past_t: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 1, "also train past T(n): each sample's loss at T(n) + k, k uniform on 0..this "
                       "(0: at T(n) only, Fan et al.), so the answer becomes a fixed point of the loop"))
-    settle: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, **_flag(
+    settle: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 2, "also score every step T(n)+1..T(n)+this beside T(n) itself, so the answer holds "
                       "once reached (0: Fan et al.)"))
-    unsure: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, **_flag(
+    unsure: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 3, "weight of a loss that keeps every step before T(n) uncommitted (its output pulled "
                       "toward uniform), so the first confident step is T(n) (0: Fan et al.)"))
-    halt: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, **_flag(
+    halt: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 4, "weight of the loss of a 'done' unit trained with the model on whether each step "
                       "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
-    halt_target: str = _set("answer", kinds=FAN, choices=("answer", "marker"), **_flag(
+    halt_target: str = _set("answer", kinds=FAN, choices=("answer", "marker"), added=True, **_flag(
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
                       "position says so)"))
-    halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, **_flag(
+    halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 6, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))
     steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))

@@ -34,10 +34,9 @@ def refuse_changed_run(args, run: dict):
                                                  f"{run.get(k)})" for k in changed)
                         + "; a resumed run keeps what it is: leave them out, or start a new run with another --out")
     if "recipe" in given:
-        recorded = run.get("hparams") or {}
+        recorded = HParams.from_dict(run.get("hparams") or {})       # a field it lacks: its default
         had = next((name for name, fields in RECIPES.items()
-                    if all(recorded.get(k, HParams.__dataclass_fields__[k].default) == v
-                           for k, v in fields.items())), "its own halting settings")
+                    if all(getattr(recorded, k) == v for k, v in fields.items())), "its own halting settings")
         if had != args.recipe:
             raise RaspError(f"--resume: --recipe {args.recipe} (the run has {had}); a resumed run keeps its "
                             "recipe: leave it out, or start a new run with another --out")

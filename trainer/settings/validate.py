@@ -149,10 +149,8 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
 
 def check_marker_fits(data, hp):
     """--halt-target marker: the unit's marker passes one position per step, so
-    every training input's T(n) must fit in its positions; and it is --halt's unit."""
+    every training input's T(n) must fit in its positions."""
     import numpy as np
-    if not hp.halt:
-        raise RaspError("--halt-target marker: what the --halt unit is taught; give --halt W (W > 0) too")
     for n in range(data.task.min_n, hp.max_train_n + 1):
         b = data.batch(np.random.default_rng([0, n]), [n] * 8, train=True)
         if bool((b.steps > b.tokens.shape[1]).any()):
