@@ -28,6 +28,7 @@ from .looped import ACTIVATIONS, ROTARY_FEATURE, LoopedConfig, LoopedTransformer
 MANIFEST = "manifest.json"
 MAX_DIM = 1 << 20            # any single width or vocabulary
 MAX_LAYERS = 4096            # prelude + body + postlude blocks
+MAX_WINDOW = 64              # positions back a local attention reads (LoopedConfig.attn_window)
 MAX_HEADER = 100 << 20       # a safetensors JSON header
 DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
               "U8": 1, "BOOL": 1}
@@ -172,7 +173,7 @@ def is_int(x, lo, hi) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
 
 
-OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker"}     # fields added later: files written before them still load
+OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker", "attn_window", "halt_clock"}     # fields added later: files written before them still load
 
 
 def check_config(cfg: dict, path, where: str = ""):
@@ -206,6 +207,11 @@ def check_config(cfg: dict, path, where: str = ""):
                 cfg["activation"])
     for key in ("input_injection", "body_final_norm", "bias", "bos", "halt_unit", "halt_marker"):
         check_value(path, isinstance(cfg.get(key, False), bool), p + key, "true or false", cfg.get(key))
+    for key in ("attn_window", "halt_clock"):
+        check_value(path, is_int(cfg.get(key, 0), 0, MAX_WINDOW), p + key, f"an integer in 0..{MAX_WINDOW}",
+                    cfg.get(key))
+    check_value(path, not cfg.get("halt_clock") or cfg.get("halt_unit") is True, p + "halt_clock",
+                "0 unless halt_unit is true (the clock holds the halting unit)", cfg.get("halt_clock"))
     a = cfg["attn_scale"]
     check_value(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),
                 p + "attn_scale", "null or a finite number", a)

@@ -17,7 +17,7 @@ import json
 import math
 import re
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, cast
 
 import torch
@@ -60,6 +60,15 @@ class LoopedConfig:
     # moved one position per step has passed it, inside the loop's count) and the model is done
     # when every position says so; else it is taught on the answer's averaged state
     halt_marker: bool = False
+    # local attention: each position attends only to itself and the attn_window positions
+    # before it, with a learned bias per head and offset (T5's relative bias, Raffel et al.
+    # 2020), so a head can read "the position one back" alike at every length (0: every
+    # earlier position and no positions, as in Fan et al.'s model)
+    attn_window: int = 0
+    # the halting unit sits on a looped network of its own (a clock: this model's shape, a BOS
+    # position and attn_window = halt_clock), so the answering trunk trains exactly as without
+    # halting (`rasp train --halt-target clock`; 0: the unit reads this model's own states)
+    halt_clock: int = 0
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
 
     def __post_init__(self):
@@ -128,6 +137,7 @@ class CausalSelfAttention(nn.Module):
         self.k = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
         self.v = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
         self.o = nn.Linear(inner, cfg.d_model, bias=cfg.bias)
+        self.rel_bias = nn.Parameter(torch.zeros(n_head, cfg.attn_window + 1)) if cfg.attn_window else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, n, _ = x.shape
@@ -135,8 +145,21 @@ class CausalSelfAttention(nn.Module):
             return self.o(x.new_zeros(B, n, 0))
         split = lambda t: t.view(B, n, self.n_head, self.d_head).transpose(1, 2)
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        if self.rel_bias is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.relative_bias(n, x.device, q.dtype),
+                                               scale=self.scale)
         return self.o(y.transpose(1, 2).reshape(B, n, -1))
+
+    def relative_bias(self, n: int, device, dtype) -> torch.Tensor:
+        """[n_head, n, n]: the learned bias of each offset back inside the window, -inf
+        outside it (the future, and the positions more than attn_window back)."""
+        i = torch.arange(n, device=device)
+        back = i[:, None] - i[None, :]
+        window = self.rel_bias.shape[1] - 1
+        bias = self.rel_bias[:, back.clamp(0, window)]
+        return bias.masked_fill((back < 0) | (back > window), float("-inf")).to(dtype)
 
 
 class MLP(nn.Module):
@@ -183,7 +206,11 @@ class LoopedTransformer(nn.Module):
         n_out = cast(int, cfg.out_vocab_size)      # LoopedConfig.__post_init__ fills in None
         self.unembed = nn.Linear(cfg.d_model, n_out, bias=cfg.bias)
         self.apply(self._init_weights)
-        if cfg.halt_unit:       # zeros, drawing no random numbers: the rest starts as without it
+        self.clock: Optional[LoopedTransformer] = None
+        if cfg.halt_unit and cfg.halt_clock:
+            with torch.random.fork_rng():     # its draws leave the rest of the initialisation as without it
+                self.clock = LoopedTransformer(clock_config(cfg))
+        elif cfg.halt_unit:     # zeros, drawing no random numbers: the rest starts as without it
             self.halt_weight = nn.Parameter(torch.zeros(cfg.d_model))
             self.halt_bias = nn.Parameter(torch.zeros(()))
 
@@ -241,13 +268,32 @@ class LoopedTransformer(nn.Module):
     def done_logits(self, r: torch.Tensor) -> torch.Tensor:
         """Read-out states [..., n, d] -> the halting unit's logit of "done"
         at each position [..., n] (averaged over the scored positions, it is
-        the unit on their averaged state: it is linear)."""
+        the unit on their averaged state: it is linear).  Not for a model
+        with a clock: its unit reads the clock's states (`done_every`)."""
         return r @ self.halt_weight + self.halt_bias
 
     def decode_with_done(self, h: torch.Tensor) -> torch.Tensor:
         """`decode`, with the halting unit's logit as one more channel [B, n, out_vocab + 1]."""
         r = self.readout(h)
         return torch.cat([self.unembed(r), self.done_logits(r)[..., None]], dim=-1)
+
+    def done_every(self, tokens: torch.Tensor, max_steps: int, r: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The halting unit's logits after every step 1..max_steps [T, B, n]: run on the
+        clock, or read off this model's read-out states r [T, B, n, d] (`all_steps` with
+        read=readout), which a model without a clock needs."""
+        if self.clock is not None:      # a clock's one output row is its unit
+            return self.clock.all_steps(tokens, max_steps)[..., 0]
+        if r is None:
+            r = self.all_steps(tokens, max_steps, read=self.readout)
+        return self.done_logits(r)
+
+    def clip_groups(self) -> list:
+        """The parameters whose gradient norm is clipped together: the clock apart, so
+        its gradients never scale the answering trunk's (which then trains as without it)."""
+        if self.clock is None:
+            return [list(self.parameters())]
+        clock = {id(p) for p in self.clock.parameters()}
+        return [[p for p in self.parameters() if id(p) not in clock], list(self.clock.parameters())]
 
     def initial_state(self, e: torch.Tensor) -> torch.Tensor:
         # Without injection the input enters once, as the initial state.
@@ -281,7 +327,11 @@ class LoopedTransformer(nn.Module):
 
     def all_steps(self, tokens: torch.Tensor, max_steps: int, read=None) -> torch.Tensor:
         """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]
-        (`read` replaces `decode`, as in `forward`)."""
+        (`read` replaces `decode`, as in `forward`).  read=decode_with_done on a
+        model with a clock: the clock's unit is the extra channel."""
+        if self.clock is not None and read == self.decode_with_done:
+            logits = self.all_steps(tokens, max_steps)
+            return torch.cat([logits, self.done_every(tokens, max_steps)[..., None].to(logits.dtype)], dim=-1)
         read = read or self.decode
         e = self.encode(tokens)
         h = self.initial_state(e)
@@ -326,6 +376,15 @@ class LoopedTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+def clock_config(cfg: LoopedConfig) -> LoopedConfig:
+    """The clock of a model with `halt_clock`: its shape and token set, a BOS position
+    (without one, the positions of a constant prefix 1 1 1 ... hold the same values, so no
+    weighting of them tells the first from the rest), local attention of halt_clock
+    positions back, and one output row, which is the halting unit."""
+    return replace(cfg, out_vocab_size=1, bos=True, attn_window=cfg.halt_clock, halt_clock=0,
+                   halt_unit=False, halt_marker=False, extra={})
+
+
 def gpt2_init_(model: LoopedTransformer, read_in: str = "linear",
                read_in_dims: Optional[int] = None) -> LoopedTransformer:
     """Fan et al.'s initialisation (their `GeneralTransformerModel`): the
@@ -363,4 +422,10 @@ def gpt2_init_(model: LoopedTransformer, read_in: str = "linear",
         else:
             raise ValueError(f"unknown read-in {read_in!r}")
         model.unembed.reset_parameters()          # PyTorch default: uniform +-1/sqrt(d_model)
+    if model.clock is not None:
+        with torch.random.fork_rng():         # the same draws for the answering trunk as without a clock
+            gpt2_init_(model.clock, read_in, read_in_dims)
+        with torch.no_grad():
+            for p in model.clock.unembed.parameters():
+                p.zero_()                         # the unit starts at "unsure", as the unit on the states does
     return model

@@ -49,12 +49,12 @@ HEAD_FIT_STEPS = 300            # full-batch Adam steps of the halting head
 def trajectory(model, tokens: torch.Tensor, mask: torch.Tensor, t_max: int):
     """Logits after every step [T, B, L, V] and the state the halting head
     reads: the read-out state averaged over each input's scored positions [T, B, d];
-    for a model with a marker unit (`rasp train --halt-target marker`), the
-    unit's smallest logit over the positions [T, B, 1]: done when every
+    for a model with a marker unit (`rasp train --halt-target marker|clock`),
+    the unit's smallest logit over the positions [T, B, 1]: done when every
     position says so (the head reads it as it is)."""
     r = model.all_steps(tokens, t_max, read=model.readout)
     if getattr(model.cfg, "halt_marker", False):
-        return model.unembed(r), model.done_logits(r).amin(-1, keepdim=True)
+        return model.unembed(r), model.done_every(tokens, t_max, r).amin(-1, keepdim=True)
     m = mask.to(r.dtype)[..., None]
     return model.unembed(r), (r * m).sum(2) / m.sum(1).clamp(min=1)
 
@@ -205,7 +205,8 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
             loss = float(F.binary_cross_entropy_with_logits(head.logit(feats), done.float()))
     else:
         loss = head.fit(feats, done)
-    unit = (model.halt_weight, model.halt_bias) if trained else tuple(head.parameters())   # what decides "done"
+    unit = (tuple(model.clock.parameters()) if getattr(model, "clock", None) is not None   # what decides "done"
+            else (model.halt_weight, model.halt_bias) if trained else tuple(head.parameters()))
     lengths = [int(n) for n in lengths]
     fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
     record = {"lengths": lengths, "samples": samples, "best_step": best,

@@ -130,9 +130,10 @@ class FanKind(RunKind):
                 raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
         if cfg.hp.halt and cfg.init != "random":
             raise RaspError("--halt: a compiled start has its halting clock; the unit is trained from random weights")
-        if cfg.hp.halt_target == "marker":
+        if cfg.hp.halt_target in ("marker", "clock"):
             if not cfg.hp.halt:
-                raise RaspError("--halt-target marker: what the --halt unit is taught; give --halt W (W > 0) too")
+                raise RaspError(f"--halt-target {cfg.hp.halt_target}: what the --halt unit is taught; "
+                                "give --halt W (W > 0) too")
             validate.check_marker_fits(self.data, cfg.hp)
         self.rng = None
         self.step = None        # the optimiser step under way (before_step); the loss reads it

@@ -92,17 +92,24 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
     if halt:
-        loss = loss + halt * halting_unit_loss(done, T, batch.mask, getattr(module.cfg, "halt_marker", False))
+        loss = loss + halt * halting_unit_loss(done, T, batch.mask, halting_target(module.cfg))
     return loss, acc
 
 
-def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, marker: bool) -> torch.Tensor:
+def halting_target(cfg) -> str:
+    """What a model's halting unit is taught (`rasp train --halt-target`), read off its config."""
+    if getattr(cfg, "halt_clock", 0):
+        return "clock"
+    return "marker" if getattr(cfg, "halt_marker", False) else "answer"
+
+
+def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, target: str) -> torch.Tensor:
     """The binary cross-entropy of the halting unit's logits done [T', B, L]
     (after steps 1..T') at every step up to T(n) + HALT_PAST.
 
-    * answer (`marker` False): the unit on the answer's averaged state
-      against "t >= T(n)".  Beyond the trained lengths it has to count the
-      steps against the input, and that count does not extrapolate (bench/BENCH.md).
+    * answer: the unit on the answer's averaged state against "t >= T(n)".
+      Beyond the trained lengths it has to count the steps against the
+      input, and that count does not extrapolate (bench/BENCH.md).
     * marker: the unit at every position i.  At a position inside the
       loop's count (i < T(n)): "a marker moved one position per step has
       passed i", t > i.  The count becomes a local fact the loop can carry
@@ -115,19 +122,32 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, m
       prefix (1 1 1 1 ...) are indistinguishable, so no marker can pass
       them one by one; the later positions count them as the answer unit
       does.  Beyond the trained lengths the count fires early and the
-      marker holds it back.  Their AND over the positions, softened (minus
-      the log-sum-exp of the negated logits, below their minimum), is also
-      taught "t >= T(n)", so the position that decides is the one trained
-      most.  Needs T(n) <= the input's positions (refused
-      otherwise: trainer/settings/validate.py)."""
+      marker holds it back.
+    * clock: the marker alone, on a looped network of its own
+      (model/looped.py `halt_clock`) with a BOS position and an attention
+      window of a few positions back, so a constant prefix's positions
+      differ by their distance to BOS and the marker moves one position
+      back alike at every length.  The positions from T(n) on are "done"
+      at every step: the window keeps the clock from counting the input,
+      which is what failed beyond the trained lengths.  The answering
+      trunk never sees this loss.
+    For marker and clock, the AND of all positions, softened (minus the
+    log-sum-exp of the negated logits, below their minimum), is also
+    taught "t >= T(n)", so the position that decides is the one trained
+    most.  Both need T(n) <= the input's positions (refused otherwise:
+    trainer/settings/validate.py)."""
     t = torch.arange(1, done.shape[0] + 1, device=T.device)[:, None]
     taught = t <= (T + HALT_PAST)[None]                                # [T', B]
     reached = (t >= T[None]).float()
-    if not marker:
+    if target == "answer":
         z = stopping.masked_mean(done, mask)                            # [T', B]: the unit on the mean state
         return F.binary_cross_entropy_with_logits(z.float(), reached, reduction="none")[taught].mean()
     i = torch.arange(done.shape[-1], device=T.device)
-    passed = (t[..., None] > i) | ((i >= T[:, None])[None] & (t >= T[None])[..., None])   # [T', B, L]
+    outside = (i >= T[:, None])[None]                                   # [1, B, L]: past the loop's count
+    if target == "clock":       # it cannot count them: they are done at every step
+        passed = (t[..., None] > i) | outside                           # [T', B, L]
+    else:
+        passed = (t[..., None] > i) | (outside & (t >= T[None])[..., None])
     z = done.float()
     per_position = F.binary_cross_entropy_with_logits(z, passed.float(), reduction="none")[taught].mean()
     every = -torch.logsumexp(-z, dim=-1)                                # [T', B]: a soft AND of the positions

@@ -73,7 +73,8 @@ PRESETS = dict(zip(PRESET_NAMES, (paper, cpu)))
 # every halting field each recipe sets (resolve.refuse_changed_run tells a run's recipe by them)
 _FAN = dict(past_t=0, settle=0, unsure=0.0, halt=0.0, halt_target="answer")
 RECIPES = {"fan": _FAN, "halting": {**_FAN, "settle": 2, "unsure": 1.0},
-           "marker": {**_FAN, "halt": 1.0, "halt_target": "marker"}}
+           "marker": {**_FAN, "halt": 1.0, "halt_target": "marker"},
+           "clock": {**_FAN, "halt": 1.0, "halt_target": "clock"}}
 assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
 
 

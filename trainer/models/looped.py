@@ -30,6 +30,11 @@ from model import LoopedConfig, LoopedTransformer, gpt2_init_
 from trainer.models.base import MODELS, EncoderOutput, EncoderSpec, register_encoder
 from trainer.registry import FAN
 
+# positions back a halting clock attends to (--halt-target clock): its marker moves one
+# position per step, and a window that sees no farther than two back cannot count the input
+# instead, which fails beyond the trained lengths (bench/BENCH.md, "A clock of its own")
+CLOCK_WINDOW = 2
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -75,7 +80,8 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         activation="gelu_tanh" if fan else "gelu",
         embed_bias=fan and hp.read_in == "linear", decode_norm=not fan,
         halt_unit=bool(getattr(hp, "halt", 0.0)),
-        halt_marker=bool(getattr(hp, "halt", 0.0)) and getattr(hp, "halt_target", "answer") == "marker",
+        halt_marker=bool(getattr(hp, "halt", 0.0)) and getattr(hp, "halt_target", "answer") in ("marker", "clock"),
+        halt_clock=CLOCK_WINDOW if getattr(hp, "halt", 0.0) and getattr(hp, "halt_target", "answer") == "clock" else 0,
         extra={**data.meta(), "model": spec.name})
 
 

@@ -197,7 +197,11 @@ def _train(kind: RunKind, d, loggers) -> dict:
                     p.grad.mul_(p.detach() != 0)
         for p in frozen:
             p.grad = None           # AdamW skips it: no update, no moments
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip if hp.grad_clip > 0 else math.inf)
+        clip = hp.grad_clip if hp.grad_clip > 0 else math.inf
+        groups = model.clip_groups() if hasattr(model, "clip_groups") else [list(model.parameters())]
+        gnorm = torch.nn.utils.clip_grad_norm_(groups[0], clip)     # a halting clock's apart (model/looped.py)
+        for group in groups[1:]:
+            torch.nn.utils.clip_grad_norm_(group, clip)
         if guard is not None:
             with autocast(device, hp.precision):
                 rejected += guard.step(batch, float(loss.detach()), float(acc))

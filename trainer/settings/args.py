@@ -82,7 +82,9 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
-                   help="how a looped model learns when it is done: marker (a 'done' unit taught at every "
+                   help="how a looped model learns when it is done: clock (marker's unit on a looped network "
+                        "of its own with relative positions, beside an answering model trained as fan's), "
+                        "marker (a 'done' unit taught at every "
                         "position whether a marker moved one position per step has passed it; --stop head reads "
                         "it), halting (the answer at T(n) and the steps after it, no commitment before T(n); a "
                         "confidence threshold stops each input) or fan "

@@ -24,7 +24,7 @@ from rasp.errors import RaspError
 from trainer.settings.setting import BOTH, Setting
 
 PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
-RECIPE_NAMES = ("marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
+RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
 DEFAULT_RECIPE = "fan"
 KINDS = BOTH
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
@@ -104,11 +104,12 @@ class HParams:
     halt: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 4, "weight of the loss of a 'done' unit trained with the model on whether each step "
                       "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
-    halt_target: str = _set("answer", kinds=FAN, choices=("answer", "marker"), added=True, **_flag(
+    halt_target: str = _set("answer", kinds=FAN, choices=("answer", "marker", "clock"), added=True, **_flag(
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
-                      "position says so)"))
+                      "position says so) or clock (the marker's targets, taught to a looped network of its own "
+                      "with relative positions, so the answering model trains exactly as Fan et al.'s)"))
     halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 6, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))

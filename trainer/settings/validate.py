@@ -148,13 +148,13 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
 
 
 def check_marker_fits(data, hp):
-    """--halt-target marker: the unit's marker passes one position per step, so
+    """--halt-target marker or clock: the unit's marker passes one position per step, so
     every training input's T(n) must fit in its positions."""
     import numpy as np
     for n in range(data.task.min_n, hp.max_train_n + 1):
         b = data.batch(np.random.default_rng([0, n]), [n] * 8, train=True)
         if bool((b.steps > b.tokens.shape[1]).any()):
-            raise RaspError(f"--halt-target marker: task {data.task.name}'s loop count T(n) = {int(b.steps.max())} "
+            raise RaspError(f"--halt-target {hp.halt_target}: task {data.task.name}'s loop count T(n) = {int(b.steps.max())} "
                             f"at n = {n} exceeds its {b.tokens.shape[1]} positions, so a marker moved one position "
                             "per step cannot count it; use --halt-target answer")
 
