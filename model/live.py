@@ -87,6 +87,7 @@ class _LiveAttention(CausalSelfAttention):
     def __init__(self, attn: CausalSelfAttention):
         nn.Module.__init__(self)
         self.n_head, self.d_head, self.scale = attn.n_head, attn.d_head, attn.scale
+        self.rel_bias = attn.rel_bias       # the local window's bias, when the model has one
         # add_module: the stand-ins do nn.Linear's work but are not the declared nn.Linear
         for name in "qkvo":
             self.add_module(name, _LiveLinear(getattr(attn, name)))
