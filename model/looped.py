@@ -155,6 +155,7 @@ class CausalSelfAttention(nn.Module):
     def relative_bias(self, n: int, device, dtype) -> torch.Tensor:
         """[n_head, n, n]: the learned bias of each offset back inside the window, -inf
         outside it (the future, and the positions more than attn_window back)."""
+        assert self.rel_bias is not None      # forward calls it only for a windowed model
         i = torch.arange(n, device=device)
         back = i[:, None] - i[None, :]
         window = self.rel_bias.shape[1] - 1
