@@ -37,7 +37,7 @@ def _weights(run):
 def test_the_answering_model_trains_exactly_as_fan_et_al_s_beside_a_clock(capsys, tmp_path):
     """Same seed, same steps: every weight the two runs share is equal, bit for bit, so the
     clock's loss, initialisation and gradient clipping never touch the answering trunk."""
-    _train(capsys, "--steps", "12", "--seed", "5", "--out", str(tmp_path / "fan"))
+    _train(capsys, "--steps", "12", "--seed", "5", "--recipe", "fan", "--out", str(tmp_path / "fan"))
     _train(capsys, "--steps", "12", "--seed", "5", "--recipe", "clock", "--out", str(tmp_path / "clock"))
     fan, clock = _weights(tmp_path / "fan"), _weights(tmp_path / "clock")
     assert set(clock) - set(fan) and all(k.startswith("clock.") for k in set(clock) - set(fan))
