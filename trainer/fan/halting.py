@@ -205,8 +205,12 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
             loss = float(F.binary_cross_entropy_with_logits(head.logit(feats), done.float()))
     else:
         loss = head.fit(feats, done)
-    unit = (tuple(model.clock.parameters()) if getattr(model, "clock", None) is not None   # what decides "done"
-            else (model.halt_weight, model.halt_bias) if trained else tuple(head.parameters()))
+    if not trained:         # what decides "done"
+        unit = tuple(head.parameters())
+    elif getattr(model, "clock", None) is not None:
+        unit = tuple(model.clock.parameters())
+    else:
+        unit = (model.halt_weight, model.halt_bias)
     lengths = [int(n) for n in lengths]
     fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
     record = {"lengths": lengths, "samples": samples, "best_step": best,

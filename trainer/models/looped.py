@@ -73,15 +73,16 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
     # outputs; the extra ones are never targets but share the softmax.  Never
     # fewer rows than outputs.
     n_out = max(len(data.output_tokens), getattr(hp, "read_out_dims", None) or 0)
+    halting = getattr(hp, "halt_target", "answer") if getattr(hp, "halt", 0.0) else None    # None: no unit
     return LoopedConfig(
         vocab_size=len(data.input_tokens), out_vocab_size=n_out,
         d_model=hp.d_model, n_head=hp.n_head, d_mlp=hp.d_mlp, n_body=layers,
         input_injection=spec.injection,
         activation="gelu_tanh" if fan else "gelu",
         embed_bias=fan and hp.read_in == "linear", decode_norm=not fan,
-        halt_unit=bool(getattr(hp, "halt", 0.0)),
-        halt_marker=bool(getattr(hp, "halt", 0.0)) and getattr(hp, "halt_target", "answer") in ("marker", "clock"),
-        halt_clock=CLOCK_WINDOW if getattr(hp, "halt", 0.0) and getattr(hp, "halt_target", "answer") == "clock" else 0,
+        halt_unit=halting is not None,
+        halt_marker=halting in ("marker", "clock"),
+        halt_clock=CLOCK_WINDOW if halting == "clock" else 0,
         extra={**data.meta(), "model": spec.name})
 
 

@@ -131,6 +131,9 @@ def _train(kind: RunKind, d, loggers) -> dict:
     frozen = [p for n, p in model.named_parameters() if n in set(init_info.get("frozen", []))]
     keep_zeros = getattr(hp, "keep_zeros", False)
     ema_decay = getattr(hp, "ema", 0.0)
+    clip = hp.grad_clip if hp.grad_clip > 0 else math.inf
+    # clipped apart: a halting clock's gradients never scale the answering model's (model/looped.py)
+    clip_groups = model.clip_groups() if hasattr(model, "clip_groups") else [list(model.parameters())]
 
     metrics_path = out / "metrics.jsonl"
 
@@ -197,10 +200,8 @@ def _train(kind: RunKind, d, loggers) -> dict:
                     p.grad.mul_(p.detach() != 0)
         for p in frozen:
             p.grad = None           # AdamW skips it: no update, no moments
-        clip = hp.grad_clip if hp.grad_clip > 0 else math.inf
-        groups = model.clip_groups() if hasattr(model, "clip_groups") else [list(model.parameters())]
-        gnorm = torch.nn.utils.clip_grad_norm_(groups[0], clip)     # a halting clock's apart (model/looped.py)
-        for group in groups[1:]:
+        gnorm = torch.nn.utils.clip_grad_norm_(clip_groups[0], clip)
+        for group in clip_groups[1:]:
             torch.nn.utils.clip_grad_norm_(group, clip)
         if guard is not None:
             with autocast(device, hp.precision):

@@ -83,7 +83,8 @@ def add_train_args(p: argparse.ArgumentParser):
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
                    help="how a looped model learns when it is done: clock (marker's unit on a looped network "
-                        "of its own with relative positions, beside an answering model trained as fan's), "
+                        "of its own, with a BOS position and attention to the two positions before each, beside "
+                        "an answering model trained as fan's), "
                         "marker (a 'done' unit taught at every "
                         "position whether a marker moved one position per step has passed it; --stop head reads "
                         "it), halting (the answer at T(n) and the steps after it, no commitment before T(n); a "

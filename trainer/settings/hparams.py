@@ -108,8 +108,9 @@ class HParams:
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
-                      "position says so) or clock (the marker's targets, taught to a looped network of its own "
-                      "with relative positions, so the answering model trains exactly as Fan et al.'s)"))
+                      "position says so) or clock (the marker, taught to a looped network of its own with a "
+                      "BOS position and attention to the two positions before each; the later positions are done "
+                      "at every step; the answering model trains exactly as Fan et al.'s)"))
     halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 6, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))
