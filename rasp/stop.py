@@ -10,7 +10,7 @@ RULES = ("depth_law", "oracle", "confidence", "confidence_sample", "threshold", 
 # the rule every command stops a looped model by when it is not told (`rasp eval`, `rasp run
 # RUN`, `rasp.load`, an export and its card, `rasp compare`'s adaptive rows); a fixed-depth
 # model runs its one depth
-DEFAULT_RULE = "depth_law"
+DEFAULT_RULE = "head"
 # fitted on the training lengths (trainer/fan/halting.py), once per checkpoint: saved in the run
 # (halting.json) and the export (config.json), then read by every command
 CALIBRATED = ("depth_law", "head")
@@ -25,9 +25,9 @@ RULE_HELP = {"depth_law": "on the training lengths, the step where the model ans
              "threshold": "stop each input at its first step whose confidence cross-entropy is below "
                           "--threshold",
              "stable": f"the first step after which the decoded answer stays unchanged for {STABLE_K} more steps",
-             "head": "a logistic 'done' unit on the step's state (ACT-style): the model's own, trained with it "
-                     "(rasp train --halt; with --recipe marker, done when every position says so), else fitted "
-                     "on the training lengths"}
+             "head": "the model's own 'done' unit (ACT-style), trained with it: with rasp train's default "
+                     "recipe (clock), the first step where every position of its halting clock says done; "
+                     "a run without a unit (--recipe fan) gets one fitted on the training lengths"}
 
 
 def rules_text() -> str:

@@ -140,9 +140,9 @@ def test_depth_law_fitted_on_short_lengths_stops_an_exact_model_at_T_beyond_them
         objectives.evaluate_batch(spec, hp, model, batch, "depth_law", data.task.t_max_extra)
 
 
-def test_rasp_eval_defaults_to_the_depth_law_and_shows_the_oracle_beside_it(tmp_path):
-    """An old-style run (trained before these rules; nothing halting-related
-    stored) is evaluated with the new default."""
+def test_rasp_eval_defaults_to_the_models_own_clock_and_shows_the_oracle_beside_it(tmp_path):
+    """A run of `rasp train`'s default recipe has a halting clock; `rasp eval` stops by it
+    (`head`, read and not fitted) and prints the oracle beside it."""
     out = tmp_path / "run"
     train = [sys.executable, "-m", "rasp.cli", "train", "--task", "parity", "--preset", "cpu", "--steps", "6",
              "--max-train-n", "3", "--d-model", "16", "--out", str(out), "--no-progress"]
@@ -151,10 +151,10 @@ def test_rasp_eval_defaults_to_the_depth_law_and_shows_the_oracle_beside_it(tmp_
     r = subprocess.run([sys.executable, "-m", "rasp.cli", "eval", str(out), "--lengths", "1:5", "--samples", "8",
                         "--no-plots", "--no-progress"], env=ENV, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert "stop = depth_law" in r.stdout and "oracle" in r.stdout.splitlines()[1]
-    assert "depth law fitted on lengths 1..3" in r.stdout
-    doc = json.loads((out / "eval_depth_law.json").read_text())
-    assert doc["stop"] == "depth_law" and doc["calibration"]["lengths"] == [1, 2, 3]
+    assert "stop = head" in r.stdout and "oracle" in r.stdout.splitlines()[1]
+    doc = json.loads((out / "eval_head.json").read_text())
+    assert doc["stop"] == "head" and doc["calibration"]["lengths"] == [1, 2, 3]
+    assert doc["calibration"]["head"]["trained_with_model"]
     by_length = doc["splits"]["test"]["by_length"]
     assert all("oracle_exact_match" in v and "step_error" in v for v in by_length.values())
     # every warning is one line on stderr, never in the table

@@ -25,7 +25,7 @@ from trainer.settings.setting import BOTH, Setting
 
 PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
 RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
-DEFAULT_RECIPE = "fan"
+DEFAULT_RECIPE = "clock"
 KINDS = BOTH
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
