@@ -130,11 +130,9 @@ class FanKind(RunKind):
                 raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
         if cfg.hp.halt and cfg.init != "random":
             raise RaspError("--halt: a compiled start has its halting clock; the unit is trained from random weights")
-        if cfg.hp.halt_target in ("marker", "clock"):
-            if not cfg.hp.halt:
-                raise RaspError(f"--halt-target {cfg.hp.halt_target}: what the --halt unit is taught; "
-                                "give --halt W (W > 0) too")
-            validate.check_marker_fits(self.data, cfg.hp)
+        if cfg.hp.halt_target in ("marker", "clock") and not cfg.hp.halt:
+            raise RaspError(f"--halt-target {cfg.hp.halt_target}: what the --halt unit is taught; "
+                            "give --halt W (W > 0) too")
         self.rng = None
         self.step = None        # the optimiser step under way (before_step); the loss reads it
 
@@ -145,6 +143,8 @@ class FanKind(RunKind):
     def check_memory(self, device):
         if self.cfg.init == "random":        # a compiled start's size comes from its program
             validate.check_memory(self.spec, self.hp, self.data, device)
+        if self.hp.halt_target in ("marker", "clock"):      # after the memory check: it runs the program
+            validate.check_marker_fits(self.data, self.hp)
 
     def seed_rng(self):
         self.rng = np.random.default_rng(self.hp.seed)

@@ -147,11 +147,23 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
     return params, 4 * (6 * params + acts)
 
 
+def marker_check_sizes(lo: int, hi: int, every: int = 64) -> list:
+    """lo..min(hi, every), then every doubling of `every` up to hi, and hi."""
+    sizes = list(range(lo, min(hi, every) + 1))
+    n = every * 2
+    while n < hi:
+        sizes.append(n)
+        n *= 2
+    return sizes + ([hi] if hi > every else [])
+
+
 def check_marker_fits(data, hp):
     """--halt-target marker or clock: the unit's marker passes one position per step, so
-    every training input's T(n) must fit in its positions."""
+    every training input's T(n) must fit in its positions.  Every size up to 64, then doubling
+    sizes and the largest: the program runs each input's loop, so checking every size of a long
+    range (--max-train-n 2000) would take minutes."""
     import numpy as np
-    for n in range(data.task.min_n, hp.max_train_n + 1):
+    for n in marker_check_sizes(data.task.min_n, hp.max_train_n):
         b = data.batch(np.random.default_rng([0, n]), [n] * 8, train=True)
         if bool((b.steps > b.tokens.shape[1]).any()):
             raise RaspError(f"--halt-target {hp.halt_target}: task {data.task.name}'s loop count T(n) = {int(b.steps.max())} "
