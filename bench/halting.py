@@ -6,6 +6,7 @@ the oracle.
     rasp train --task TASK --preset cpu --seed S --out RUNS/TASK_sS     # for each task, seed
     OMP_NUM_THREADS=1 python -m bench.halting eval RUNS/TASK_sS [...]
     python -m bench.halting table RUNS/*_s*
+    python -m bench.halting load RUNS/parity_sS ...     # rasp.load(RUN)'s default rule against the oracle
 
 `eval` writes RUN/halting_bench.json (per rule and length: exact match, the
 oracle's on the same inputs, mean chosen step, iterations run; the held-in
@@ -129,6 +130,35 @@ def table(docs: list) -> str:
     return "\n".join(lines)
 
 
+# `load`: the text inputs of the tasks whose check the issue names, drawn here (Python's random),
+# apart from the trainer's samplers; answers from the task's program
+TEXT_INPUTS = {
+    "parity": lambda rng, n: [str(rng.randint(0, 1)) for _ in range(n)],
+    "padded_parity": lambda rng, n: (lambda k: [str(rng.randint(0, 1)) for _ in range(k)] + ["_"] * (n - k))(
+        rng.randint(1, n)),
+}
+
+
+def through_load(run_dir: Path, task: str, per_n: int, seed: int) -> dict:
+    """rasp.load(RUN) (its default rule) against rasp.load(RUN, stop="oracle") on fresh text
+    inputs: exact match of the answer from `>` on, per band of n."""
+    import random
+    import rasp
+    rng = random.Random(seed)
+    program = rasp.load(str(Path(__file__).resolve().parents[1] / "programs" / f"{task}.rasp"))
+    default, oracle = rasp.load(str(run_dir)), rasp.load(str(run_dir), stop="oracle")
+    out = {"run": str(run_dir), "default_rule": default.stop}
+    for band, (lo, hi) in BANDS.items():
+        hits = {"default": 0, "oracle": 0}
+        for n in range(lo, hi + 1):         # one length per call: rasp.load bounds one call's work
+            xs = [" ".join(TEXT_INPUTS[task](rng, n) + [">", "#", "#"]) for _ in range(per_n)]
+            want = program(xs)
+            for name, model in (("default", default), ("oracle", oracle)):
+                hits[name] += sum(a == w for a, w in zip(model(xs), want))
+        out[band] = {k: v / (per_n * (hi - lo + 1)) for k, v in hits.items()}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -139,9 +169,21 @@ def main(argv=None):
     e.add_argument("--seed", type=int, default=1234)
     t = sub.add_parser("table")
     t.add_argument("runs", nargs="+", type=Path)
+    ld = sub.add_parser("load", help="rasp.load(RUN)'s default rule against the oracle on fresh text inputs")
+    ld.add_argument("runs", nargs="+", type=Path)
+    ld.add_argument("--per-n", type=int, default=100)
+    ld.add_argument("--seed", type=int, default=777)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if a.cmd == "eval":
+    if a.cmd == "load":
+        for r in a.runs:
+            task = read_json(r / "run.json")["task"]
+            if task not in TEXT_INPUTS:
+                sys.exit(f"{r}: task {task}: `load` draws inputs of {', '.join(TEXT_INPUTS)} only")
+            d = through_load(r, task, a.per_n, a.seed)
+            print(f"{r} ({task}, default {d['default_rule']}): " + "; ".join(
+                f"n {b} {d[b]['default']:.3f} / oracle {d[b]['oracle']:.3f}" for b in BANDS))
+    elif a.cmd == "eval":
         lo, hi = (int(x) for x in a.lengths.split(":"))
         for r in a.runs:
             d = evaluate(r, range(lo, hi + 1), a.samples, a.seed)
