@@ -14,7 +14,7 @@
 Rules that read more than the confidence (issue 24: on the small models we
 train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
 
-* depth_law (the default of `rasp eval`): the depth the model itself needs,
+* depth_law (the default of every command before issue 39): the depth the model itself needs,
   read off held-in lengths and extrapolated.  On each training length the
   step with the best exact match is found (labels from the task program, as
   in training; T(n) itself when it is among the best); a line step = a*n + b
@@ -28,7 +28,8 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
 * stable: the first step after which the decoded answer stays the same for
   `STABLE_K` more steps (a fixed point of the loop's output; the compiled
   `loop N until stable` halts the same way on its state).
-* head: a halting probe, a logistic unit on the step's pooled state trained
+* head (the default of every command, rasp/stop.py DEFAULT_RULE): a halting
+  probe, a logistic unit on the step's pooled state trained
   by step supervision to say "done" once t >= T(n) (ACT's halting unit,
   Graves 2016, sigmoid(w.h + b); PonderNet's per-step lambda_t, Banino et al.
   2021, with the known T(n) as the target instead of its prior); stops at the
@@ -36,8 +37,10 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
   states (trainer/fan/halting.py), so the model's weights are untouched; or,
   for a model trained with `--halt`, the model's own unit, trained with it
   (trainer/fan/objectives.py settle_loss), so nothing is fitted; a marker
-  unit (`--recipe marker`) stops at the first step where every position says
-  done (trainer/fan/halting.py trajectory).
+  unit (`--recipe marker`) and the halting clock of `rasp train`'s default
+  recipe (`--recipe clock`, a small looped network of its own beside the
+  answering model) stop at the first step where every position says done
+  (trainer/fan/halting.py trajectory).
 """
 from __future__ import annotations
 
