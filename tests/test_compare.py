@@ -401,7 +401,7 @@ def test_report_reads_fan_eval_files(tmp_path):
     R.record_selection(out, suite, "cpu", 1, ["looped"], ["parity"])
     doc = R.write_report(out)
     assert R.find_report_cell(doc, "fan", "parity", "Looped, max. confidence", "longest test")["ours"]["mean"] == 0.5
-    assert R.find_report_cell(doc, "fan", "parity", "Looped, adaptive stop (depth law, the default)",
+    assert R.find_report_cell(doc, "fan", "parity", "Looped, depth law (a schedule fitted on the training lengths)",
                               "longest test")["ours"]["mean"] == 0.75
     cell = R.find_report_cell(doc, "fan", "parity", "Looped, oracle stop", "n = longest train")
     assert cell["ours"]["text"] == "1.000 (1 seed)" and cell["attrs"]["length"] == 10
