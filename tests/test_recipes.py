@@ -117,3 +117,13 @@ def test_a_run_recorded_before_the_halting_fields_matches_one_that_has_their_def
     assert all(getattr(HParams(), k) == v for k, v in fields.items())
     assert run_fingerprint(old) == run_fingerprint(new)
     assert run_fingerprint(old) != run_fingerprint({**new, "hparams": {**new["hparams"], "halt_target": "marker"}})
+
+
+def test_the_clocks_fit_check_reads_every_short_size_and_the_longest():
+    """validate.marker_check_sizes: every size up to 64, then doubling sizes and the largest, so a
+    long --max-train-n is checked in seconds, before which the memory check has already run."""
+    from trainer.settings.validate import marker_check_sizes
+    assert marker_check_sizes(1, 10) == list(range(1, 11))
+    long = marker_check_sizes(3, 2000)
+    assert long[:62] == list(range(3, 65)) and long[62:] == [128, 256, 512, 1024, 2000]
+    assert marker_check_sizes(1, 128) == list(range(1, 65)) + [128]
