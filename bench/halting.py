@@ -35,6 +35,7 @@ from trainer.fan.halting import calibrate, trajectory
 from trainer.settings.hparams import HParams
 from trainer.models import get_model_spec
 from trainer.fan.kind import build_data
+from trainer.tasks.base import PROGRAMS
 from rasp.readfile import read_json
 from rasp.stop import THRESHOLD
 
@@ -132,11 +133,16 @@ def table(docs: list) -> str:
 
 # `load`: the text inputs of the tasks whose check the issue names, drawn here (Python's random),
 # apart from the trainer's samplers; answers from the task's program
-TEXT_INPUTS = {
-    "parity": lambda rng, n: [str(rng.randint(0, 1)) for _ in range(n)],
-    "padded_parity": lambda rng, n: (lambda k: [str(rng.randint(0, 1)) for _ in range(k)] + ["_"] * (n - k))(
-        rng.randint(1, n)),
-}
+def _bits(rng, n: int) -> list:
+    return [str(rng.randint(0, 1)) for _ in range(n)]
+
+
+def _padded_bits(rng, n: int) -> list:
+    k = rng.randint(1, n)           # k real bits, then padding to size n
+    return _bits(rng, k) + ["_"] * (n - k)
+
+
+TEXT_INPUTS = {"parity": _bits, "padded_parity": _padded_bits}
 
 
 def through_load(run_dir: Path, task: str, per_n: int, seed: int) -> dict:
@@ -145,7 +151,7 @@ def through_load(run_dir: Path, task: str, per_n: int, seed: int) -> dict:
     import random
     import rasp
     rng = random.Random(seed)
-    program = rasp.load(str(Path(__file__).resolve().parents[1] / "programs" / f"{task}.rasp"))
+    program = rasp.load(str(PROGRAMS / f"{task}.rasp"))
     default, oracle = rasp.load(str(run_dir)), rasp.load(str(run_dir), stop="oracle")
     out = {"run": str(run_dir), "default_rule": default.stop}
     for band, (lo, hi) in BANDS.items():

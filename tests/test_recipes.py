@@ -6,6 +6,7 @@ import json
 
 from rasp.cli import main
 from trainer.fan.presets import RECIPES
+from trainer.settings.validate import marker_check_sizes
 
 TINY = ["--task", "padded_parity", "--d-model", "16", "--n-head", "2", "--eval-samples", "8", "--steps", "2",
         "--no-progress", "--threads", "1"]
@@ -122,7 +123,6 @@ def test_a_run_recorded_before_the_halting_fields_matches_one_that_has_their_def
 def test_the_clocks_fit_check_reads_every_short_size_and_the_longest():
     """validate.marker_check_sizes: every size up to 64, then doubling sizes and the largest, so a
     long --max-train-n is checked in seconds, before which the memory check has already run."""
-    from trainer.settings.validate import marker_check_sizes
     assert marker_check_sizes(1, 10) == list(range(1, 11))
     long = marker_check_sizes(3, 2000)
     assert long[:62] == list(range(3, 65)) and long[62:] == [128, 256, 512, 1024, 2000]

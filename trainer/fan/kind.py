@@ -25,7 +25,7 @@ from trainer.fan.data import TaskData
 from trainer.fan.initialise import initial_model
 from trainer.tasks.labels import ProgramLabeler
 from trainer.models import get_model_spec
-from trainer.settings.hparams import HParams
+from trainer.settings.hparams import MARKER_TARGETS, HParams
 from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths
 from trainer.tasks import get_task
 from trainer.tasks.program import task_of
@@ -130,7 +130,7 @@ class FanKind(RunKind):
                 raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
         if cfg.hp.halt and cfg.init != "random":
             raise RaspError("--halt: a compiled start has its halting clock; the unit is trained from random weights")
-        if cfg.hp.halt_target in ("marker", "clock") and not cfg.hp.halt:
+        if cfg.hp.halt_target in MARKER_TARGETS and not cfg.hp.halt:
             raise RaspError(f"--halt-target {cfg.hp.halt_target}: what the --halt unit is taught; "
                             "give --halt W (W > 0) too")
         self.rng = None
@@ -143,7 +143,7 @@ class FanKind(RunKind):
     def check_memory(self, device):
         if self.cfg.init == "random":        # a compiled start's size comes from its program
             validate.check_memory(self.spec, self.hp, self.data, device)
-        if self.hp.halt_target in ("marker", "clock"):      # after the memory check: it runs the program
+        if self.hp.halt_target in MARKER_TARGETS:      # after the memory check: it runs the program
             validate.check_marker_fits(self.data, self.hp)
 
     def seed_rng(self):

@@ -29,6 +29,7 @@ import torch.nn as nn
 from model import LoopedConfig, LoopedTransformer, gpt2_init_
 from trainer.models.base import MODELS, EncoderOutput, EncoderSpec, register_encoder
 from trainer.registry import FAN
+from trainer.settings.hparams import MARKER_TARGETS
 
 # positions back a halting clock attends to (--halt-target clock): its marker moves one
 # position per step, and a window that sees no farther than two back cannot count the input
@@ -81,7 +82,7 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         activation="gelu_tanh" if fan else "gelu",
         embed_bias=fan and hp.read_in == "linear", decode_norm=not fan,
         halt_unit=halting is not None,
-        halt_marker=halting in ("marker", "clock"),
+        halt_marker=halting in MARKER_TARGETS,
         halt_clock=CLOCK_WINDOW if halting == "clock" else 0,
         extra={**data.meta(), "model": spec.name})
 

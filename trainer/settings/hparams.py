@@ -26,6 +26,7 @@ from trainer.settings.setting import BOTH, Setting
 PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
 RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
 DEFAULT_RECIPE = "clock"
+MARKER_TARGETS = ("marker", "clock")   # --halt-target values taught per position (a marker that passes one a step)
 KINDS = BOTH
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
@@ -104,7 +105,7 @@ class HParams:
     halt: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 4, "weight of the loss of a 'done' unit trained with the model on whether each step "
                       "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
-    halt_target: str = _set("answer", kinds=FAN, choices=("answer", "marker", "clock"), added=True, **_flag(
+    halt_target: str = _set("answer", kinds=FAN, choices=("answer", *MARKER_TARGETS), added=True, **_flag(
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "

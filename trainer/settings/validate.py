@@ -147,14 +147,14 @@ def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
     return params, 4 * (6 * params + acts)
 
 
-def marker_check_sizes(lo: int, hi: int, every: int = 64) -> list:
-    """lo..min(hi, every), then every doubling of `every` up to hi, and hi."""
-    sizes = list(range(lo, min(hi, every) + 1))
-    n = every * 2
+def marker_check_sizes(lo: int, hi: int, dense_to: int = 64) -> list:
+    """lo..min(hi, dense_to), then the doublings of `dense_to` below hi, and hi."""
+    sizes = list(range(lo, min(hi, dense_to) + 1))
+    n = dense_to * 2
     while n < hi:
         sizes.append(n)
         n *= 2
-    return sizes + ([hi] if hi > every else [])
+    return sizes + ([hi] if hi > dense_to else [])
 
 
 def check_marker_fits(data, hp):
