@@ -301,15 +301,21 @@ class LoopedTransformer(nn.Module):
         return torch.zeros_like(e) if self.cfg.input_injection else e
 
     # -- running ----------------------------------------------------------
-    def forward(self, tokens: torch.Tensor, steps, read=None, every: bool = False) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, steps, read=None, every: bool = False,
+                done_steps: Optional[int] = None):
         """Logits at each sample's own step count.  `steps` is an int or a
         LongTensor [B] (0 allowed: the answer is decoded from h_0).  `read`
         replaces `decode` (e.g. `readout`: the states a separate head reads).
         `every`: the logits after every step 1..max(steps) instead,
         [T, B, n, out_vocab] (`all_steps` through `forward`, so a
-        DistributedDataParallel wrapper sees the call)."""
+        DistributedDataParallel wrapper sees the call); with `done_steps`, the
+        pair (those logits, the halting unit's after every step 1..done_steps)
+        (`steps_and_done`)."""
         if every:
-            return self.all_steps(tokens, int(steps.max()) if torch.is_tensor(steps) else int(steps), read)
+            most = int(steps.max()) if torch.is_tensor(steps) else int(steps)
+            if done_steps is not None:
+                return self.steps_and_done(tokens, most, done_steps)
+            return self.all_steps(tokens, most, read)
         read = read or self.decode
         B = tokens.shape[0]
         steps = torch.as_tensor(steps, device=tokens.device).long().expand(B)
@@ -328,11 +334,7 @@ class LoopedTransformer(nn.Module):
 
     def all_steps(self, tokens: torch.Tensor, max_steps: int, read=None) -> torch.Tensor:
         """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]
-        (`read` replaces `decode`, as in `forward`).  read=decode_with_done on a
-        model with a clock: the clock's unit is the extra channel."""
-        if self.clock is not None and read == self.decode_with_done:
-            logits = self.all_steps(tokens, max_steps)
-            return torch.cat([logits, self.done_every(tokens, max_steps)[..., None].to(logits.dtype)], dim=-1)
+        (`read` replaces `decode`, as in `forward`)."""
         read = read or self.decode
         e = self.encode(tokens)
         h = self.initial_state(e)
@@ -341,6 +343,15 @@ class LoopedTransformer(nn.Module):
             h = self.step(h, e)
             outs.append(read(h))
         return torch.stack(outs)
+
+    def steps_and_done(self, tokens: torch.Tensor, answer_steps: int, done_steps: int):
+        """(logits after every step 1..answer_steps [answer_steps, B, n, out_vocab],
+        the halting unit's logits after every step 1..done_steps [done_steps, B, n]).
+        A clock runs its own loop, so the answering trunk runs no step it does not need."""
+        if self.clock is not None:
+            return self.all_steps(tokens, answer_steps), self.done_every(tokens, done_steps)
+        every = self.all_steps(tokens, max(answer_steps, done_steps), read=self.decode_with_done)
+        return every[:answer_steps, ..., :-1], every[:done_steps, ..., -1]
 
     @torch.no_grad()
     def run_until_stable(self, tokens: torch.Tensor, max_steps, state_dims: list, lengths=None,

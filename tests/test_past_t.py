@@ -47,12 +47,12 @@ def test_past_t_is_refused_for_a_fixed_depth_model(tmp_path):
         _kind(tmp_path, 2, model="fap")
 
 
-def _batch_and_model(settle=0, unsure=0.0, seed=5, halt=0.0, halt_target="answer", task="parity"):
+def _batch_and_model(settle=0, unsure=0.0, seed=5, halt=0.0, halt_target="answer", task="parity", halt_past=2):
     import torch
     from trainer.fan.objectives import train_step_outputs
     from trainer.models import get_model_spec
     hp = make_hparams("cpu", get_task(task), settle=settle, unsure=unsure, halt=halt, seed=seed, batch_size=16,
-                      halt_target=halt_target)
+                      halt_target=halt_target, halt_past=halt_past)
     kind = FanKind(RunConfig(task=task, out="unused", model="looped", hp=hp))
     kind.seed_rng()
     torch.manual_seed(seed)
@@ -136,18 +136,17 @@ def test_the_halting_unit_starts_at_zero_and_leaves_the_rest_of_the_start_unchan
 def test_halt_adds_the_units_cross_entropy_on_reaching_T():
     import torch
     import torch.nn.functional as F
-    from trainer.fan.objectives import HALT_PAST
     spec, hp, model, batch, loss_of = _batch_and_model(halt=0.5)
     with torch.no_grad():
         model.halt_weight.copy_(torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(1)))
         model.halt_bias.fill_(-0.3)
     base, _ = loss_of(*_batch_and_model()[:2], model, batch)
     loss, _ = loss_of(spec, hp, model, batch)
-    # independently: per sample and step t <= T(n) + HALT_PAST, the unit on the scored positions' mean state
+    # independently: per sample and step t <= T(n) + --halt-past, the unit on the scored positions' mean state
     terms = []
     for i in range(len(batch.steps)):
         T = int(batch.steps[i])
-        for t in range(1, T + HALT_PAST + 1):
+        for t in range(1, T + hp.halt_past + 1):
             r = model(batch.tokens[i:i + 1], t, read=model.readout)[0].detach().double()
             pooled = r[batch.mask[i]].mean(0)
             z = pooled @ model.halt_weight.detach().double() + float(model.halt_bias.detach())
@@ -155,13 +154,14 @@ def test_halt_adds_the_units_cross_entropy_on_reaching_T():
     assert abs(float(loss - base) - 0.5 * sum(terms) / len(terms)) < 1e-4
 
 
-def test_a_marker_unit_is_taught_at_every_position_whether_the_marker_passed_it():
+@pytest.mark.parametrize("halt_past", [2, 5])
+def test_a_marker_unit_is_taught_at_every_position_whether_the_marker_passed_it(halt_past):
     """--halt-target marker: per position i, "t > i" (i < T(n)) or "t >= T(n)" (later); and the soft AND
     of the positions, "t >= T(n)"; written as a loop over samples, steps and positions."""
     import math
     import torch
-    from trainer.fan.objectives import HALT_PAST
-    spec, hp, model, batch, loss_of = _batch_and_model(halt=0.5, halt_target="marker", task="padded_parity")
+    spec, hp, model, batch, loss_of = _batch_and_model(halt=0.5, halt_target="marker", task="padded_parity",
+                                                       halt_past=halt_past)
     assert model.cfg.halt_marker
     with torch.no_grad():
         model.halt_weight.copy_(torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(2)))
@@ -175,7 +175,7 @@ def test_a_marker_unit_is_taught_at_every_position_whether_the_marker_passed_it(
     per_position, pooled = [], []
     for b in range(len(batch.steps)):
         T = int(batch.steps[b])
-        for t in range(1, T + HALT_PAST + 1):
+        for t in range(1, T + hp.halt_past + 1):
             r = model(batch.tokens[b:b + 1], t, read=model.readout)[0].detach().double()
             z = (r @ model.halt_weight.detach().double() + float(model.halt_bias.detach())).tolist()
             per_position += [bce(zi, t > i if i < T else t >= T) for i, zi in enumerate(z)]

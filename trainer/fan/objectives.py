@@ -32,20 +32,17 @@ def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None)
     reduction = getattr(hp, "loss_reduction", "sample")
     settle, unsure, halt = getattr(hp, "settle", 0), getattr(hp, "unsure", 0.0), getattr(hp, "halt", 0.0)
     if spec.adaptive and (settle or unsure or halt) and (step is None or step >= getattr(hp, "halting_from", 0)):
-        return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt)
+        return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt, getattr(hp, "halt_past", 2))
     return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
 
 
-HALT_PAST = 2       # steps after T(n) on which the halting unit is also taught "done"
-
-
-def steps_after_t(settle: int, halt: float) -> int:
-    """The loop steps `settle_loss` runs past each input's T(n)."""
-    return max(settle, HALT_PAST if halt else 0)
+def steps_after_t(settle: int, halt: float, halt_past: int) -> int:
+    """The most loop steps `settle_loss` runs past an input's T(n)."""
+    return max(settle, halt_past if halt else 0)
 
 
 def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "sample", tokens_per_shard=None,
-                halt: float = 0.0):
+                halt: float = 0.0, halt_past: int = 2):
     """The loss of a looped model that must know when it is done (issue 39).
 
     * The answer at T(n) (Fan et al.'s Eq. 1) and at each of the `settle`
@@ -66,7 +63,7 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
       `reduction` (under DDP: of this shard).
     * `halt` times the binary cross-entropy of the model's halting unit
       (model/looped.py `done_logits`, averaged over the scored positions)
-      against "t >= T(n)", at every step t up to T(n) + HALT_PAST: ACT's
+      against "t >= T(n)", at every step t up to T(n) + `halt_past`: ACT's
       halting unit (Graves 2016, "Adaptive Computation Time for Recurrent
       Neural Networks") and PonderNet's lambda_t (Banino et al. 2021), with
       the step supervision the loop already has (each training input's T(n))
@@ -77,9 +74,10 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
     Returns (loss, exact match at T(n))."""
     T = batch.steps
     module = getattr(model, "module", model)        # a DistributedDataParallel wrapper's model
-    every = model(batch.tokens, T + steps_after_t(settle, halt), every=True, read=module.decode_with_done if halt else None)
-    if halt:
-        every, done = every[..., :-1], every[..., -1]                # [T', B, L, V], [T', B, L]
+    if halt:        # [T + settle, B, L, V], [T + halt_past, B, L]
+        every, done = model(batch.tokens, T + settle, every=True, done_steps=int((T + halt_past).max()))
+    else:
+        every = model(batch.tokens, T + settle, every=True)
     rows = torch.arange(len(T), device=T.device)
     loss, acc = loss_and_accuracy(every[T - 1, rows], batch, reduction, tokens_per_shard)
     for k in range(1, settle + 1):
@@ -92,7 +90,7 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
     if halt:
-        loss = loss + halt * halting_unit_loss(done, T, batch.mask, halting_target(module.cfg))
+        loss = loss + halt * halting_unit_loss(done, T, batch.mask, halting_target(module.cfg), halt_past)
     return loss, acc
 
 
@@ -103,9 +101,10 @@ def halting_target(cfg) -> str:
     return "marker" if getattr(cfg, "halt_marker", False) else "answer"
 
 
-def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, target: str) -> torch.Tensor:
+def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, target: str,
+                      halt_past: int) -> torch.Tensor:
     """The binary cross-entropy of the halting unit's logits done [T', B, L]
-    (after steps 1..T') at every step up to T(n) + HALT_PAST.
+    (after steps 1..T') at every step up to T(n) + halt_past.
 
     * answer: the unit on the answer's averaged state against "t >= T(n)".
       Beyond the trained lengths it has to count the steps against the
@@ -137,7 +136,7 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
     most.  Both need T(n) <= the input's positions (refused otherwise:
     trainer/settings/validate.py)."""
     t = torch.arange(1, done.shape[0] + 1, device=T.device)[:, None]
-    taught = t <= (T + HALT_PAST)[None]                                # [T', B]
+    taught = t <= (T + halt_past)[None]                                # [T', B]
     reached = (t >= T[None]).float()
     if target == "answer":
         z = stopping.masked_mean(done, mask)                            # [T', B]: the unit on the mean state

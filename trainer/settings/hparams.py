@@ -112,8 +112,11 @@ class HParams:
                       "position says so) or clock (the marker, taught to a looped network of its own with a "
                       "BOS position and attention to the two positions before each; the later positions are done "
                       "at every step; the answering model trains exactly as Fan et al.'s)"))
+    halt_past: int = _set(2, kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
+        "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
+                      "the loop runs longer than any trained input needed (the clock recipe: 10)"))
     halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
-        "halting", 6, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
+        "halting", 7, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))
     steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))
     # 0 = no clipping

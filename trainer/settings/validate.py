@@ -178,7 +178,7 @@ def check_memory(spec, hp, data, device):
     from trainer.fan.objectives import steps_after_t
     sample = data.batch(np.random.default_rng(0), [hp.max_train_n], train=True)
     n_tokens = int(sample.tokens.shape[1]) + 1
-    steps = spec.iterations(hp) or int(sample.steps.max()) + max(hp.past_t, steps_after_t(hp.settle, hp.halt))
+    steps = spec.iterations(hp) or int(sample.steps.max()) + max(hp.past_t, steps_after_t(hp.settle, hp.halt, hp.halt_past))
     cfg = looped_config(spec, hp, data)
     params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps)
     have = available_memory(device)
