@@ -86,11 +86,13 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
 def recipe(hp) -> str:
     """The training recipe a row of the table is about: Fan et al.'s, or one that
     teaches the model when it is done (issue 39: --past-t, --settle, --unsure, --halt,
-    --halt-target, --halting-from)."""
+    --halt-target, --halt-past, --halting-from)."""
     parts = [f"{k} {getattr(hp, k):g}" for k in ("past_t", "settle", "unsure", "halt", "halting_from")
              if getattr(hp, k, 0)]
     if getattr(hp, "halt", 0) and getattr(hp, "halt_target", "answer") != "answer":
         parts.append(hp.halt_target)
+    if getattr(hp, "halt", 0) and getattr(hp, "halt_past", 2) != 2:
+        parts.append(f"past {hp.halt_past}")
     return " ".join(parts) or "fan"
 
 
