@@ -130,14 +130,12 @@ def stale_settings(spec: RunSpec, run_dir: Path) -> list:
     if not isinstance(recorded, dict):
         return []
     from trainer.settings.resolve import planned_hparams        # here: planning loads the model registry (torch)
-    from trainer.settings.hparams import HParams
     try:
         now = planned_hparams(train_args(spec, run_dir))
     except RaspError:
         return []
-    # a field added since the run was recorded: the run trained with its default
-    had = HParams.from_dict(recorded, recorded.get("kind", now.get("kind", "fan"))).to_dict()
-    return [f"{k}: {had[k]!r} -> {now[k]!r}" for k in sorted(had.keys() & now.keys()) if had[k] != now[k]]
+    return [f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in sorted(recorded.keys() & now.keys())
+            if recorded[k] != now[k]]
 
 
 def state(spec: RunSpec, run_dir: Path) -> str:
