@@ -91,7 +91,7 @@ def recipe(hp) -> str:
              if getattr(hp, k, 0)]
     if getattr(hp, "halt", 0) and getattr(hp, "halt_target", "answer") != "answer":
         parts.append(hp.halt_target)
-    if getattr(hp, "halt", 0) and getattr(hp, "halt_past", 2) != 2:
+    if getattr(hp, "halt", 0) and hp.halt_past != HParams.halt_past:     # a horizon other than the default
         parts.append(f"past {hp.halt_past}")
     return " ".join(parts) or "fan"
 

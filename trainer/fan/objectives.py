@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from trainer.fan import stopping
 from rasp.stop import THRESHOLD
 from trainer.fan.halting import trajectory
+from trainer.settings.hparams import HParams
 
 
 def iterations(spec, hp, batch) -> torch.Tensor:
@@ -32,7 +33,8 @@ def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None)
     reduction = getattr(hp, "loss_reduction", "sample")
     settle, unsure, halt = getattr(hp, "settle", 0), getattr(hp, "unsure", 0.0), getattr(hp, "halt", 0.0)
     if spec.adaptive and (settle or unsure or halt) and (step is None or step >= getattr(hp, "halting_from", 0)):
-        return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt, getattr(hp, "halt_past", 2))
+        return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt,
+                           getattr(hp, "halt_past", HParams.halt_past))
     return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
 
 
@@ -42,7 +44,7 @@ def steps_after_t(settle: int, halt: float, halt_past: int) -> int:
 
 
 def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "sample", tokens_per_shard=None,
-                halt: float = 0.0, halt_past: int = 2):
+                halt: float = 0.0, halt_past: int = HParams.halt_past):
     """The loss of a looped model that must know when it is done (issue 39).
 
     * The answer at T(n) (Fan et al.'s Eq. 1) and at each of the `settle`
