@@ -80,6 +80,32 @@ def test_memory_estimate_is_in_range_for_a_real_model():
     assert 6 * 4 * params < need < 2 ** 30
 
 
+def test_memory_estimate_charges_the_clocks_own_loop():
+    """A clock runs a loop of its own to T(n) + halt_past beside the trunk's to T(n)
+    (+ settle): both are charged, each for its own steps."""
+    from model.looped import clock_config
+    from trainer.models import get_model_spec, looped_config
+    from trainer.settings.hparams import HParams
+    from trainer.fan.kind import build_data
+    spec = get_model_spec("looped")
+
+    def need(**kw):
+        hp = HParams(d_model=32, n_head=2, n_layer=2, max_train_n=6, batch_size=8, **kw)
+        data = build_data("parity", spec, hp)
+        return validate.check_memory(spec, hp, data, "cpu"), looped_config(spec, hp, data), data, hp
+
+    clock = dict(halt=1.0, halt_target="clock")
+    near, cfg, data, hp = need(**clock, halt_past=2)
+    far = need(**clock, halt_past=10)[0]
+    sample = data.batch(__import__("numpy").random.default_rng(0), [hp.max_train_n], train=True)
+    n_tokens, T = int(sample.tokens.shape[1]) + 1, int(sample.steps.max())
+    ccfg = clock_config(cfg)
+    assert far - near == 4 * validate.activation_floats(ccfg, 8, n_tokens + 1, cfg.n_body * 8)
+    # the trunk alone to T(n), without a unit, is charged less by the clock's loop and weights
+    plain = need()[0]
+    assert near - plain > 4 * validate.activation_floats(ccfg, 8, n_tokens + 1, cfg.n_body * (T + 2))
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(flag=st.sampled_from(sorted(validate.HP_FLAG_TYPES)),
        value=st.one_of(st.integers(-10 ** 20, 10 ** 20).map(str),

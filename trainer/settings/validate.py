@@ -133,18 +133,28 @@ def available_memory(device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def training_memory(cfg, batch: int, n_tokens: int, applications: int) -> tuple:
+def training_memory(cfg, batch: int, n_tokens: int, applications: int, clock_applications: int = 0) -> tuple:
     """(parameters, bytes) for training a LoopedConfig: float32 weights,
     gradients, two AdamW moments and the guard's copy, plus the activations
-    kept for backpropagation through every block application."""
+    kept for backpropagation through every block application: `applications`
+    of the answering trunk and, for a model with a clock, `clock_applications`
+    of the clock, which runs a loop of its own (model/looped.py `clock_config`)."""
     import torch
     from model import LoopedTransformer
-    with torch.device("meta"):              # the exact count, without allocating the weights
+    from model.looped import clock_config
+    with torch.device("meta"):              # the exact count, clock included, without allocating the weights
         params = LoopedTransformer(cfg).num_params()
+    acts = activation_floats(cfg, batch, n_tokens, applications)
+    if cfg.halt_unit and cfg.halt_clock:
+        acts += activation_floats(clock_config(cfg), batch, n_tokens + 1, clock_applications)   # + its BOS
+    return params, 4 * (6 * params + acts)
+
+
+def activation_floats(cfg, batch: int, n_tokens: int, applications: int) -> int:
+    """The floats one network keeps for backpropagation through `applications` block applications."""
     inner, d, m = cfg.n_head * cfg.d_head, cfg.d_model, cfg.d_mlp
     per_token = 6 * d + 4 * inner + 2 * m + 2 * cfg.n_head * n_tokens
-    acts = batch * n_tokens * applications * per_token + applications * batch * n_tokens * cfg.out_vocab_size
-    return params, 4 * (6 * params + acts)
+    return batch * n_tokens * applications * (per_token + cfg.out_vocab_size)
 
 
 def marker_check_sizes(lo: int, hi: int, dense_to: int = 64) -> list:
@@ -178,13 +188,19 @@ def check_memory(spec, hp, data, device):
     from trainer.fan.objectives import steps_after_t
     sample = data.batch(np.random.default_rng(0), [hp.max_train_n], train=True)
     n_tokens = int(sample.tokens.shape[1]) + 1
-    steps = spec.iterations(hp) or int(sample.steps.max()) + max(hp.past_t, steps_after_t(hp.settle, hp.halt, hp.halt_past))
     cfg = looped_config(spec, hp, data)
-    params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps)
+    # a training input runs to T(n) + k (k <= past_t), then its answer `settle` steps on and
+    # its halting unit `halt_past` steps on: on a clock's loop where there is one
+    scored = int(sample.steps.max()) + hp.past_t
+    clock = bool(hp.halt and cfg.halt_clock)
+    steps = spec.iterations(hp) or scored + steps_after_t(hp.settle, 0.0 if clock else hp.halt, hp.halt_past)
+    clock_steps = scored + hp.halt_past if clock else 0
+    params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps, cfg.n_body * clock_steps)
     have = available_memory(device)
     if need > have:
         raise RaspError(f"this model ({params:,} parameters) and a batch of {hp.batch_size} inputs of "
-                        f"{n_tokens} tokens through {cfg.n_body * steps} block applications need about "
+                        f"{n_tokens} tokens through {cfg.n_body * steps} block applications"
+                        f"{f' (and {cfg.n_body * clock_steps} of its clock)' if clock else ''} need about "
                         f"{need / 2 ** 30:.1f} GiB to train; {device} has {have / 2 ** 30:.1f} GiB available "
                         "(use a smaller --d-model, --n-layer, --batch-size or --max-train-n)")
     return need
