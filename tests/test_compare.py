@@ -179,7 +179,8 @@ def test_command_lines(suite, tmp_path):
 
 # ---- skip and resume ----------------------------------------------------------------
 
-def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_aside_and_retrained(suite, fake, tmp_path):
+def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_aside_and_retrained(suite, fake, tmp_path,
+                                                                                              monkeypatch):
     """A preset edited after a run trained must not let the report pass the old
     result off as the new recipe's: the run is "stale" (never a number), and
     `rasp compare` moves its files to RUN_ID.stale1 and trains anew."""
@@ -193,6 +194,14 @@ def test_a_run_trained_with_settings_the_suite_no_longer_gives_is_stale_set_asid
     finished_run(d, {"dense": 1.0, "sparse": 0.5})
     write(d / "run.json", json.dumps({"hparams": {**now, "a_retired_option": 1}}))
     assert runner.stale_settings(spec, d) == [] and runner.state(spec, d) == "done"
+    # a run recorded before a setting existed trained with the value it had then (hparams.ADDED)
+    from trainer.settings import hparams
+    added = sorted(hparams.ADDED.keys() & now.keys())[0]
+    write(d / "run.json", json.dumps({"hparams": {k: v for k, v in now.items() if k != added}}))
+    assert runner.stale_settings(spec, d) == (
+        [] if hparams.ADDED[added] == now[added] else [f"{added}: {hparams.ADDED[added]!r} -> {now[added]!r}"])
+    monkeypatch.setitem(hparams.ADDED, added, "before")
+    assert runner.stale_settings(spec, d) == [f"{added}: 'before' -> {now[added]!r}"]
     write(d / "run.json", json.dumps({"hparams": {**now, "lr": now["lr"] * 2}}))
     assert runner.stale_settings(spec, d) == [f"lr: {now['lr'] * 2!r} -> {now['lr']!r}"]
     assert runner.state(spec, d) == "stale" and load_run(spec, out).status == "stale"

@@ -123,19 +123,21 @@ def missing_evals(spec: RunSpec, run_dir: Path) -> list:
 def stale_settings(spec: RunSpec, run_dir: Path) -> list:
     """The hyper-parameters in which the run's run.json differs from what its
     train command gives a new run now (a preset or default edited since the
-    run started), as "key: old -> new"; [] when they agree or cannot be told
-    (no run.json hyper-parameters, e.g. a test's fake trainer)."""
+    run started), as "key: old -> new"; a setting the run did not record is
+    compared at the value it had before it was added.  [] when they agree or
+    cannot be told (no run.json hyper-parameters, e.g. a test's fake trainer)."""
     doc = read_json(run_dir / "run.json")
     recorded = doc.get("hparams") if isinstance(doc, dict) else None
     if not isinstance(recorded, dict):
         return []
     from trainer.settings.resolve import planned_hparams        # here: planning loads the model registry (torch)
+    from trainer.settings import hparams
     try:
         now = planned_hparams(train_args(spec, run_dir))
     except RaspError:
         return []
-    return [f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in sorted(recorded.keys() & now.keys())
-            if recorded[k] != now[k]]
+    had = {**hparams.ADDED, **recorded}      # a setting added since the run started: it trained with the old value
+    return [f"{k}: {had[k]!r} -> {now[k]!r}" for k in sorted(had.keys() & now.keys()) if had[k] != now[k]]
 
 
 def state(spec: RunSpec, run_dir: Path) -> str:
