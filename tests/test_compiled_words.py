@@ -151,6 +151,23 @@ def test_compiled_fine_tune_confirms_its_long_sample_at_the_checkpoint(tmp_path)
     assert all(res[s]["metrics"]["seq_acc"]["mean"] == 1.0 for s in ("valid", "test_16"))
 
 
+def test_a_compiled_start_that_trains_no_step_is_not_probed_and_cannot_be_extended(tmp_path, capsys):
+    """--steps 0 (the suites' compiled rows, evaluated as compiled): nothing moves, so the
+    length-fragile probe is not run; a resume that would train refuses, as it cannot know
+    which tensors to keep still."""
+    from trainer.run.kind import FRAGILE_NOT_PROBED
+    out = tmp_path / "c"
+    base = ["train", "--task", "words_z60", "--model", "looped", "--init", "compiled", "--set",
+            "compile_max_len=4", "--batch-size", "8", "--set", "eval_samples=16", "--out", str(out), "--no-progress"]
+    assert main([*base, "--steps", "0"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["hparams"]["freeze_fragile"] and "frozen" not in run["init_info"]
+    assert run["init_info"]["fragile_probe"] == FRAGILE_NOT_PROBED
+    capsys.readouterr()
+    assert main([*base, "--steps", "2", "--resume"]) == 2
+    assert "was not probed for the tensors --freeze-fragile keeps still" in capsys.readouterr().err
+
+
 def test_freeze_fragile_on_needs_a_compiled_start_on_comparison_tasks_too(tmp_path, capsys):
     assert main(["train", "--task", "words_z60", "--model", "gru", "--freeze-fragile", "on",
                  "--out", str(tmp_path / "x"), "--no-progress"]) == 2

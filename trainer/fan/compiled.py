@@ -121,6 +121,14 @@ def _safe_index(p, mask, exact, seeds: int):
     return worst
 
 
+def probes_fragile(hp) -> bool:
+    """Whether a compiled start is probed for its length-fragile tensors (`length_fragile`):
+    with --freeze-fragile, when the run trains at all.  A run of --steps 0 moves nothing, and
+    the probe costs minutes on long programs (words_mixed: over 8 CPU-minutes against 42 s
+    for the rest of the run)."""
+    return bool(hp.freeze_fragile) and hp.steps > 0
+
+
 @torch.no_grad()
 def length_fragile(model: LoopedTransformer, short_exact, long_exact, seeds: int = 3) -> list:
     """Names of the parameter tensors whose tolerance shrinks with length: the

@@ -6,6 +6,7 @@ import numpy as np
 
 from rasp.errors import RaspError
 from trainer.fan import compiled, stopping
+from trainer.run.kind import FRAGILE_NOT_PROBED
 from trainer.fan.presets import compiled_max_n
 
 
@@ -50,10 +51,12 @@ def initial_model(cfg, spec, hp, data, device):
         info.update(shrunk)
     else:
         exact = model
-    if hp.freeze_fragile:
+    if compiled.probes_fragile(hp):
         # probed on an exact model: after a lossy projection the same tensors
         # carry the same length-scaled quantities, but the probe needs exactness
         info["frozen"] = fragile_tensors(exact, spec, hp, data)
+    elif hp.freeze_fragile:
+        info["fragile_probe"] = FRAGILE_NOT_PROBED
     info["params"] = model.num_params()
     return model.to(device), info
 

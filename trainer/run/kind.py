@@ -19,6 +19,11 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 
+# init_info["fragile_probe"] of a fresh run whose "frozen" tensors were not looked for: it trained
+# no step, so none could move (trainer/fan/compiled.py `probes_fragile`); a resume that would train refuses
+FRAGILE_NOT_PROBED = "not run: the run trains no step (--steps 0)"
+
+
 class RunKind(ABC):
     """What trainer/run/loop.py needs of a kind of run beyond what it does the
     same way for every run.  Every method is abstract: a kind states each of
@@ -46,7 +51,8 @@ class RunKind(ABC):
 
     @abstractmethod
     def initial_model(self, device) -> tuple:
-        """(model, init_info or None) of a fresh run; init_info's "frozen" names parameters never updated."""
+        """(model, init_info or None) of a fresh run; init_info's "frozen" names parameters never updated
+        (with "fragile_probe": FRAGILE_NOT_PROBED where they were not looked for)."""
 
     @abstractmethod
     def load_model(self, ckpt, state: dict, device):

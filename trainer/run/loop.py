@@ -36,7 +36,7 @@ from rasp.errors import RaspError, RaspFileError
 from trainer.run import checkpoint, distributed, ema, explog
 from trainer.run.device import autocast, on_host, use_tf32
 from trainer.run.guard import Guard, finetune_stop_reason
-from trainer.run.kind import RunKind
+from trainer.run.kind import FRAGILE_NOT_PROBED, RunKind
 from trainer.run.progress import bar as progress_bar
 
 
@@ -127,6 +127,10 @@ def _train(kind: RunKind, d, loggers) -> dict:
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)          # also the torch RNG
     net = torch.nn.parallel.DistributedDataParallel(model) if d.on else model
+    if init_info.get("fragile_probe") == FRAGILE_NOT_PROBED and step < hp.steps:
+        raise RaspError(f"--resume --steps {hp.steps}: this run was started with --steps 0, so its compiled "
+                        "start was not probed for the tensors --freeze-fragile keeps still; start a new run "
+                        "with --steps N and another --out")
     # a compiled start's length-fragile tensors (initialise.fragile_tensors) never move
     frozen = [p for n, p in model.named_parameters() if n in set(init_info.get("frozen", []))]
     keep_zeros = getattr(hp, "keep_zeros", False)
