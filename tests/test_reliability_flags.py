@@ -83,6 +83,7 @@ def test_memory_estimate_is_in_range_for_a_real_model():
 def test_memory_estimate_charges_the_clocks_own_loop():
     """A clock runs a loop of its own to T(n) + halt_past beside the trunk's to T(n)
     (+ settle): both are charged, each for its own steps."""
+    import numpy as np
     from model.looped import clock_config
     from trainer.models import get_model_spec, looped_config
     from trainer.settings.hparams import HParams
@@ -97,7 +98,7 @@ def test_memory_estimate_charges_the_clocks_own_loop():
     clock = dict(halt=1.0, halt_target="clock")
     near, cfg, data, hp = need(**clock, halt_past=2)
     far = need(**clock, halt_past=10)[0]
-    sample = data.batch(__import__("numpy").random.default_rng(0), [hp.max_train_n], train=True)
+    sample = data.batch(np.random.default_rng(0), [hp.max_train_n], train=True)
     n_tokens, T = int(sample.tokens.shape[1]) + 1, int(sample.steps.max())
     ccfg = clock_config(cfg)
     assert far - near == 4 * validate.activation_floats(ccfg, 8, n_tokens + 1, cfg.n_body * 8)
