@@ -163,7 +163,7 @@ class HParams:
     flat_stop: int = _set(0, lo=0, hi=LONG, flag_kinds=FAN, **_flag(
         "guard", 3, "stop once exact and the loss gained < 5%% over this many steps (0: never)"))
     keep_zeros: bool = _set(False)   # train only the nonzero weights (a compiled start's sparsity pattern)
-    freeze_fragile: bool = _set(False)  # freeze tensors whose tolerance shrinks with length
+    freeze_fragile: bool = _set(False, added=True)  # freeze tensors whose tolerance shrinks with length
     # ---- speed on a GPU (trainer/run/device.py): the defaults are every earlier run's behaviour
     precision: str = _set("fp32", choices=("fp32", "bf16"), added=True, **_flag(
         "speed", 1, "training forward passes and losses in float32, or under bfloat16 autocast"))
