@@ -49,7 +49,6 @@ import torch.nn as nn
 from model import LoopedConfig, LoopedTransformer
 from rasp.errors import RaspError
 from trainer.fan import compiled
-from trainer.run.kind import FRAGILE_NOT_PROBED
 from trainer.models.base import EncoderOutput
 from trainer.models.heads import PositionHead, SeqModel
 
@@ -190,12 +189,10 @@ def build(task, hp) -> tuple:
                  "width": core.cfg.d_model, "mlp": core.cfg.d_mlp,
                  "layers": core.cfg.n_prelude + core.cfg.n_body + core.cfg.n_postlude,
                  "params": sum(p.numel() for p in model.parameters())}
-    if compiled.probes_fragile(hp):
-        t0 = time.perf_counter()
-        init_info["frozen"] = fragile_tensors(model, task, hp)
+    t0 = time.perf_counter()
+    init_info.update(compiled.fragile_info(hp, lambda: fragile_tensors(model, task, hp)))
+    if "frozen" in init_info:
         init_info["fragile_probe_s"] = round(time.perf_counter() - t0, 1)
-    elif hp.freeze_fragile:
-        init_info["fragile_probe"] = FRAGILE_NOT_PROBED
     return model, init_info
 
 

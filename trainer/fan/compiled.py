@@ -28,6 +28,7 @@ import torch
 
 from model import LoopedTransformer, zero_skipping
 from rasp.errors import RaspError
+from trainer.run.kind import FRAGILE_NOT_PROBED
 
 NEG_BIAS = -1e4
 TIE_BREAK = 1e-3
@@ -121,12 +122,15 @@ def _safe_index(p, mask, exact, seeds: int):
     return worst
 
 
-def probes_fragile(hp) -> bool:
-    """Whether a compiled start is probed for its length-fragile tensors (`length_fragile`):
-    with --freeze-fragile, when the run trains at all.  A run of --steps 0 moves nothing, and
-    the probe costs minutes on long programs (words_mixed: over 8 CPU-minutes against 42 s
-    for the rest of the run)."""
-    return bool(hp.freeze_fragile) and hp.steps > 0
+def fragile_info(hp, probe) -> dict:
+    """init_info's record of a compiled start's length-fragile tensors (`length_fragile`):
+    {"frozen": probe()} with --freeze-fragile when the run trains at all; a run of --steps 0
+    moves nothing, so it is not probed ({"fragile_probe": FRAGILE_NOT_PROBED}; the probe costs
+    minutes on long programs, words_mixed: over 8 CPU-minutes against 42 s for the rest of the
+    run); {} without --freeze-fragile."""
+    if not hp.freeze_fragile:
+        return {}
+    return {"frozen": probe()} if hp.steps > 0 else {"fragile_probe": FRAGILE_NOT_PROBED}
 
 
 @torch.no_grad()

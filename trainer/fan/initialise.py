@@ -6,7 +6,6 @@ import numpy as np
 
 from rasp.errors import RaspError
 from trainer.fan import compiled, stopping
-from trainer.run.kind import FRAGILE_NOT_PROBED
 from trainer.fan.presets import compiled_max_n
 
 
@@ -51,12 +50,9 @@ def initial_model(cfg, spec, hp, data, device):
         info.update(shrunk)
     else:
         exact = model
-    if compiled.probes_fragile(hp):
-        # probed on an exact model: after a lossy projection the same tensors
-        # carry the same length-scaled quantities, but the probe needs exactness
-        info["frozen"] = fragile_tensors(exact, spec, hp, data)
-    elif hp.freeze_fragile:
-        info["fragile_probe"] = FRAGILE_NOT_PROBED
+    # probed on an exact model: after a lossy projection the same tensors
+    # carry the same length-scaled quantities, but the probe needs exactness
+    info.update(compiled.fragile_info(hp, lambda: fragile_tensors(exact, spec, hp, data)))
     info["params"] = model.num_params()
     return model.to(device), info
 

@@ -20,7 +20,7 @@ from typing import Any
 
 
 # init_info["fragile_probe"] of a fresh run whose "frozen" tensors were not looked for: it trained
-# no step, so none could move (trainer/fan/compiled.py `probes_fragile`); a resume that would train refuses
+# no step, so none could move (trainer/fan/compiled.py `fragile_info`); a resume that would train refuses
 FRAGILE_NOT_PROBED = "not run: the run trains no step (--steps 0)"
 
 

@@ -114,6 +114,10 @@ def _train(kind: RunKind, d, loggers) -> dict:
         except (KeyError, ValueError, TypeError, AttributeError) as e:
             raise RaspFileError(Path(ckpt) / "state.json", f"cannot resume from it ({type(e).__name__}: "
                                 f"{str(e)[:120]}); the checkpoint was edited") from None
+        if init_info.get("fragile_probe") == FRAGILE_NOT_PROBED and step < hp.steps:
+            raise RaspError(f"--resume --steps {hp.steps}: this run was started with --steps 0, so its compiled "
+                            "start was not probed for the tensors --freeze-fragile keeps still; start a new run "
+                            "with --steps N and another --out")
     else:
         kind.check_memory(device)
         with on_host():         # a seed draws the same weights whatever the device
@@ -127,10 +131,6 @@ def _train(kind: RunKind, d, loggers) -> dict:
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)          # also the torch RNG
     net = torch.nn.parallel.DistributedDataParallel(model) if d.on else model
-    if init_info.get("fragile_probe") == FRAGILE_NOT_PROBED and step < hp.steps:
-        raise RaspError(f"--resume --steps {hp.steps}: this run was started with --steps 0, so its compiled "
-                        "start was not probed for the tensors --freeze-fragile keeps still; start a new run "
-                        "with --steps N and another --out")
     # a compiled start's length-fragile tensors (initialise.fragile_tensors) never move
     frozen = [p for n, p in model.named_parameters() if n in set(init_info.get("frozen", []))]
     keep_zeros = getattr(hp, "keep_zeros", False)

@@ -192,8 +192,8 @@ def check_memory(spec, hp, data, device):
     # a training input runs to T(n) + k (k <= past_t), then its answer `settle` steps on and
     # its halting unit `halt_past` steps on: on a clock's loop where there is one
     scored = int(sample.steps.max()) + hp.past_t
-    clock = bool(hp.halt and cfg.halt_clock)
-    steps = spec.iterations(hp) or scored + steps_after_t(hp.settle, 0.0 if clock else hp.halt, hp.halt_past)
+    clock = bool(cfg.halt_unit and cfg.halt_clock)
+    steps = spec.iterations(hp) or scored + (hp.settle if clock else steps_after_t(hp.settle, hp.halt, hp.halt_past))
     clock_steps = scored + hp.halt_past if clock else 0
     params, need = training_memory(cfg, hp.batch_size, n_tokens, cfg.n_body * steps, cfg.n_body * clock_steps)
     have = available_memory(device)
