@@ -71,6 +71,8 @@ def run_train(args) -> int:
     print(f"{report(summary)}; run in {kind.cfg.out}")
     if summary.get("stopped"):
         print(f"stopped early: {summary['stopped']}")
+    if summary.get("never_checked_note"):          # a fine-tuned compiled start's sizes no input had
+        print(f"warning: {summary['never_checked_note']}", file=sys.stderr)
     return 0
 
 

@@ -22,6 +22,7 @@ from trainer.run.progress import bar as progress_bar
 from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
 from trainer.fan.evalfile import document, rows
+from trainer.fan.coverage import run_coverage
 from trainer.fan.halting import saved_or_fit
 from rasp.stop import CALIBRATED, RULES, THRESHOLD, unknown_rule
 from trainer.fan.kind import build_data
@@ -119,12 +120,16 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
             "threshold": threshold if rule == "threshold" else None}
     if halting is not None:
         head["calibration"] = halting.record
+    missing, note = run_coverage(run, step)         # a fine-tuned compiled start's unchecked sizes
+    if missing:
+        head["never_checked"] = missing
     earlier = _earlier_rows(path, head)
     new = {r["length"] for r in fresh}
     kept = [r for r in earlier if r["length"] not in new]
     result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
     checkpoint.write_json_atomic(path, result)
     warnings = halting_warnings(rule, fresh, head.get("calibration"), head["train_range"]) if spec.adaptive else []
+    warnings += [f"warning: {note}"] if note else []
     result.update(json=str(path), kept=len(kept), warnings=warnings)
     if plots:
         from trainer.run import plots as P
@@ -216,8 +221,20 @@ def format_table(result: dict) -> str:
                      f"{r['chosen_step']:6.1f} {r['oracle_step']:6.1f} {r['iterations']:6.1f}")
     lines.append("* = inside the training range; step = chosen step (mean), iters = loop iterations run (mean)"
                  + ("; oracle = exact match at T(n) on the same inputs" if oracle else ""))
+    read = ((result.get("calibration") or {}).get("head") or {})
+    if result["stop"] == "head" and read.get("reads") in ("clock", "program"):
+        lines.append(head_reads(read))
     law = (result.get("calibration") or {}).get("depth_law")
     if law and result["stop"] == "depth_law":
         lines.append(f"depth law fitted on lengths {result['calibration']['lengths'][0]}.."
                      f"{result['calibration']['lengths'][-1]}: step = {law['slope']:.3g} * n + {law['intercept']:.3g}")
     return "\n".join(lines)
+
+
+def head_reads(record: dict) -> str:
+    """The line saying what a compiled start's head read (trainer/fan/halting.py calibrate)."""
+    if record["reads"] == "clock":
+        checked = record.get("checked") or {}
+        return (f"head reads the compiled halting clock, checked to stop at T(n) on {checked.get('inputs')} inputs "
+                f"of sizes {checked.get('sizes')}")
+    return f"head reads T(n) from the program: {record.get('why', '')}"

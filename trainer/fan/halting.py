@@ -19,6 +19,21 @@ and fits
   (its loss on these lengths is recorded); a marker unit (`--halt-target
   marker`) is read at every position and the model is done when all say so.
 
+A compiled start (`rasp train --init compiled`) is not fitted (issue 54): a
+probe on its pooled state need not separate done from not done (on a parity
+program of ours it stopped 3 of 300 inputs early where the compiled model was
+exact).  Its head reads what the compiler built: the halting clock
+(compiler/clock.py), whose output margin (the top logit over the next, the
+smallest over the scored positions) is DONE_LOGIT at exactly T(n) steps and
+OPEN_LOGIT at every other, so it is done at the first step whose margin
+passes their midpoint (`reads` "clock").  The clock is checked on every
+calibration input and on inputs of every size up to the compile length
+(`beyond`); where the compiled model has no clock (its loop count is not
+known causally: `len`, `count`, `until stable`) or the check finds one
+input the clock stops elsewhere (a lossy --compress, a fine-tune that moved
+it), the head takes T(n) from the program (`reads` "program"), which is the
+oracle by definition, and the record says why.
+
 The fit is made once per checkpoint (issue 39): `rasp eval`, `rasp run`,
 `rasp.load` and `rasp export` read it from the run's `halting.json` when it
 was made from the newest checkpoint, else fit it (seconds to a minute) and
@@ -36,22 +51,54 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from compiler.clock import DONE_LOGIT, OPEN_LOGIT
 from rasp.errors import RaspFileError
 from trainer.fan import stopping
+from trainer.fan.compiled import has_clock
+from trainer.fan.coverage import exact_size_batches, size_list
 from trainer.run.device import on_host
 
 HALTING_FILE = "halting.json"   # the fit of a run's newest checkpoint, in the run folder
 CALIBRATION_SAMPLES = 128       # inputs per held-in length
 HEAD_FIT_STEPS = 300            # full-batch Adam steps of the halting head
+CLOCK_MARGIN = (DONE_LOGIT + OPEN_LOGIT) / 2     # a compiled clock's output margin above this: done
+CLOCK_CHECK_SAMPLES = 16        # inputs per size beyond the training sizes the compiled clock is checked on
+# what the head reads: a probe on the pooled read-out state (or the model's own unit), a compiled
+# start's halting clock, or T(n) from the program (a compiled start whose clock is absent or unverified)
+READS = ("state", "clock", "program")
+
+
+def compiled_start(model) -> bool:
+    """A model built by the compiler (`--init compiled`), whose head is read, never fitted."""
+    return "compile_max_len" in model.cfg.extra and not getattr(model.cfg, "halt_unit", False)
+
+
+def clock_margin(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[T, B]: each step's output margin (top logit minus the next) at its least sure
+    scored position, from logits [T, B, L, V] and the scored positions mask [B, L]."""
+    if logits.shape[-1] < 2:
+        return logits.new_zeros(logits.shape[:2])
+    top = logits.float().topk(2, -1).values
+    return (top[..., 0] - top[..., 1]).masked_fill(~mask, float("inf")).amin(-1)
+
+
+def clock_stops(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B]: the step a compiled start's halting clock stops at (1-based): the first whose
+    margin passes CLOCK_MARGIN; the last step where none does."""
+    return stopping.first_done(clock_margin(logits, mask) > CLOCK_MARGIN)
 
 
 @torch.no_grad()
-def trajectory(model, tokens: torch.Tensor, mask: torch.Tensor, t_max: int):
+def trajectory(model, tokens: torch.Tensor, mask: torch.Tensor, t_max: int, reads: str = "state"):
     """Logits after every step [T, B, L, V] and the state the halting head
     reads: the read-out state averaged over each input's scored positions [T, B, d];
     for a model with a marker unit (`rasp train --halt-target marker|clock`),
     the unit's smallest logit over the positions [T, B, 1]: done when every
-    position says so (the head reads it as it is)."""
+    position says so (the head reads it as it is); for a compiled start's clock
+    (`reads` "clock"), its margin [T, B, 1]; for T(n) from the program, None."""
+    if reads != "state":
+        logits = model.all_steps(tokens, t_max)
+        return logits, clock_margin(logits, mask)[..., None] if reads == "clock" else None
     r = model.all_steps(tokens, t_max, read=model.readout)
     if getattr(model.cfg, "halt_marker", False):
         return model.unembed(r), model.done_every(tokens, t_max, r).amin(-1, keepdim=True)
@@ -118,13 +165,14 @@ class Halting:
     law: DepthLaw
     head: HaltingHead
     record: dict        # what the evaluation file keeps of the fit
+    reads: str = "state"    # what the head reads (READS)
 
     def to_json(self, step: int) -> dict:
         """What halting.json and an export's config.json keep: enough to rebuild both rules."""
         h = self.head
         return {"step": step, "depth_law": {"slope": self.law.slope, "intercept": self.law.intercept},
                 "head": {k: getattr(h, k).detach().cpu().reshape(-1).tolist() for k in ("weight", "bias", "mean", "std")},
-                "record": self.record}
+                "reads": self.reads, "record": self.record}
 
     @classmethod
     def from_json(cls, doc: dict, where, device="cpu") -> "Halting":
@@ -136,7 +184,10 @@ class Halting:
                 for k in ("weight", "bias", "mean", "std"):
                     p = getattr(head, k)
                     p.copy_(torch.tensor(doc["head"][k], dtype=p.dtype, device=p.device).reshape(p.shape))
-            return cls(law, head, dict(doc["record"]))
+            reads = doc.get("reads", "state")       # a fit made before issue 54 read the state
+            if reads not in READS:
+                raise ValueError(f"reads {str(reads)[:20]!r} is not one of {', '.join(READS)}")
+            return cls(law, head, dict(doc["record"]), reads)
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
             raise RaspFileError(where, f"not a halting fit ({type(e).__name__}: {e}); delete it to fit again") from None
 
@@ -153,15 +204,27 @@ def saved_or_fit(run_dir: Optional[Path], step: int, model, data, hp, seed: int,
     path = Path(run_dir) / HALTING_FILE if run_dir is not None else None
     if path is not None and path.is_file():
         doc = read_json(path)
-        if isinstance(doc, dict) and doc.get("step") == step:
+        if isinstance(doc, dict) and doc.get("step") == step and current(doc, model):
             return Halting.from_json(doc, path, device)
-    halting = calibrate(model, data, held_in_lengths(data, hp), seed, device=device)
+    halting = calibrate(model, data, held_in_lengths(data, hp), seed, device=device, beyond=checked_beyond(data, hp))
     if path is not None:
         try:
             write_json_atomic(path, halting.to_json(step))
         except OSError:         # a run folder we may not write (read-only copy): this fit serves this command
             pass
     return halting
+
+
+def current(doc: dict, model) -> bool:
+    """Whether a saved fit (halting.json, an export's) is what `calibrate` makes of this model
+    now: a compiled start's fit made before issue 54 fitted a probe, and is made again."""
+    return not (compiled_start(model) and doc.get("reads", "state") == "state")
+
+
+def checked_beyond(data, hp) -> range:
+    """The sizes past the training ones that a compiled start's clock is checked on: up to
+    the size it was compiled for (its guard's, trainer/fan/presets.py init_defaults)."""
+    return range(hp.max_train_n + 1, (hp.guard_max_n or hp.max_train_n) + 1)
 
 
 def best_step(acc: torch.Tensor, trained_at: int) -> int:
@@ -174,23 +237,41 @@ def best_step(acc: torch.Tensor, trained_at: int) -> int:
     return int(acc.argmax()) + 1
 
 
-def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLES, device="cpu") -> Halting:
+def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLES, device="cpu",
+              beyond=()) -> Halting:
     """Fit the depth law and the halting head on `lengths` (the run's
-    training lengths), `samples` fresh inputs each."""
-    best, feats, done, held_in = [], [], [], {}
+    training lengths), `samples` fresh inputs each; a compiled start's head
+    is read instead (its clock, checked on these inputs and CLOCK_CHECK_SAMPLES
+    of each size in `beyond`, or T(n) from the program)."""
+    compiled = compiled_start(model)
+    reads = ("clock" if has_clock(model) else "program") if compiled else "state"
+    best, feats, done, held_in, misses = [], [], [], {}, {}
     for n in lengths:
         rng = np.random.default_rng([seed, n, 24])
         b = data.batch(rng, [n] * samples, train=True).to(device)
         t_max = int(b.steps.max()) + data.task.t_max_extra
-        logits, f = trajectory(model, b.tokens, b.mask, t_max)
+        logits, f = trajectory(model, b.tokens, b.mask, t_max, reads)
         stats = stopping.step_stats(logits, b.targets, b.mask)
         acc = stats.correct.float().mean(1)                         # [T]
         best.append(best_step(acc, int(b.steps[0])))
         held_in[n] = float(acc.max())
-        t = torch.arange(1, t_max + 1, device=f.device)[:, None]
-        feats.append(f.reshape(-1, f.shape[-1]))
-        done.append((t >= b.steps[None, :]).reshape(-1))
+        if reads == "clock":
+            _count_misses(misses, logits, b)
+        elif reads == "state":
+            t = torch.arange(1, t_max + 1, device=f.device)[:, None]
+            feats.append(f.reshape(-1, f.shape[-1]))
+            done.append((t >= b.steps[None, :]).reshape(-1))
     law = DepthLaw.fit(list(lengths), best)
+    lengths = [int(n) for n in lengths]
+    fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
+    record = {"lengths": lengths, "samples": samples, "best_step": best,
+              "best_exact_match": [held_in[n] for n in lengths],
+              "depth_law": {"slope": law.slope, "intercept": law.intercept,
+                            "misses": [n for n, f, b in zip(lengths, fitted, best) if f != b]}}
+    if compiled:
+        head, reads, record["head"] = _compiled_head(model, data, reads, misses, lengths, samples, beyond, seed,
+                                                     device)
+        return Halting(law, head, record, reads)
     with torch.device(device):      # made where its features are
         head = HaltingHead(feats[0].shape[-1])
     trained = getattr(model.cfg, "halt_unit", False)       # the model's own unit (--halt): read, not fitted
@@ -211,12 +292,45 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
         unit = tuple(model.clock.parameters())
     else:
         unit = (model.halt_weight, model.halt_bias)
-    lengths = [int(n) for n in lengths]
-    fitted = law.steps(torch.tensor(lengths, device="cpu")).tolist()       # read on the host
-    record = {"lengths": lengths, "samples": samples, "best_step": best,
-              "best_exact_match": [held_in[n] for n in lengths],
-              "depth_law": {"slope": law.slope, "intercept": law.intercept,
-                            "misses": [n for n, f, b in zip(lengths, fitted, best) if f != b]},
-              "head": {"parameters": sum(p.numel() for p in unit), "fit_loss": loss,
-                       "trained_with_model": bool(trained)}}
+    record["head"] = {"parameters": sum(p.numel() for p in unit), "fit_loss": loss,
+                      "trained_with_model": bool(trained), "reads": "state"}
     return Halting(law, head, record)
+
+
+def _count_misses(misses: dict, logits: torch.Tensor, b) -> None:
+    """Add, per size, the inputs of batch `b` whose compiled clock does not stop at T(n)."""
+    wrong = (clock_stops(logits, b.mask) != b.steps).cpu()
+    for n, bad in zip(b.lengths.tolist(), wrong.tolist()):
+        misses[int(n)] = misses.get(int(n), 0) + int(bad)
+
+
+def _compiled_head(model, data, reads: str, misses: dict, lengths: list, samples: int, beyond, seed: int,
+                   device) -> tuple:
+    """(head, what it reads, its record) of a compiled start: its clock, once it stops at
+    T(n) on every input checked (the calibration inputs and CLOCK_CHECK_SAMPLES of each
+    size in `beyond`, of exactly that size), else T(n) from the program."""
+    with torch.device(device):
+        head = HaltingHead(1)
+    inputs = len(lengths) * samples
+    if reads == "clock" and len(beyond):
+        rng = np.random.default_rng([seed, 54])
+        for b in exact_size_batches(data, {n: CLOCK_CHECK_SAMPLES for n in beyond}, rng):
+            b = b.to(device)
+            _count_misses(misses, model.all_steps(b.tokens, int(b.steps.max()) + data.task.t_max_extra), b)
+            inputs += len(b)
+    sizes = sorted(misses)
+    record = {"parameters": 0, "fit_loss": None, "trained_with_model": False, "compiled": True, "reads": reads,
+              "checked": {"sizes": size_list(sizes), "inputs": inputs} if reads == "clock" else None}
+    if reads == "clock":
+        with torch.no_grad():
+            head.weight.fill_(1.0)          # the feature is the clock's margin
+            head.bias.fill_(-CLOCK_MARGIN)
+        wrong = {n: k for n, k in misses.items() if k}
+        if not wrong:
+            return head, "clock", record
+        record.update(reads="program", why=f"the compiled halting clock stopped {sum(wrong.values())} of {inputs} "
+                      f"checked inputs away from T(n) (sizes {size_list(sorted(wrong))})")
+        return head, "program", record
+    record["why"] = ("the compiled model has no halting clock (its loop count is not known at the scored "
+                     "positions as the input is read: compiler/clock.py)")
+    return head, "program", record

@@ -6,6 +6,7 @@ import numpy as np
 
 from rasp.errors import RaspError
 from trainer.fan import compiled, stopping
+from trainer.fan.coverage import exact_size_batches
 from trainer.fan.presets import compiled_max_n
 
 
@@ -13,7 +14,10 @@ def compile_max_len(data, hp) -> int:
     """Longest input the compiled model must handle: the task's paper test
     length (and at least 2x the training length), as a token count."""
     n = compiled_max_n(data.task, hp.max_train_n)
-    x = data.task.sample(np.random.default_rng(0), n, data.sym, False)
+    rng = np.random.default_rng(0)
+    # inputs from files: one of size n where there is one (the `sample` statement's), else the file's nearest
+    exact = data.task.draw_exact(rng, n, 1, data.sym) if data.task.draw_exact is not None else []
+    x = exact[0] if exact else data.task.sample(rng, n, data.sym, False)
     return len(x) + 8
 
 
@@ -76,7 +80,11 @@ def fragile_tensors(model, spec, hp, data, samples: int = 32, long_samples: int 
     rng = np.random.default_rng([hp.seed, 31])
     n_long = compiled_max_n(data.task, hp.max_train_n)
     short = data.batch(rng, [hp.max_train_n] * samples, train=True)
-    long = data.batch(rng, [n_long] * long_samples, train=True)
+    if data.task.draw_exact is None:
+        long = data.batch(rng, [n_long] * long_samples, train=True)
+    else:       # inputs from files: the longest size they hold up to n_long, drawn as itself
+        n_long = max([n for n in range(hp.max_train_n, n_long + 1) if data.task.draw_exact(rng, n, 1, data.sym)])
+        long = exact_size_batches(data, {n_long: long_samples}, rng, chunks=1)[0]
     t_extra = data.task.t_max_extra if compiled.has_clock(model) else 0
 
     def exact(b, confident=False):

@@ -21,7 +21,10 @@ from trainer.fan import objectives, stopping
 
 from trainer.settings import validate
 from trainer.fan.compiled import has_clock
+from trainer.fan.coverage import (coverage_note, exact_size_batches, guard_sizes, never_checked, size_list,
+                                  unchecked_sizes)
 from trainer.fan.data import TaskData
+from trainer.fan.halting import clock_stops
 from trainer.fan.initialise import initial_model
 from trainer.tasks.labels import ProgramLabeler
 from trainer.models import get_model_spec
@@ -214,7 +217,9 @@ class FanKind(RunKind):
         return []           # Fan et al.'s lengths are short: every one is checked after the steps
 
     def guard_scope(self) -> str:
-        return f"every guard length up to {self.hp.guard_max_n or self.hp.max_train_n}"
+        missing = never_checked(self.data.task, guard_sizes(self.data.task, self.hp))
+        return (f"every guard length up to {self.hp.guard_max_n or self.hp.max_train_n}"
+                + (f" but n = {size_list(missing)}, which no input has" if missing else ""))
 
     def guard_eval(self, net, sample) -> tuple:
         return _guard_eval(self.spec, self.hp, net, sample, self.clock_extra)
@@ -226,7 +231,11 @@ class FanKind(RunKind):
         return {"n": row["max_n"]}
 
     def summary_fields(self) -> dict:
-        return {}
+        # a compiled start's sizes its fine-tune could not check (no input of them)
+        task, hp = self.data.task, self.hp
+        missing = unchecked_sizes(task, hp, self.cfg.init, hp.steps)
+        return {"never_checked": missing, "never_checked_note": coverage_note(missing, guard_sizes(task, hp)[-1])} \
+            if missing else {}
 
     def plot_title(self) -> str:
         return f"{self.cfg.task} / {self.cfg.model} ({self.cfg.init} init)"
@@ -244,21 +253,28 @@ def guard_batch(data, hp, device):
     """The guard's fixed sample, drawn from its own seed, so it is the same on
     every rank and after a resume: lengths uniform on 1..max_train_n, or, with
     `guard_max_n` (a compiled start: every length it was compiled for), each
-    length 1..guard_max_n equally often.  Returned as a list of batches of
+    length 1..guard_max_n equally often; a task whose inputs come from files
+    draws each size from the inputs of exactly that size (trainer/fan/coverage.py),
+    so a size none holds is not checked.  Returned as a list of batches of
     similar lengths (a batch runs to its longest sample's T)."""
     rng = np.random.default_rng([hp.seed, 999])
     hi = hp.guard_max_n or hp.max_train_n
-    if hi <= hp.max_train_n:
+    exact = data.task.draw_exact is not None        # inputs from files: each size drawn as itself
+    if hi <= hp.max_train_n and not exact:
         lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=hp.guard_samples)
         return [data.batch(rng, lengths, train=True).to(device)]
     # labels at every length come from the task program (the interpreter), as in training
     lengths = np.sort(np.resize(np.arange(data.task.min_n, hi + 1), max(hp.guard_samples, hi)))
+    if exact:       # a size no file holds is left out (coverage.never_checked names it)
+        sizes, counts = np.unique(lengths, return_counts=True)
+        return [b.to(device) for b in exact_size_batches(data, dict(zip(sizes.tolist(), counts.tolist())), rng)]
     return [data.batch(rng, chunk, train=True).to(device) for chunk in np.array_split(lengths, 4)]
 
 
 def _guard_eval(spec, hp, net, gb, clock_extra: int = 0):
     """-> (mean per-sample loss, exact-match fraction, fraction where maximum
-    confidence over T(n) + clock_extra steps picks T(n)) over the guard
+    confidence over T(n) + clock_extra steps picks T(n) and the clock's margin
+    (what the default rule, head, reads) first says done at T(n)) over the guard
     batches (the last is 1 without a clock: clock_extra = 0)."""
     loss, correct, confident = 0.0, 0, 0
     total = sum(len(b) for b in gb)
@@ -268,7 +284,9 @@ def _guard_eval(spec, hp, net, gb, clock_extra: int = 0):
                 every = getattr(net, "module", net).all_steps(b.tokens, int(b.steps.max()) + clock_extra)
                 l, a = objectives.loss_and_accuracy(every[b.steps - 1, torch.arange(len(b))], b)
                 stats = stopping.step_stats(every, b.targets, b.mask)
-                confident += int(stopping.confidence_finds(stats, b.steps).sum())
+                # the clock keeps stopping at T(n) both ways: Eq. 2 and the default rule's (head's)
+                confident += int((stopping.confidence_finds(stats, b.steps)
+                                  & (clock_stops(every, b.mask) == b.steps)).sum())
             else:
                 l, a = objectives.train_step_outputs(spec, hp, net, b)
                 confident += len(b)

@@ -212,7 +212,7 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
                    "oracle_correct": ((at_t == batch.targets) | ~batch.mask).all(-1)}
         else:
             if rule == "head":
-                logits, features = trajectory(model, batch.tokens, batch.mask, t_max)
+                logits, features = trajectory(model, batch.tokens, batch.mask, t_max, halting.reads)
             else:
                 logits, features = model.all_steps(batch.tokens, t_max), None
             stats = stopping.step_stats(logits, batch.targets, batch.mask, features)

@@ -40,7 +40,11 @@ train, outputs saturate, so Eq. 2 cannot tell T(n) from its neighbours):
   unit (`--recipe marker`) and the halting clock of `rasp train`'s default
   recipe (`--recipe clock`, a small looped network of its own beside the
   answering model) stop at the first step where every position says done
-  (trainer/fan/halting.py trajectory).
+  (trainer/fan/halting.py trajectory).  A compiled start's head is not
+  fitted (issue 54): it reads the compiled halting clock (the first step
+  whose output margin says done), or, where the compiled model has no clock
+  or the clock was not verified to stop at T(n), T(n) from the program
+  (trainer/fan/halting.py calibrate).
 """
 from __future__ import annotations
 
@@ -101,6 +105,8 @@ def choose_steps(rule: str, stats: StepStats, oracle_steps: torch.Tensor, sizes:
     if rule == "depth_law":
         return halting.law.steps(sizes).clamp(1, T)
     if rule == "head":
+        if halting.reads == "program":      # a compiled start without a verified clock: the program's T(n)
+            return oracle_steps.clamp(1, T)
         return first_done(halting.head.done(stats.features))
     if rule == "confidence":
         t = int(batch_confidence_ce(stats).argmin()) + 1

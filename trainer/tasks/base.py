@@ -70,6 +70,10 @@ class Task:
     symbols: tuple = (">", "#")    # symbols the task needs the program to declare
     description: str = ""          # one line, for `rasp train --help`
     eval_sizes: tuple = ()         # the sizes a file of held-out inputs holds (empty: any size)
+    # draw_exact(rng, n, k, sym) -> up to k inputs of size exactly n, [] where none exists (a task
+    # whose inputs come from files: `draw` gives the nearest size the file has instead); None:
+    # `draw` gives every size.  What checks a compiled start at every size (trainer/fan/coverage.py).
+    draw_exact: Optional[Callable[[np.random.Generator, int, int, dict], list]] = None
     # the problem size n of an input (the sampler's n, which depth_law reads), when it is not
     # the number of tokens before the marker
     size: Optional[Callable[[list, dict], int]] = None

@@ -235,13 +235,15 @@ def _recorded_task(record: dict, probe: bool) -> Task:
                  if record.get("eval_inputs") else train_pool}
         lo, hi = min(pools[True]), max(pools[True])
         sampler, eval_sizes = _from_pools(pools), tuple(sorted(pools[False]))
+        statement = ProgramInputs(record["path"], record["text"]) if program.ir.sampler is not None else None
+        draw_exact = _exact_from_files(pools, statement)
     else:
-        lo, hi, eval_sizes = program.ir.sampler.lo, program.ir.sampler.hi, ()
+        lo, hi, eval_sizes, draw_exact = program.ir.sampler.lo, program.ir.sampler.hi, (), None
     outputs = [] if probe else list(record["output_tokens"])
     return program_task(record["path"], source=record["text"], sampler=sampler, output_values=lambda sym: outputs,
                         paper=PaperHParams(2, 8, 1000, hi, max(2 * hi, hi + 1)), target=target, min_n=lo,
                         symbols=(marker,) if target == "fap" else (), description=f"the program {record['path']}",
-                        marker=marker, eval_sizes=eval_sizes)
+                        marker=marker, eval_sizes=eval_sizes, draw_exact=draw_exact)
 
 
 def _pool(program, lines: list, target: str, code) -> dict:
@@ -263,6 +265,37 @@ def _from_pools(pools: dict):
         group = pool[below[-1] if below else sizes[0]]
         return list(group[int(rng.integers(0, len(group)))])
     return sample_file
+
+
+def _exact_from_files(pools: dict, statement: Optional["ProgramInputs"]):
+    """Task.draw_exact of a task whose inputs come from files: up to k distinct inputs of size
+    exactly n from the held-out and training files together (each file's own order, a random
+    choice where there are more), topped up from the program's `sample` statement (`statement`)
+    when it has one; [] where neither has an input of that size."""
+    by_size: dict = {}
+    for pool in (pools[False], pools[True]):
+        for size, group in pool.items():
+            seen = by_size.setdefault(size, [])
+            seen.extend(x for x in group if x not in seen)
+
+    def draw_exact(rng, n: int, k: int, sym: dict) -> list:
+        have = by_size.get(int(n), [])
+        picked = [list(have[i]) for i in sorted(rng.choice(len(have), size=min(k, len(have)), replace=False))] \
+            if have else []
+        if statement is not None and len(picked) < k and _statement_draws(statement, int(n)):
+            picked += statement(rng, [int(n)] * (k - len(picked)), sym, True)
+        return picked
+    return draw_exact
+
+
+def _statement_draws(statement: "ProgramInputs", n: int) -> bool:
+    """Whether the program's `sample` statement draws inputs of size n (not below its
+    smallest size, none longer than the input length limit)."""
+    try:
+        statement.program.ir.sampler.check_size(n)
+    except RaspError:
+        return False
+    return True
 
 
 def task_of(run: dict) -> Task:

@@ -217,12 +217,16 @@ def _limitations(run: dict, kind: str, model, evals, step) -> list:
     out = [f"A research model of one task, {run['task']}: it answers inputs in the task's format only (others are "
            "refused with a located error), and nothing is promised beyond the figures below.", ""]
     if kind == "fan":
+        from trainer.fan.coverage import run_coverage
         from trainer.fan.evaluate import rows
         hp = run["hparams"]
         reached = _reached(hp, step)
         out.append(f"- trained on lengths {model.data.task.min_n}..{reached}"
                    + (f" (the curriculum would have gone on to {hp['max_train_n']})" if reached < hp["max_train_n"]
                       else ""))
+        note = run_coverage(run, step)[1]       # a fine-tuned compiled start's sizes no input had
+        if note:
+            out.append(f"- {note}")
         for name, doc in evals:
             rs = rows(doc)
             lo, hi = doc.get("train_range") or (model.data.task.min_n, hp["max_train_n"])
@@ -323,6 +327,10 @@ def model_card(run: dict, kind: str, model, config: dict, summary, evals, plots,
                  + (f" The loop stops by the rule **{rule}** (`--stop` or `rasp.load(..., stop=...)` chooses "
                     f"{rules_text()})." if rule else
                     " This model runs a fixed number of iterations."), ""]
+        read = ((config.get("halting") or {}).get("record") or {}).get("head") or {}
+        if rule == "head" and read.get("reads") in ("clock", "program"):      # a compiled start's head
+            from trainer.fan.evaluate import head_reads
+            body += [head_reads(read) + ".", ""]
     else:
         body += [("The answer is one label per input position." if model.task.kind == "per_position" else
                   "The answer is one label for the input.")
