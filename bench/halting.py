@@ -59,7 +59,7 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
     for n in lengths:
         b = data.batch(np.random.default_rng([seed, n]), [n] * samples, train=False)
         t_max = int(b.steps.max()) + data.task.t_max_extra
-        logits, feats = trajectory(model, b.tokens, b.mask, t_max)
+        logits, feats = trajectory(model, b.tokens, b.mask, t_max, halting.reads)
         stats = stopping.step_stats(logits, b.targets, b.mask, feats)
         for rule in RULES:
             name, _, theta = rule.partition(" ")

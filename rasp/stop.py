@@ -27,7 +27,9 @@ RULE_HELP = {"depth_law": "on the training lengths, the step where the model ans
              "stable": f"the first step after which the decoded answer stays unchanged for {STABLE_K} more steps",
              "head": "the model's own 'done' unit (ACT-style), trained with it: with rasp train's default "
                      "recipe (clock), the first step where every position of its halting clock says done; "
-                     "a run without a unit (--recipe fan) gets one fitted on the training lengths"}
+                     "a run without a unit (--recipe fan) gets one fitted on the training lengths; a compiled "
+                     "start (--init compiled) reads its compiled halting clock, or T(n) from the program where "
+                     "it has none"}
 
 
 def rules_text() -> str:

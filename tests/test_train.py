@@ -261,6 +261,11 @@ def test_compiled_init_is_exact_beyond_training_before_and_after_finetune(tmp_pa
     mixed = data.batch(np.random.default_rng(4), lengths * 4, train=False)
     conf = objectives.evaluate_batch(spec, hp, final, mixed, "confidence_sample", data.task.t_max_extra)
     assert torch.equal(conf["chosen"], mixed.steps) and bool(conf["correct"].all())   # the clock survives
+    from trainer.fan.halting import calibrate, checked_beyond       # ... and the default stop reads it (issue 54)
+    fit = calibrate(final, data, range(1, hp.max_train_n + 1), 0, samples=16, beyond=checked_beyond(data, hp))
+    assert fit.reads == "clock", fit.record["head"]
+    head = objectives.evaluate_batch(spec, hp, final, mixed, "head", data.task.t_max_extra, halting=fit)
+    assert torch.equal(head["chosen"], mixed.steps) and bool(head["correct"].all())
     pairs = {k: (a, final.state_dict()[k]) for k, a in start.state_dict().items()}
     assert any(not torch.equal(a, b) for a, b in pairs.values())                # it really trained
     assert all(torch.equal(a == 0, b == 0) for a, b in pairs.values())          # the circuit's zeros stay zero

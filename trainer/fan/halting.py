@@ -255,7 +255,7 @@ def calibrate(model, data, lengths, seed: int, samples: int = CALIBRATION_SAMPLE
         acc = stats.correct.float().mean(1)                         # [T]
         best.append(best_step(acc, int(b.steps[0])))
         held_in[n] = float(acc.max())
-        if reads == "clock":
+        if reads == "clock" and data.task.draw_exact is None:      # (a file's sampler: sizes as named, below)
             _count_misses(misses, logits, b)
         elif reads == "state":
             t = torch.arange(1, t_max + 1, device=f.device)[:, None]
@@ -308,13 +308,19 @@ def _compiled_head(model, data, reads: str, misses: dict, lengths: list, samples
                    device) -> tuple:
     """(head, what it reads, its record) of a compiled start: its clock, once it stops at
     T(n) on every input checked (the calibration inputs and CLOCK_CHECK_SAMPLES of each
-    size in `beyond`, of exactly that size), else T(n) from the program."""
+    size in `beyond`, of exactly that size), else T(n) from the program.  A task whose
+    inputs come from files checks `samples` inputs of exactly each calibration size here
+    (its sampler gives a size it lacks as the nearest it has)."""
     with torch.device(device):
         head = HaltingHead(1)
-    inputs = len(lengths) * samples
-    if reads == "clock" and len(beyond):
+    counts = {n: CLOCK_CHECK_SAMPLES for n in beyond}
+    if data.task.draw_exact is None:
+        inputs = len(lengths) * samples         # counted in calibrate's loop
+    else:
+        inputs, counts = 0, {**{n: samples for n in lengths}, **counts}
+    if reads == "clock" and counts:
         rng = np.random.default_rng([seed, 54])
-        for b in exact_size_batches(data, {n: CLOCK_CHECK_SAMPLES for n in beyond}, rng):
+        for b in exact_size_batches(data, counts, rng):
             b = b.to(device)
             _count_misses(misses, model.all_steps(b.tokens, int(b.steps.max()) + data.task.t_max_extra), b)
             inputs += len(b)
