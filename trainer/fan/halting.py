@@ -21,8 +21,8 @@ and fits
 
 A compiled start (`rasp train --init compiled`) is not fitted (issue 54): a
 probe on its pooled state need not separate done from not done (on a parity
-program of ours it stopped 3 of 300 inputs early where the compiled model was
-exact).  Its head reads what the compiler built: the halting clock
+program of ours it answered `1 0 > # #` wrong where the compiled model was
+exact: tests/test_compiled_start.py).  Its head reads what the compiler built: the halting clock
 (compiler/clock.py), whose output margin (the top logit over the next, the
 smallest over the scored positions) is DONE_LOGIT at exactly T(n) steps and
 OPEN_LOGIT at every other, so it is done at the first step whose margin

@@ -275,8 +275,8 @@ def _exact_from_files(pools: dict, statement: Optional["ProgramInputs"]):
     by_size: dict = {}
     for pool in (pools[False], pools[True]):
         for size, group in pool.items():
-            seen = by_size.setdefault(size, [])
-            seen.extend(x for x in group if x not in seen)
+            by_size.setdefault(size, {}).update((tuple(x), None) for x in group)    # distinct, in order
+    by_size = {size: list(inputs) for size, inputs in by_size.items()}
 
     def draw_exact(rng, n: int, k: int, sym: dict) -> list:
         have = by_size.get(int(n), [])
