@@ -259,13 +259,13 @@ def _fan_model(run: dict, hp, module, labeler, stop, threshold, step, device, fi
     depth_law and head; `fit_doc`: an export's copy of it."""
     from trainer.models import get_model_spec
     from trainer.fan.kind import build_data
-    from trainer.fan.halting import Halting, saved_or_fit
+    from trainer.fan.halting import Halting, feature_width, saved_or_fit
     from trainer.tasks.program import task_of
     spec = get_model_spec(run["model"])
 
     def fit(module, data):
         if fit_doc is not None:
-            return Halting.from_json(fit_doc[0], fit_doc[1], device)
+            return Halting.from_json(fit_doc[0], fit_doc[1], feature_width(module), device)
         return saved_or_fit(fit_from, step, module, data, hp, evaluation.SEED, device)
     return FanModel(module, spec, hp, build_data(task_of(run), spec, hp, labeler), stop, threshold, step, device,
                     fit)
