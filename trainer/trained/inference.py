@@ -48,13 +48,13 @@ def _device(name: str) -> torch.device:
     return torch.device(check_device(name))
 
 
-def _check_work(total: float, max_work):
-    from compiler.limits import DEFAULT_MAX_MULADDS
-    limit = DEFAULT_MAX_MULADDS if max_work is None else max_work
-    if total > limit:
-        raise RaspError(f"this run would take about {total:.2g} multiply-adds, above the limit of {limit:.2g}: "
-                        "the inputs are too many, too long or their loops too many (use fewer or shorter inputs, "
-                        "or raise the limit with --max-work)")
+def _check_work(works: list, lines, where: str, max_work):
+    """The per-input bound of `rasp run DIR` (compiler.limits.check_input_work):
+    the inputs then run in batches of one length, so a long file is never
+    refused for its length alone."""
+    from compiler.limits import DEFAULT_MAX_MULADDS, check_input_work
+    check_input_work(works, DEFAULT_MAX_MULADDS if max_work is None else max_work, [ln for ln, _ in lines], where,
+                     "for this model (use a shorter input, or raise the limit with --max-work)")
 
 
 def _chunks(order: list, key) -> list:
@@ -136,10 +136,14 @@ class FanModel:
         if iters[most] > limits.max_steps:
             raise RaspInputError(f"the model would run {iters[most]} loop iterations; the limit is {limits.max_steps} "
                                  "(raise it with --max-steps)", lines[most][0], where=where)
-        chunks = _chunks(sorted(range(len(inputs)), key=lambda i: len(inputs[i])), lambda i: len(inputs[i]))
         ntp = self.spec.objective == "ntp"
-        _check_work(sum(flops(self.module.cfg, len(inputs[c[0]]) + self.data.pause, len(c), max(iters[i] for i in c))
-                        * (len(inputs[c[0]]) if ntp else 1) for c in chunks), max_work)
+        _check_work([flops(self.module.cfg, len(x) + self.data.pause, 1, k) * (len(x) if ntp else 1)
+                     for x, k in zip(inputs, iters)], lines, where, max_work)
+        chunks = _chunks(sorted(range(len(inputs)), key=lambda i: len(inputs[i])), lambda i: len(inputs[i]))
+        # the program's answers are not needed to run the model, only their positions: a value the run
+        # never saw (a longer or larger answer than any it trained on) stands in as a known one
+        known, stand_in = self.data.out_id, self.data.output_tokens[0]
+        outputs = [[v if v in known else stand_in for v in out] for out in outputs]
         answers: list[Optional[list[str]]] = [None] * len(inputs)     # each set below
         with torch.no_grad():
             for c in chunks:
@@ -236,8 +240,8 @@ class SeqModel:
         size = lambda i: max(map(len, parsed[i]))
         chunks = _chunks(sorted(range(len(parsed)), key=size), lambda i: 0)
         width = self.hp.d_model * self.hp.n_layer
-        _check_work(sum(len(c) * len(parsed[c[0]]) * iters * (n_params * size(c[-1]) + width * size(c[-1]) ** 2)
-                        for c in chunks), max_work)
+        _check_work([len(p) * iters * (n_params * size(i) + width * size(i) ** 2) for i, p in enumerate(parsed)],
+                    lines, where, max_work)
         answers: list[Optional[list[str]]] = [None] * len(parsed)     # each set below
         with torch.no_grad():
             for c in chunks:
