@@ -32,7 +32,7 @@ from typing import Optional
 
 import torch
 
-from rasp.errors import RaspError, RaspFileError, RaspInputError, shorten
+from rasp.errors import RaspError, RaspFileError, RaspInputError, RaspRequireError, shorten
 from rasp.limits import RunLimits
 from rasp.stop import DEFAULT_RULE, THRESHOLD
 from trainer.settings import evaluation
@@ -128,7 +128,14 @@ class FanModel:
         limits = limits or RunLimits()
         inputs = [self.program.parse_input(text, line, where) for line, text in lines]
         # the program checks lengths, vocabulary, `require`, and its loop's --max-steps; gives T(n)
-        outputs, steps = self.labeler(inputs, RunLimits(max_len=limits.max_len, max_steps=limits.max_steps), where)
+        try:
+            outputs, steps = self.labeler(inputs, RunLimits(max_len=limits.max_len, max_steps=limits.max_steps), where)
+        except RaspRequireError as e:        # at the user's line, not at the task program's `require`
+            message, _, bad = e.failures[0]
+            more = len(e.input_indices) - 1
+            raise RaspInputError(f"input rejected: {message} (the input contract of task {self.data.task.name}'s "
+                                 f"program{f'; {more} more inputs break it' if more else ''})", lines[bad[0]][0],
+                                 where=where) from None
         fixed = self.spec.iterations(self.hp)
         t_extra = self.data.task.t_max_extra if self.stop != "oracle" else 0
         iters = [fixed if fixed is not None else int(t) + t_extra for t in steps]
