@@ -131,11 +131,12 @@ class FanModel:
         try:
             outputs, steps = self.labeler(inputs, RunLimits(max_len=limits.max_len, max_steps=limits.max_steps), where)
         except RaspRequireError as e:        # at the user's line, not at the task program's `require`
-            message, _, bad = e.failures[0]
+            first = e.input_indices[0]
+            message = next(m for m, _, bad in e.failures if first in bad)
             more = len(e.input_indices) - 1
+            others = f"; {more} more input{'s break' if more > 1 else ' breaks'} it" if more else ""
             raise RaspInputError(f"input rejected: {message} (the input contract of task {self.data.task.name}'s "
-                                 f"program{f'; {more} more inputs break it' if more else ''})", lines[bad[0]][0],
-                                 where=where) from None
+                                 f"program{others})", lines[first][0], where=where) from None
         fixed = self.spec.iterations(self.hp)
         t_extra = self.data.task.t_max_extra if self.stop != "oracle" else 0
         iters = [fixed if fixed is not None else int(t) + t_extra for t in steps]
