@@ -21,7 +21,10 @@ task's (comparison tasks) own tokens, as `rasp run` prints them:
 
 Limits are those of `rasp run`: --max-len (tokens per input), --max-steps (loop
 iterations, from T(n) or the model's own settings), --max-work (multiply-adds
-of the whole run, estimated before it starts, default that of compiled models).
+of one input, estimated before the run starts, the bound and default of
+compiled models: compiler.limits.check_input_work), so a long inputs file runs
+in batches.  The task program's answers are not needed to run the model: an
+answer value the run never saw refuses no input.
 """
 from __future__ import annotations
 
