@@ -196,6 +196,11 @@ def read_json(path, limit: int = MAX_JSON, finite: bool = False):
     return doc
 
 
+def is_finite_number(x) -> bool:
+    """A JSON number a figure may be: an int or a finite float, not a bool."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def nonfinite(doc, where: str = ""):
     """The key path ("a.b[2]") of the first NaN or infinity in a JSON document, or None."""
     stack = [(doc, where)]

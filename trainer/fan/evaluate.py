@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
-from rasp.readfile import read_json
+from rasp.readfile import is_finite_number, read_json
 from trainer.run import checkpoint
 from trainer.fan import objectives
 from trainer.models import get_model_spec
@@ -173,18 +173,16 @@ def _earlier_rows(path: Path, head: dict, like: Optional[dict]) -> list:
 def row_problem(row: dict, like: dict) -> Optional[str]:
     """What keeps an earlier evaluation row from standing beside the fresh row
     `like`: a field missing, or not of its kind (a number, a per-step curve)."""
-    def number(x):
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
     for key, value in like.items():
         if key not in row:
             return f"no {key!r}"
         got = row[key]
         if isinstance(value, int) and not (isinstance(got, int) and not isinstance(got, bool) and got >= 0):
             return f"{key!r} is not a count"
-        if isinstance(value, float) and not number(got):
+        if isinstance(value, float) and not is_finite_number(got):
             return f"{key!r} is not a finite number"
         if isinstance(value, dict) and not (isinstance(got, dict) and set(got) == set(value) and all(
-                isinstance(v, list) and all(map(number, v)) for v in got.values())):
+                isinstance(v, list) and all(map(is_finite_number, v)) for v in got.values())):
             return f"{key!r} is not a per-step curve"
     return None
 

@@ -27,7 +27,6 @@ stops a model by the same fit, and a run of any age can use these rules.
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rasp.errors import RaspFileError, printable
-from rasp.readfile import nonfinite
+from rasp.readfile import is_finite_number, nonfinite
 from trainer.fan import stopping
 from trainer.run.device import on_host
 
@@ -144,7 +143,7 @@ class Halting:
             shapes = {"weight": width, "bias": 1, "mean": width, "std": width}
             for k, n in shapes.items():
                 v = doc["head"][k]
-                if not (isinstance(v, list) and len(v) == n and all(map(_is_number, v))):
+                if not (isinstance(v, list) and len(v) == n and all(map(is_finite_number, v))):
                     raise ValueError(f"head.{k} is not a list of {n} number{'s' if n > 1 else ''} "
                                      f"(the model's halting features are {width} wide)")
             if not all(x > 0 for x in doc["head"]["std"]):
@@ -167,12 +166,8 @@ def feature_width(model) -> int:
     return 1 if getattr(model.cfg, "halt_marker", False) else int(model.cfg.d_model)
 
 
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _number(x) -> float:
-    if not _is_number(x):
+    if not is_finite_number(x):
         raise ValueError(f"{x!r} is not a finite number")
     return float(x)
 

@@ -33,6 +33,7 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import is_finite_number
 from trainer.run import checkpoint, distributed, ema, explog
 from trainer.run.device import autocast, on_host, use_tf32
 from trainer.run.guard import Guard, finetune_stop_reason
@@ -74,8 +75,7 @@ def metrics_row_problem(row: dict):
         if key == "stopped":
             ok = isinstance(value, str)
         else:
-            ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)) \
-                or (value is None and key.startswith("eval_"))
+            ok = is_finite_number(value) or (value is None and key.startswith("eval_"))
         if not ok:
             return f"{key}: {str(value)[:20]!r} is not {'a reason' if key == 'stopped' else 'a finite number'}"
     return None
