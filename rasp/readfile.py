@@ -39,7 +39,7 @@ def _size(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
-def _open_checked(path: Path, pipe: bool) -> int:
+def _open_checked(path: Path, pipe: bool, missing: str = "missing") -> int:
     """A non-blocking descriptor of `path`, a regular file (or, with `pipe`, a
     FIFO).  The mode is looked at before the open (a FIFO's blocking open
     would wait for a writer, a device's may act) and again on the open
@@ -52,7 +52,7 @@ def _open_checked(path: Path, pipe: bool) -> int:
             raise RaspFileError(path, _not_regular(mode))
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise RaspFileError(path, "missing") from None
+        raise RaspFileError(path, missing) from None
     except OSError as e:
         raise RaspFileError(path, f"cannot read: {e.strerror or e}") from None
     mode = os.fstat(fd).st_mode
@@ -108,7 +108,7 @@ def read_user_bytes(path, limit: int) -> bytes:
     if str(path) == "-":
         return _read_stdin(limit)
     path = Path(path)
-    fd = _open_checked(path, pipe=True)
+    fd = _open_checked(path, pipe=True, missing="no such file")       # (a run's file is "missing")
     if not stat.S_ISFIFO(os.fstat(fd).st_mode):
         os.close(fd)
         return read_bytes(path, limit)
