@@ -120,18 +120,22 @@ def read_user_bytes(path, limit: int) -> bytes:
 
 def _read_stdin(limit: int) -> bytes:
     """The standard input ("-"): a pipe or a file through a descriptor of its
-    own (/dev/stdin: making the shell's shared one non-blocking would affect
-    the shell), a terminal read as typed, to its end (Ctrl-D)."""
+    own (/dev/fd/N: making the shell's shared one non-blocking would affect
+    the shell), a terminal (or a stream in Python, sys.stdin replaced) read
+    as it comes, to its end (Ctrl-D)."""
     try:
-        mode = os.fstat(0).st_mode
-    except OSError:
-        raise RaspFileError("stdin", "closed: nothing to read") from None
-    if stat.S_ISFIFO(mode) or stat.S_ISREG(mode):
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, ValueError, OSError):      # no descriptor: a stream of Python's
+        fd, mode = None, 0
+    if fd is not None and (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         try:
-            return read_user_bytes("/dev/stdin", limit)
+            return read_user_bytes(f"/dev/fd/{fd}", limit)
         except RaspFileError as e:          # named as the user gave it
             raise RaspFileError("stdin", e.message) from None
-    data = sys.stdin.buffer.read(limit + 1)
+    stream = getattr(sys.stdin, "buffer", sys.stdin)
+    data = stream.read(limit + 1) if stream is not None else b""
+    data = data.encode("utf-8") if isinstance(data, str) else data
     if len(data) > limit:
         raise _too_large("stdin", len(data), limit)
     return data
