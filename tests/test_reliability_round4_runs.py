@@ -116,8 +116,9 @@ def test_inputs_take_a_pipe_with_a_writer_as_config_does(tmp_path):
     finally:
         os.close(fd)
     assert r.returncode == 0 and r.stdout == "0 1 1 # #\n0 1 # #\n", r.stderr
-    r = cli("run", PARITY, "--inputs", "/dev/stdin", input="1 1 > # #\n")
-    assert r.returncode == 0 and r.stdout == "0 1 0 # #\n", r.stderr
+    for stdin in ("/dev/stdin", "-"):
+        r = cli("run", PARITY, "--inputs", stdin, input="1 1 > # #\n")
+        assert r.returncode == 0 and r.stdout == "0 1 0 # #\n", r.stderr
     fifo = tmp_path / "in.txt"                  # a FIFO nobody writes to: refused, not waited on
     os.mkfifo(fifo)
     r = cli("run", PARITY, "--inputs", fifo, timeout=30)
