@@ -57,10 +57,20 @@ def check_compiled_run(cm, batch, params, max_len: int, max_steps: int, where: s
         if why and cm.fixed_steps == cm.model.cfg.extra["compiler"].get("steps"):
             raise RaspFileError(config_path, f"extra.compiler.steps = {int(counts[i])}: {msg}")
         raise RaspInputError(msg, lines[i], where=where)
-    for i, (x, c) in enumerate(zip(batch, counts)):     # the bound is per input, as the interpreter's
-        work = flops(cm.model.cfg, len(x), 1, int(c))
+    check_input_work([flops(cm.model.cfg, len(x), 1, int(c)) for x, c in zip(batch, counts)], max_work, lines,
+                     where, "for a compiled model (use a shorter input, --max-work, or the interpreter)")
+    return counts
+
+
+def check_input_work(works, max_work: float, lines, where: str = "input",
+                     advice: str = "(use a shorter input or --max-work)"):
+    """Refuse (exit 2, at the input's line) the first input whose multiply-adds
+    `works[i]` exceed `max_work`.  The bound is per input, as the
+    interpreter's: a long inputs file runs in chunks of similar inputs (a
+    compiled model's RUN_CHUNK, a trained one's batches), each chunk's work
+    near the sum of its inputs', so no file is refused for its length alone."""
+    for i, work in enumerate(works):
         if work > max_work:
             raise RaspInputError(f"this input would take about {work:.2g} multiply-adds, above the limit of "
-                                 f"{max_work:.2g}: too long, or its loop too many iterations, for a compiled "
-                                 "model (use a shorter input, --max-work, or the interpreter)", lines[i], where=where)
-    return counts
+                                 f"{max_work:.2g}: too long, or its loop too many iterations, {advice}", lines[i],
+                                 where=where)

@@ -31,7 +31,7 @@ def add_run_arguments(p):
                                    "run (`rasp train`) or an exported model (`rasp export`)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help='one input, tokens separated by spaces, e.g. "1 0 1 > # #"')
-    source.add_argument("--inputs", metavar="FILE", help="a file with one input per line ('-' for stdin)")
+    source.add_argument("--inputs", metavar="FILE", help="a file with one input per line ('-' for stdin; a pipe such as <(generate) too)")
     p.add_argument("--trace", action="store_true", help="print every variable per statement and loop step")
     p.add_argument("--param", action="append", default=[], metavar="NAME=INT", help="override a param")
     p.add_argument("--steps", type=int, default=None, help="compiled models: loop iterations to run")

@@ -8,7 +8,6 @@ several.  Integers are checked for size before `int()` sees them, so a
 from __future__ import annotations
 
 import re
-import sys
 from typing import Optional
 
 from .errors import RaspError, RaspInputError, shorten
@@ -44,10 +43,7 @@ def read_inputs(input_text, inputs_path: Optional[str]) -> tuple:
         if isinstance(input_text, list):      # argparse turns the lone value "--" into []
             input_text = " ".join(input_text) or "--"
         return "input", [(None, input_text)]
-    if inputs_path == "-":
-        text = sys.stdin.read()
-    else:
-        text = read_text(inputs_path, MAX_INPUTS_BYTES)
+    text = read_text(inputs_path, MAX_INPUTS_BYTES, pipe=True)     # a file, "-" or a pipe: <(generate)
     lines = split_lines(text)
     if not lines:
         raise RaspInputError("the inputs file is empty", where=inputs_path)

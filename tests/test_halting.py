@@ -169,13 +169,13 @@ def test_a_saved_fit_rebuilds_both_rules_and_a_damaged_one_is_refused(tmp_path):
     head = HaltingHead(5)
     feats = torch.randn(200, 5)
     head.fit(feats, feats[:, 0] > 0.3, steps=50)
-    fit = Halting(DepthLaw(1.0, 0.5), head, {"lengths": [1, 2]})
+    fit = Halting(DepthLaw(1.0, 0.5), head, {"lengths": [1, 2], "depth_law": {"slope": 1.0, "intercept": 0.5, "misses": []}})
     doc = json.loads(json.dumps(fit.to_json(step=7)))
-    back = Halting.from_json(doc, tmp_path / "halting.json")
+    back = Halting.from_json(doc, tmp_path / "halting.json", 5)
     assert doc["step"] == 7 and back.record == fit.record
     sizes = torch.arange(1, 30)
     assert torch.equal(back.law.steps(sizes), fit.law.steps(sizes))
     assert torch.equal(back.head.done(feats), fit.head.done(feats))
     del doc["head"]["std"]
     with pytest.raises(RaspFileError, match="not a halting fit"):
-        Halting.from_json(doc, tmp_path / "halting.json")
+        Halting.from_json(doc, tmp_path / "halting.json", 5)

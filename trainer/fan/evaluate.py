@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rasp.errors import RaspError, RaspFileError
-from rasp.readfile import read_json
+from rasp.readfile import is_finite_number, read_json
 from trainer.run import checkpoint
 from trainer.fan import objectives
 from trainer.models import get_model_spec
@@ -123,7 +123,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     missing, note = run_coverage(run, step)         # a fine-tuned compiled start's unchecked sizes
     if missing:
         head["never_checked"] = missing
-    earlier = _earlier_rows(path, head)
+    earlier = _earlier_rows(path, head, fresh[0] if fresh else None)
     new = {r["length"] for r in fresh}
     kept = [r for r in earlier if r["length"] not in new]
     result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
@@ -137,18 +137,20 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     return result
 
 
-def _earlier_rows(path: Path, head: dict) -> list:
+def _earlier_rows(path: Path, head: dict, like: Optional[dict]) -> list:
     """The rows stored in `path` by an earlier evaluation of the same
     checkpoint and settings (the table and plots then cover every length
-    evaluated so far); an earlier file of another step or rule is moved to
-    PATH_stepN.json and contributes nothing."""
+    evaluated so far), each of the shape of `like` (a fresh row) with finite
+    numbers, or dropped, saying so; an earlier file of another step or rule is
+    moved to PATH_stepN.json and contributes nothing."""
     if not path.exists():
         return []
     try:
-        old = read_json(path)
+        old = read_json(path, finite=True)
         same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
-        old_rows = [r for r in rows(old) if isinstance(r, dict) and isinstance(r.get("length"), int)
-                    and all(isinstance(r.get(k), (int, float)) for k in ("exact_match", "se", "n"))]
+        old_rows = rows(old) if same else []
+        if not isinstance(old_rows, list):
+            raise TypeError("rows")
         step = old.get("step")
         if not same and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
             raise ValueError("step")        # it would name the file the old results move to
@@ -161,7 +163,33 @@ def _earlier_rows(path: Path, head: dict) -> list:
         print(f"note: the results of step {old.get('step')} in {path.name} were moved to {keep.name}",
               file=sys.stderr)
         return []
-    return old_rows
+    kept = []
+    for r in old_rows:
+        problem = "not an object" if not isinstance(r, dict) else row_problem(r, like) if like else "no fresh row"
+        if problem is None:
+            kept.append(r)
+        else:
+            length = r.get("length") if isinstance(r, dict) else None
+            print(f"warning: {path}: an earlier row{f' (length {length})' if isinstance(length, int) else ''} is "
+                  f"not of the shape rasp eval writes ({problem}); dropped", file=sys.stderr)
+    return kept
+
+
+def row_problem(row: dict, like: dict) -> Optional[str]:
+    """What keeps an earlier evaluation row from standing beside the fresh row
+    `like`: a field missing, or not of its kind (a number, a per-step curve)."""
+    for key, value in like.items():
+        if key not in row:
+            return f"no {key!r}"
+        got = row[key]
+        if isinstance(value, int) and not (isinstance(got, int) and not isinstance(got, bool) and got >= 0):
+            return f"{key!r} is not a count"
+        if isinstance(value, float) and not is_finite_number(got):
+            return f"{key!r} is not a finite number"
+        if isinstance(value, dict) and not (isinstance(got, dict) and set(got) == set(value) and all(
+                isinstance(v, list) and all(map(is_finite_number, v)) for v in got.values())):
+            return f"{key!r} is not a per-step curve"
+    return None
 
 
 # `rasp eval` warns when the chosen steps look degenerate

@@ -42,6 +42,7 @@ stops a model by the same fit, and a run of any age can use these rules.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -52,7 +53,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from compiler.clock import DONE_LOGIT, OPEN_LOGIT
-from rasp.errors import RaspFileError
+from rasp.errors import RaspFileError, printable
+from rasp.readfile import is_finite_number, nonfinite
 from trainer.fan import stopping
 from trainer.fan.compiled import has_clock
 from trainer.fan.coverage import exact_size_batches, size_list
@@ -175,21 +177,64 @@ class Halting:
                 "reads": self.reads, "record": self.record}
 
     @classmethod
-    def from_json(cls, doc: dict, where, device="cpu") -> "Halting":
+    def from_json(cls, doc: dict, where, width: int, device="cpu") -> "Halting":
+        """The fit in `doc` (halting.json, an export's config.json), every number
+        checked: a head of `width` inputs (`feature_width` of the model it
+        stops), finite values, a positive scale; else a RaspFileError at `where`."""
         try:
-            law = DepthLaw(float(doc["depth_law"]["slope"]), float(doc["depth_law"]["intercept"]))
-            with on_host():                 # built on the host, then moved: whatever torch's default device
-                head = HaltingHead(len(doc["head"]["weight"])).to(device)
-            with torch.no_grad():
-                for k in ("weight", "bias", "mean", "std"):
-                    p = getattr(head, k)
-                    p.copy_(torch.tensor(doc["head"][k], dtype=p.dtype, device=p.device).reshape(p.shape))
+            if not isinstance(doc, dict):
+                raise TypeError("not a JSON object")
+            at = nonfinite(doc)
+            if at is not None:
+                raise ValueError(f"{at} is NaN or infinite")
+            law = DepthLaw(_number(doc["depth_law"]["slope"]), _number(doc["depth_law"]["intercept"]))
             reads = doc.get("reads", "state")       # a fit made before issue 54 read the state
             if reads not in READS:
                 raise ValueError(f"reads {str(reads)[:20]!r} is not one of {', '.join(READS)}")
-            return cls(law, head, dict(doc["record"]), reads)
+            if reads != "state":        # a compiled start's head reads one number: its clock's margin
+                width = 1
+            shapes = {"weight": width, "bias": 1, "mean": width, "std": width}
+            for k, n in shapes.items():
+                v = doc["head"][k]
+                if not (isinstance(v, list) and len(v) == n and all(map(is_finite_number, v))):
+                    raise ValueError(f"head.{k} is not a list of {n} number{'s' if n > 1 else ''} "
+                                     f"(the model's halting features are {width} wide)")
+            if not all(x > 0 for x in doc["head"]["std"]):
+                raise ValueError("head.std holds a scale that is not positive")
+            record = _checked_record(doc["record"], law)
+            with on_host():                 # built on the host, then moved: whatever torch's default device
+                head = HaltingHead(width).to(device)
+            with torch.no_grad():
+                for k in shapes:
+                    p = getattr(head, k)
+                    p.copy_(torch.tensor(doc["head"][k], dtype=p.dtype, device=p.device).reshape(p.shape))
+            return cls(law, head, record, reads)
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
-            raise RaspFileError(where, f"not a halting fit ({type(e).__name__}: {e}); delete it to fit again") from None
+            raise RaspFileError(where, f"not a halting fit ({type(e).__name__}: {e})") from None
+
+
+def feature_width(model) -> int:
+    """The width of what a fitted halting head reads (`trajectory`): the read-out
+    state, or a marker unit's one logit (a compiled start's head reads one number
+    whatever this says: `Halting.from_json`)."""
+    return 1 if getattr(model.cfg, "halt_marker", False) else int(model.cfg.d_model)
+
+
+def _number(x) -> float:
+    if not is_finite_number(x):
+        raise ValueError(f"{x!r} is not a finite number")
+    return float(x)
+
+
+def _checked_record(record, law: DepthLaw) -> dict:
+    """The fit's record as `rasp eval` prints it: lengths, and the law it states."""
+    ints = lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)  # noqa: E731
+    stated = record.get("depth_law") if isinstance(record, dict) else None
+    if not (isinstance(stated, dict) and ints(record.get("lengths")) and record["lengths"]
+            and ints(stated.get("misses", [])) and stated.get("slope") == law.slope
+            and stated.get("intercept") == law.intercept):
+        raise ValueError("record does not state the fit (lengths, depth_law)")
+    return dict(record)
 
 
 def held_in_lengths(data, hp) -> range:
@@ -203,9 +248,12 @@ def saved_or_fit(run_dir: Optional[Path], step: int, model, data, hp, seed: int,
     from trainer.run.checkpoint import write_json_atomic
     path = Path(run_dir) / HALTING_FILE if run_dir is not None else None
     if path is not None and path.is_file():
-        doc = read_json(path)
-        if isinstance(doc, dict) and doc.get("step") == step and current(doc, model):
-            return Halting.from_json(doc, path, device)
+        try:
+            doc = read_json(path)
+            if isinstance(doc, dict) and doc.get("step") == step and current(doc, model):
+                return Halting.from_json(doc, path, feature_width(model), device)
+        except RaspFileError as e:      # a cache: a damaged one is fitted again, never used
+            print(f"warning: {printable(str(path))}: {printable(e.message)}; fitting it again", file=sys.stderr)
     halting = calibrate(model, data, held_in_lengths(data, hp), seed, device=device, beyond=checked_beyond(data, hp))
     if path is not None:
         try:

@@ -435,9 +435,9 @@ def _set_aside(bad):
 
 def load_state(ckpt: Path) -> dict:
     path = Path(ckpt) / "state.json"
-    state = read_json(path)
+    state = read_json(path, finite=True)        # a NaN (learning rate, loss sums) would poison a resumed run
     if not isinstance(state, dict) or not isinstance(state.get("step"), int) or isinstance(state["step"], bool) \
-            or not isinstance(state.get("config"), dict):
+            or state["step"] < 0 or not isinstance(state.get("config"), dict):
         raise RaspFileError(path, "not a checkpoint state (needs step and config)")
     return state
 
@@ -483,9 +483,10 @@ def restore_optimizer(ckpt: Path, optimizer, state: dict):
             from None
 
 
-def read_jsonl(path) -> list:
+def read_jsonl(path, check=None) -> list:
     """Rows of a JSON-lines file; a line cut short (the run was killed while
-    writing it) is dropped, saying so."""
+    writing it), or one that `check(row)` finds a problem in (a message, or
+    None), is dropped, saying so (FILE:LINE)."""
     path = Path(path)
     if not path.exists():
         return []
@@ -500,6 +501,10 @@ def read_jsonl(path) -> list:
                 raise ValueError
         except (ValueError, RecursionError):
             _warn(f"{path}:{i}: dropped a damaged line (cut short when the run was killed?)")
+            continue
+        problem = check(row) if check else None
+        if problem:
+            _warn(f"{path}:{i}: dropped a damaged line ({problem})")
             continue
         rows.append(row)
     return rows

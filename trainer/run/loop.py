@@ -33,6 +33,7 @@ import torch
 from tqdm import tqdm
 
 from rasp.errors import RaspError, RaspFileError
+from rasp.readfile import is_finite_number
 from trainer.run import checkpoint, distributed, ema, explog
 from trainer.run.device import autocast, on_host, use_tf32
 from trainer.run.guard import Guard, finetune_stop_reason
@@ -56,8 +57,28 @@ def train(kind: RunKind, log=()) -> dict:
 
 
 def read_metrics(path: Path, upto: int) -> list:
-    rows = checkpoint.read_jsonl(path)         # a torn last line (killed mid-write) is dropped
-    return [r for r in rows if isinstance(r.get("step", 0), int) and r.get("step", 0) <= upto]
+    """The rows of metrics.jsonl up to step `upto`; a torn last line (killed
+    mid-write) or a damaged row is dropped, saying so (and the file is then
+    rewritten without it: `_train`)."""
+    rows = checkpoint.read_jsonl(path, metrics_row_problem)
+    return [r for r in rows if r["step"] <= upto]
+
+
+def metrics_row_problem(row: dict):
+    """What is wrong with a row of metrics.jsonl, or None: its step a count,
+    every figure a finite number (an evaluation metric a split does not
+    define is None), `stopped` a reason."""
+    step = row.get("step")
+    if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+        return "no step count"
+    for key, value in row.items():
+        if key == "stopped":
+            ok = isinstance(value, str)
+        else:
+            ok = is_finite_number(value) or (value is None and key.startswith("eval_"))
+        if not ok:
+            return f"{key}: {str(value)[:20]!r} is not {'a reason' if key == 'stopped' else 'a finite number'}"
+    return None
 
 
 # the files a run writes beside its checkpoints (each replaced atomically: a link is replaced, not followed)

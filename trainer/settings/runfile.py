@@ -17,8 +17,10 @@ import re
 import sys
 
 from rasp.errors import Loc, RaspError
+from rasp.readfile import read_text
 
 NOT_IN_FILE = {"help", "config"}
+MAX_CONFIG_BYTES = 1 << 20      # a run's settings are a few lines
 
 
 def _line_of(text: str, key: str) -> int:
@@ -44,14 +46,8 @@ def load_toml(text: str, path: str) -> dict:
 
 def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
     """(argv words the file stands for, {key: value} as read)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read((1 << 20) + 1)
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RaspError(f"--config {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
-    if len(raw) > 1 << 20:
-        raise RaspError(f"--config {path}: larger than 1 MiB; a run's settings are a few lines")
+    # a regular file or a pipe with a writer (`--config <(...)`), bounded, never waited on forever
+    text = read_text(path, MAX_CONFIG_BYTES, pipe=True)
     doc = load_toml(text, path)
     actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in NOT_IN_FILE}
     words = []

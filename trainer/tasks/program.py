@@ -86,10 +86,9 @@ def _size(tokens: list, target: str, marker_code) -> int:
 def read_inputs(path, program, flag: str) -> list:
     """The lines of an inputs file, each parsed and checked against the program
     (vocabulary, length, `require`) before training starts."""
-    path = Path(path)
-    if not path.exists():
+    if str(path) != "-" and not Path(path).exists():
         raise RaspError(f"{flag} {path}: no such file")
-    text = read_text(path, MAX_FILE_BYTES)
+    text = read_text(path, MAX_FILE_BYTES, pipe=True)     # a file or a pipe with a writer: <(generate)
     from rasp.inputs import split_lines
     from rasp.limits import RunLimits
     lines = split_lines(text)

@@ -121,7 +121,7 @@ def _optional_json(path):
     if not path.is_file():
         return None
     try:
-        return read_json(path)
+        return read_json(path, finite=True)         # a figure of the card is never NaN
     except RaspError as e:
         print(f"warning: {e.format()} (left out of the model card)", file=sys.stderr)
         return None

@@ -21,7 +21,10 @@ task's (comparison tasks) own tokens, as `rasp run` prints them:
 
 Limits are those of `rasp run`: --max-len (tokens per input), --max-steps (loop
 iterations, from T(n) or the model's own settings), --max-work (multiply-adds
-of the whole run, estimated before it starts, default that of compiled models).
+of one input, estimated before the run starts, the bound and default of
+compiled models: compiler.limits.check_input_work), so a long inputs file runs
+in batches.  The task program's answers are not needed to run the model: an
+answer value the run never saw refuses no input.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from typing import Optional
 
 import torch
 
-from rasp.errors import RaspError, RaspFileError, RaspInputError, shorten
+from rasp.errors import RaspError, RaspFileError, RaspInputError, RaspRequireError, shorten
 from rasp.limits import RunLimits
 from rasp.stop import DEFAULT_RULE, THRESHOLD
 from trainer.settings import evaluation
@@ -48,13 +51,13 @@ def _device(name: str) -> torch.device:
     return torch.device(check_device(name))
 
 
-def _check_work(total: float, max_work):
-    from compiler.limits import DEFAULT_MAX_MULADDS
-    limit = DEFAULT_MAX_MULADDS if max_work is None else max_work
-    if total > limit:
-        raise RaspError(f"this run would take about {total:.2g} multiply-adds, above the limit of {limit:.2g}: "
-                        "the inputs are too many, too long or their loops too many (use fewer or shorter inputs, "
-                        "or raise the limit with --max-work)")
+def _check_work(works: list, lines, where: str, max_work):
+    """The per-input bound of `rasp run DIR` (compiler.limits.check_input_work):
+    the inputs then run in batches of one length, so a long file is never
+    refused for its length alone."""
+    from compiler.limits import DEFAULT_MAX_MULADDS, check_input_work
+    check_input_work(works, DEFAULT_MAX_MULADDS if max_work is None else max_work, [ln for ln, _ in lines], where,
+                     "for this model (use a shorter input, or raise the limit with --max-work)")
 
 
 def _chunks(order: list, key) -> list:
@@ -128,7 +131,15 @@ class FanModel:
         limits = limits or RunLimits()
         inputs = [self.program.parse_input(text, line, where) for line, text in lines]
         # the program checks lengths, vocabulary, `require`, and its loop's --max-steps; gives T(n)
-        outputs, steps = self.labeler(inputs, RunLimits(max_len=limits.max_len, max_steps=limits.max_steps), where)
+        try:
+            outputs, steps = self.labeler(inputs, RunLimits(max_len=limits.max_len, max_steps=limits.max_steps), where)
+        except RaspRequireError as e:        # at the user's line, not at the task program's `require`
+            first = e.input_indices[0]
+            message = next(m for m, _, bad in e.failures if first in bad)
+            more = len(e.input_indices) - 1
+            others = f"; {more} more input{'s break' if more > 1 else ' breaks'} it" if more else ""
+            raise RaspInputError(f"input rejected: {message} (the input contract of task {self.data.task.name}'s "
+                                 f"program{others})", lines[first][0], where=where) from None
         fixed = self.spec.iterations(self.hp)
         t_extra = self.data.task.t_max_extra if self.stop != "oracle" else 0
         iters = [fixed if fixed is not None else int(t) + t_extra for t in steps]
@@ -136,10 +147,14 @@ class FanModel:
         if iters[most] > limits.max_steps:
             raise RaspInputError(f"the model would run {iters[most]} loop iterations; the limit is {limits.max_steps} "
                                  "(raise it with --max-steps)", lines[most][0], where=where)
-        chunks = _chunks(sorted(range(len(inputs)), key=lambda i: len(inputs[i])), lambda i: len(inputs[i]))
         ntp = self.spec.objective == "ntp"
-        _check_work(sum(flops(self.module.cfg, len(inputs[c[0]]) + self.data.pause, len(c), max(iters[i] for i in c))
-                        * (len(inputs[c[0]]) if ntp else 1) for c in chunks), max_work)
+        _check_work([flops(self.module.cfg, len(x) + self.data.pause, 1, k) * (len(x) if ntp else 1)
+                     for x, k in zip(inputs, iters)], lines, where, max_work)
+        chunks = _chunks(sorted(range(len(inputs)), key=lambda i: len(inputs[i])), lambda i: len(inputs[i]))
+        # the program's answers are not needed to run the model, only their positions: a value the run
+        # never saw (a longer or larger answer than any it trained on) stands in as a known one
+        known, stand_in = self.data.out_id, self.data.output_tokens[0]
+        outputs = [[v if v in known else stand_in for v in out] for out in outputs]
         answers: list[Optional[list[str]]] = [None] * len(inputs)     # each set below
         with torch.no_grad():
             for c in chunks:
@@ -236,8 +251,8 @@ class SeqModel:
         size = lambda i: max(map(len, parsed[i]))
         chunks = _chunks(sorted(range(len(parsed)), key=size), lambda i: 0)
         width = self.hp.d_model * self.hp.n_layer
-        _check_work(sum(len(c) * len(parsed[c[0]]) * iters * (n_params * size(c[-1]) + width * size(c[-1]) ** 2)
-                        for c in chunks), max_work)
+        _check_work([len(p) * iters * (n_params * size(i) + width * size(i) ** 2) for i, p in enumerate(parsed)],
+                    lines, where, max_work)
         answers: list[Optional[list[str]]] = [None] * len(parsed)     # each set below
         with torch.no_grad():
             for c in chunks:
@@ -259,13 +274,13 @@ def _fan_model(run: dict, hp, module, labeler, stop, threshold, step, device, fi
     depth_law and head; `fit_doc`: an export's copy of it."""
     from trainer.models import get_model_spec
     from trainer.fan.kind import build_data
-    from trainer.fan.halting import Halting, current, saved_or_fit
+    from trainer.fan.halting import Halting, current, feature_width, saved_or_fit
     from trainer.tasks.program import task_of
     spec = get_model_spec(run["model"])
 
     def fit(module, data):
         if fit_doc is not None and current(fit_doc[0], module):
-            return Halting.from_json(fit_doc[0], fit_doc[1], device)
+            return Halting.from_json(fit_doc[0], fit_doc[1], feature_width(module), device)
         # (an export of a compiled start made before its head read the compiled clock: read it now, unsaved)
         return saved_or_fit(fit_from, step, module, data, hp, evaluation.SEED, device)
     return FanModel(module, spec, hp, build_data(task_of(run), spec, hp, labeler), stop, threshold, step, device,
