@@ -170,7 +170,7 @@ class HParams:
     tf32: str = _set("off", choices=("off", "on"), added=True, resumable=True, **_flag(
         "speed", 2, "TF32 matrix products on CUDA"))
     compile: str = _set("off", choices=("off", "on"), added=True, resumable=True, **_flag(
-        "speed", 3, "torch.compile the model's forward"))
+        "speed", 3, "torch.compile the model's forward (CUDA devices only)"))
     seed: int = _set(0, lo=0, hi=MAX_SEED, **_flag("optimiser", 10, "random seed of the weights and the data"))
     extra: dict = _set(factory=dict, kinds=SEQ)    # the comparison model's own options (--set)
 

@@ -21,10 +21,23 @@ from rasp.errors import Loc, RaspError
 NOT_IN_FILE = {"help", "config"}
 
 
+# a table's header line: [name], [name.sub], [[name]] (a quoted name too), then at most a comment
+_HEADER = re.compile(r"""\s*\[\[?\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[.\]][^,]*$""")
+
+
 def _line_of(text: str, key: str) -> int:
-    """The line of `key = ...` (a run's file is flat: one key per line)."""
+    """The line of a top-level `key = ...` or `key.x = ...` before the first table,
+    or of the header of its table `[key]` (the file's keys are flat, so a table
+    is refused there); 1 when neither is found."""
+    assign = re.compile(rf"\s*(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*[.=]")
+    in_tables = False
     for i, line in enumerate(text.split("\n"), 1):
-        if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+        header = _HEADER.match(line)
+        if header:
+            if key in header.groups():
+                return i
+            in_tables = True
+        elif not in_tables and assign.match(line):
             return i
     return 1
 
@@ -57,6 +70,9 @@ def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
     words = []
     for key, value in doc.items():
         where = Loc(path, _line_of(text, key), 1)
+        if isinstance(value, dict):         # [key] or key.x = ...: the file has no tables
+            raise RaspError(f"{key}: a table, where a settings file is flat: `key = value` lines whose keys are the "
+                            "flags of `rasp train` without their dashes", where, text)
         dest = key.replace("-", "_")
         action = actions.get(dest)
         if action is None:

@@ -43,9 +43,9 @@ PAIR_SEPARATOR = "|"            # between the two sentences of a pair task's inp
 NO_TOKEN = "?"                  # an output logit beyond the task's output tokens
 
 
-def _device(name: str) -> torch.device:
-    from trainer.run.device import check_device
-    return torch.device(check_device(name))
+def _device(device) -> torch.device:
+    from trainer.run.device import api_device
+    return torch.device(api_device(device))
 
 
 def _check_work(total: float, max_work):
