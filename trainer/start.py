@@ -52,10 +52,8 @@ def config_from_args(args):
     else:
         refuse_given(args, PROGRAM_FLAGS, "only with --program P.rasp")
     hp = fresh_hparams(args, task)
-    if "compress_method" in getattr(args, "given", ()) and args.compress is None:
-        raise RaspError("--compress-method: not used without --compress D")
     return RunConfig(task=task.name if task else args.task, out=str(out), model=args.model, init=args.init,
-                     compress=args.compress, compress_method=args.compress_method, preset=args.preset,
+                     compress=args.compress, compress_method=args.compress_method or "merge", preset=args.preset,
                      device=check_device(args.device), hp=hp, resume=args.resume,
                      progress=not args.no_progress, max_wall=args.max_wall,
                      config=getattr(args, "config_settings", None), program=program)

@@ -107,7 +107,7 @@ def add_train_args(p: argparse.ArgumentParser):
                        help="random, or compiled from the task's RASP program (exact before training); default random")
     start.add_argument("--compress", action=Given, type=validate.COMPRESS, default=None, metavar="D",
                        help="with --init compiled: project the compiled model into width D")
-    start.add_argument("--compress-method", action=Given, default="merge", choices=["merge", "pca", "random"],
+    start.add_argument("--compress-method", action=Given, default=None, choices=["merge", "pca", "random"],
                        help="with --compress: merge (share coordinates between dims that are never live together, "
                             "exact, then PCA below that width), pca or random; default merge")
     start.add_argument("--guard", default="auto", choices=["auto", "on", "off"],

@@ -56,7 +56,8 @@ def load_toml(text: str, path: str) -> dict:
 
 
 def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
-    """(argv words the file stands for, {key: value} as read)."""
+    """(argv words the file stands for, {key: value} as read, {dest: (path, line, text,
+    key, value)}: where each was given, for errors found once the run is resolved)."""
     try:
         with open(path, "rb") as f:
             raw = f.read((1 << 20) + 1)
@@ -67,9 +68,10 @@ def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
         raise RaspError(f"--config {path}: larger than 1 MiB; a run's settings are a few lines")
     doc = load_toml(text, path)
     actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in NOT_IN_FILE}
-    words = []
+    words, places = [], {}
     for key, value in doc.items():
         where = Loc(path, _line_of(text, key), 1)
+        places[key.replace("-", "_")] = (path, where.line, text, key, value)
         if isinstance(value, dict):         # [key] or key.x = ...: the file has no tables
             raise RaspError(f"{key}: a table, where a settings file is flat: `key = value` lines whose keys are the "
                             "flags of `rasp train` without their dashes", where, text)
@@ -98,26 +100,32 @@ def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
             if action.choices is not None and converted not in action.choices:
                 raise RaspError(f"{key} = {v!r}: one of {', '.join(map(str, action.choices))}", where, text)
             words += [f"{flag}={word}"]
-    return words, doc
+    return words, doc, places
 
 
 def expand_config(parser: argparse.ArgumentParser, argv: list) -> tuple:
     """(`argv` with the flags of each `--config FILE` put first, so that the command
-    line's own flags, which come after, win; {key: value} of the files).  A bad file
+    line's own flags, which come after, win; {key: value} of the files; where in them
+    each flag the command line does not give was given).  A bad file
     exits 2 with a located error, as argparse does for a bad flag."""
     argv = list(argv)
     files = [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "--config"]
     files += [w.split("=", 1)[1] for w in argv if w.startswith("--config=")]
-    front, settings = [], {}
+    front, settings, where = [], {}, {}
     for path in files:
         try:
-            words, doc = _flag_words(parser, path)
+            words, doc, places = _flag_words(parser, path)
         except RaspError as e:
             print(e.format(), file=sys.stderr)
             parser.exit(2)
         front += words
         settings.update(doc)
-    return front + argv, settings
+        where.update(places)
+    # a flag on the command line overrides the file's: an error about it names the flag
+    flags = {a.dest: a.option_strings for a in parser._actions}
+    on_line = {dest for dest in where for w in argv for f in flags.get(dest, ())
+               if w == f or w.startswith(f + "=")}
+    return front + argv, settings, {dest: p for dest, p in where.items() if dest not in on_line}
 
 
 def add_config(p: argparse.ArgumentParser):
@@ -129,8 +137,9 @@ def add_config(p: argparse.ArgumentParser):
     parse = p.parse_known_args
 
     def parse_known_args(args=None, namespace=None):
-        argv, settings = expand_config(p, sys.argv[1:] if args is None else args)
+        argv, settings, where = expand_config(p, sys.argv[1:] if args is None else args)
         namespace, extras = parse(argv, namespace)
         namespace.config_settings = settings or None
+        namespace.config_where = where
         return namespace, extras
     p.parse_known_args = parse_known_args       # type: ignore[method-assign]
