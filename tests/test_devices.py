@@ -190,7 +190,7 @@ def test_fp32_is_the_default_and_bf16_changes_the_numbers(tmp_path):
     assert default != losses("bf16", "--precision", "bf16")
 
 
-@pytest.mark.slow       # torch.compile builds its kernels first (a CPU run refuses it: test_reliability_round4_settings)
+@pytest.mark.slow       # torch.compile builds its kernels first (a CPU run refuses it)
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="--compile on is for CUDA devices")
 def test_compile_trains_and_checkpoints_the_same_module(tmp_path):
     run = tmp_path / "c"

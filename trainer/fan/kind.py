@@ -12,8 +12,6 @@ from typing import Optional
 import numpy as np
 import torch
 
-from rasp.errors import RaspError
-
 from trainer.run import checkpoint, loop
 from trainer.run.kind import RunKind
 

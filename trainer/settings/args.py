@@ -78,7 +78,8 @@ def add_train_args(p: argparse.ArgumentParser):
                       help="with --program: the scored positions (default after:> when the program has '>', "
                            "else all)")
     p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
-    p.add_argument("--out", required=True, type=validate.out_dir, metavar="DIR", help="the run directory (created; --resume continues it)")
+    p.add_argument("--out", required=True, type=validate.out_dir, metavar="DIR",
+                   help="the run directory (created; --resume continues it)")
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),

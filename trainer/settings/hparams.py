@@ -51,9 +51,11 @@ def _flag(group: str, at: int, help: str, **meta) -> dict:
 class HParams:
     kind: str = "fan"             # which family of runs: "fan" (Fan et al.'s tasks) or "seq" (comparison tasks)
     # ---- model size
-    d_model: int = _set(256, used_if=(RANDOM_START,), lo=1, hi=MAX_SIZE, **_flag("size", 1, "width of the residual stream"))
+    d_model: int = _set(256, lo=1, hi=MAX_SIZE, used_if=(RANDOM_START,),
+                        **_flag("size", 1, "width of the residual stream"))
     n_head: int = _set(8, used_if=(RANDOM_START,), lo=1, hi=MAX_SIZE, **_flag("size", 3, "attention heads"))
-    n_layer: int = _set(1, used_if=(RANDOM_START,), lo=1, hi=MAX_SIZE, **_flag("size", 2, "layers (of the looped block, for the looped model)"))
+    n_layer: int = _set(1, lo=1, hi=MAX_SIZE, used_if=(RANDOM_START,),
+                        **_flag("size", 2, "layers (of the looped block, for the looped model)"))
     d_mlp: Optional[int] = _set(None, kinds=FAN)   # default 4 * d_model
     d_ff: int = _set(128, kinds=SEQ, lo=1, hi=4 * MAX_SIZE)
     dropout: float = _set(0.0, kinds=SEQ, lo=0.0, hi=1.0, hi_open=True)
@@ -87,10 +89,12 @@ class HParams:
                                **_flag("switches", 6, "average the loss over tokens or over samples"))
     padding: str = _set("scored", kinds=FAN, choices=("scored", "ignored"),
                         **_flag("switches", 7, "whether padded answer positions are scored"))
-    read_in_dims: Optional[int] = _set(None, used_if=(RANDOM_START,), kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the input's tokens", **_flag(
+    read_in_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the input's tokens",
+                                       used_if=(RANDOM_START,), **_flag(
         "switches", 3, "fan-in of the one-hot read-in's initialisation"))
     # Fan et al.: their n_dims
-    read_out_dims: Optional[int] = _set(None, used_if=(RANDOM_START,), kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens", **_flag(
+    read_out_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens",
+                                        used_if=(RANDOM_START,), **_flag(
         "switches", 4, "logits of the read-out (at least the task's output tokens)"))
     # ---- knowing when to stop (issue 39): 0 = Fan et al.'s loss at T(n) only; added after run
     # format 2, so a run recorded without them (Fan et al.'s recipe) still matches its checkpoints
@@ -106,7 +110,8 @@ class HParams:
     halt: float = _set(0.0, used_if=(LOOPED, HALT_FROM_RANDOM,), kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 4, "weight of the loss of a 'done' unit trained with the model on whether each step "
                       "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
-    halt_target: str = _set("answer", used_if=(HALT_UNIT,), kinds=FAN, choices=("answer", *MARKER_TARGETS), added=True, **_flag(
+    halt_target: str = _set("answer", kinds=FAN, choices=("answer", *MARKER_TARGETS), added=True,
+                            used_if=(HALT_UNIT,), **_flag(
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
@@ -131,7 +136,8 @@ class HParams:
         "curriculum", 4, "FAP/NTP baselines: layers, in multiples of the looped block's"))
     pause_tokens: int = _set(20, used_if=(PAUSED,), kinds=FAN, lo=0, hi=MAX_N, **_flag(
         "curriculum", 5, "*-Pause baselines: pause tokens per input"))
-    loop_steps: int = _set(20, used_if=(LOOP_COUNT,), kinds=FAN, lo=1, hi=100_000, **_flag("curriculum", 6, "NTP-Loop: iterations per token"))
+    loop_steps: int = _set(20, kinds=FAN, lo=1, hi=100_000, used_if=(LOOP_COUNT,),
+                           **_flag("curriculum", 6, "NTP-Loop: iterations per token"))
     # ---- comparison tasks' data
     train_split: str = _set("train", kinds=SEQ)
     valid_split: str = _set("valid", kinds=SEQ)
@@ -154,9 +160,11 @@ class HParams:
     # a compiled comparison model costs (input length)^2 per example (a loop step per token), so
     # its guard checks the short examples after its steps and the long ones only before a
     # checkpoint and at the end, rolling back to the last state they passed (issue 41)
-    guard_short_factor: int = _set(0, used_if=(GUARDED,), kinds=SEQ, lo=0, hi=1000, added=True)     # 0: every example at every check
+    # 0: every example at every check
+    guard_short_factor: int = _set(0, kinds=SEQ, lo=0, hi=1000, added=True, used_if=(GUARDED,))
     guard_long_samples: int = _set(8, used_if=(GUARDED,), kinds=SEQ, lo=1, hi=1 << 20, added=True)
-    guard_max_n: Optional[int] = _set(None, used_if=(GUARDED,), kinds=FAN, lo=1, hi=MAX_N, none_means="--max-train-n", **_flag(
+    guard_max_n: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_N, none_means="--max-train-n",
+                                      used_if=(GUARDED,), **_flag(
         "guard", 1, "lengths of the guard's fixed sample: 1..this"))
     # undo them all if it fails
     guard_every: int = _set(1, used_if=(GUARDED,), lo=1, hi=LONG, flag_kinds=FAN, **_flag(
@@ -164,7 +172,8 @@ class HParams:
     flat_stop: int = _set(0, used_if=(GUARDED,), lo=0, hi=LONG, flag_kinds=FAN, **_flag(
         "guard", 3, "stop once exact and the loss gained < 5%% over this many steps (0: never)"))
     keep_zeros: bool = _set(False)   # train only the nonzero weights (a compiled start's sparsity pattern)
-    freeze_fragile: bool = _set(False, used_if=(COMPILED_START,), added=True)  # freeze tensors whose tolerance shrinks with length
+    # freeze tensors whose tolerance shrinks with length
+    freeze_fragile: bool = _set(False, added=True, used_if=(COMPILED_START,))
     # ---- speed on a GPU (trainer/run/device.py): the defaults are every earlier run's behaviour
     precision: str = _set("fp32", choices=("fp32", "bf16"), added=True, **_flag(
         "speed", 1, "training forward passes and losses in float32, or under bfloat16 autocast"))

@@ -17,7 +17,8 @@ GROUPS = {
     "switches": "Fan et al.'s recipe switches (trainer/README.md gives each one's source)",
     "logging": "logging, evaluation and checkpoints",
     "guard": "the descent guard (--guard; on for a compiled start)",
-    "speed": "speed on a GPU (on a CPU --tf32 does nothing and --compile on is refused; --precision bf16 works on both)",
+    "speed": "speed on a GPU (on a CPU --tf32 does nothing and --compile on is refused; --precision bf16 works "
+             "on both)",
     "halting": "knowing when to stop (the defaults are Fan et al.'s recipe: the loss at T(n) only)",
 }
 BOTH = ("fan", "seq")
