@@ -51,7 +51,8 @@ def report(summary: dict) -> str:
     """The line `rasp train` ends with: a run stopped before its step count says so."""
     w = summary.get("final_loss_steps")
     loss = (f"training loss {summary['final_loss']:.4g} (mean of steps {w[0]}-{w[1]})"
-            if summary.get("final_loss") is not None else "no training steps")
+            if summary.get("final_loss") is not None else
+            "no training loss logged yet" if summary.get("step") else "no training steps")
     upto = (f"to step {summary['step']}" if summary.get("finished", True) else
             f"to step {summary['step']} of {summary['steps']} (stopped early)")
     return (f"trained {summary['task']}/{summary['model']} ({summary['init']} init, {summary['n_params']:,} "

@@ -76,7 +76,7 @@ PAUSED = Condition(lambda c: bool(getattr(c.spec, "pause", False)),
 LOOP_COUNT = Condition(lambda c: getattr(c.spec, "fixed_steps", None) == "loop",
                        "not used by model {model}: only NTP-Loop runs a fixed number of iterations")
 THRESHOLD_RULE = Condition(lambda c: c.stop == "threshold",
-                           "only with --stop threshold (this evaluation's rule is {stop})")
+                           "only with --stop threshold (the rule here is {stop})")
 FIRST_POSITIONS = Condition(lambda c: bool(_hp("loss_first", c)), "not used without loss_first > 0")
 KIND_TEXT = {"fan": "a Fan-task option, not used by comparison tasks", "seq": "a comparison-task setting, not used by "
                                                                                "Fan-task runs"}

@@ -93,8 +93,11 @@ class FanModel:
         self.stop = stop or DEFAULT_RULE
         if self.stop not in RULES:
             raise RaspError(unknown_rule(self.stop))
-        if threshold is not None and self.stop != "threshold":
-            raise RaspError("--threshold: only with --stop threshold")
+        from trainer.settings.hparams import setting_of
+        from trainer.settings.setting import Chosen
+        unused = setting_of("threshold").unused(Chosen("fan", stop=self.stop)) if threshold is not None else ""
+        if unused:                      # the rule of `rasp train` and `rasp eval`: it would change nothing
+            raise RaspError(f"--threshold {threshold}: {unused}")
         self.threshold = THRESHOLD if threshold is None else threshold
         if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold) and self.threshold > 0):
             raise RaspError(f"--threshold must be a positive number, got {self.threshold}")
