@@ -68,12 +68,18 @@ def device_name(device: str) -> str:
 def model_cases() -> list:
     """(task, model, train flags) of every registered model at tiny sizes."""
     from trainer.models import comparison_models, fan_models
+    from trainer.models import get_model_spec
     fan = ["--steps", "1", "--max-train-n", "3", "--d-model", "16", "--n-head", "2", "--batch-size", "4",
-           "--eval-samples", "4", "--baseline-depth", "2", "--pause-tokens", "2", "--loop-steps", "2"]
+           "--eval-samples", "4"]
+
+    def baseline(model: str) -> list:   # a baseline's depth, pause and loop count (other models refuse them)
+        spec = get_model_spec(model)
+        return (["--baseline-depth", "2"] * spec.deep + ["--pause-tokens", "2"] * spec.pause
+                + ["--loop-steps", "2"] * (spec.fixed_steps == "loop"))
     seq = ["--steps", "1", "--d-model", "16", "--n-head", "2", "--batch-size", "4", "--eval-samples", "4",
            "--set", "d_ff=32"]
     own = {"mamba2": ["--set", "headdim=8"], "implicit_mamba2": ["--set", "headdim=8"]}
-    cases = [("parity", m, fan) for m in fan_models()]
+    cases = [("parity", m, fan + baseline(m)) for m in fan_models()]
     cases.append(("parity", "looped", ["--init", "compiled", "--steps", "1", "--max-train-n", "3",
                                        "--eval-samples", "4"]))
     cases += [(SEQ_TASK, m, seq + own.get(m, [])) for m in comparison_models()]

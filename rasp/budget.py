@@ -78,8 +78,9 @@ def _iterations_text(n: float) -> str:
 class Meter:
     """Counts the work of a batched run and enforces the budget."""
 
-    def __init__(self, ir: ProgramIR, hosts, lengths, max_work: int, max_steps=None):
+    def __init__(self, ir: ProgramIR, hosts, lengths, max_work: int, max_steps=None, advice: str = _RAISE):
         self.ir, self.hosts, self.max_work, self.max_steps = ir, hosts, max_work, max_steps
+        self.advice = advice        # what an error says to do (RunLimits.advice)
         self.length = np.asarray(lengths, dtype=np.float64)
         self.work = np.zeros(len(self.length))      # charged so far, per input
         self.longest = float(self.length.max()) if len(self.length) else 0.0
@@ -101,7 +102,7 @@ class Meter:
         raise RaspRuntimeError(
             f"this run would cost at least {total[b]:.3g} element operations (this loop and the loops in "
             f"it: {_iterations_text(_iterations(self.hosts, culprit, self.max_steps)[b])} iterations on "
-            f"{int(self.length[b])} tokens); the limit is {self.max_work:.3g} per input ({_RAISE})",
+            f"{int(self.length[b])} tokens); the limit is {self.max_work:.3g} per input ({self.advice})",
             loc=culprit.loc, source=self.ir.source, input_index=b)
 
     def flush(self, live: np.ndarray):
@@ -136,12 +137,12 @@ class Meter:
         b = int(np.argmax(over))
         if loop.until_stable or self.work[b] > self.max_work:
             message = (f"the run has cost {self.work[b]:.3g} element operations so far, more than the "
-                       f"limit of {self.max_work:.3g} per input ({_RAISE})")
+                       f"limit of {self.max_work:.3g} per input ({self.advice})")
         else:
             message = (f"this loop would cost about {projected[b]:.3g} element operations in all "
                        f"({spent[b]:.3g} per iteration on {int(self.length[b])} tokens, "
                        f"{_iterations_text(float(left[b]))} iterations to go); the limit is "
-                       f"{self.max_work:.3g} per input ({_RAISE})")
+                       f"{self.max_work:.3g} per input ({self.advice})")
         fail(message, loop.loc, over)
 
 

@@ -101,6 +101,7 @@ class RaspRuntimeError(RaspError):
     def __init__(self, message: str, loc: Optional[Loc] = None, source: Optional[str] = None,
                  input_index: Optional[int] = None):
         self.input_index = input_index
+        self.reason = message           # without the input's number: a caller that knows the input names it
         if input_index is not None:
             message = f"{message} (input {input_index + 1})"
         super().__init__(message, loc, source)

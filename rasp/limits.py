@@ -20,6 +20,13 @@ class RunLimits:
     max_len: int = DEFAULT_MAX_LEN     # tokens per input
     max_steps: int = DEFAULT_MAX_STEPS  # iterations per loop per input
     max_work: int = DEFAULT_MAX_WORK   # element operations per input, all loops together
+    # what an error about a limit advises: its flag, or (a command that has no such flags,
+    # e.g. `rasp train`, which labels its inputs with the defaults) this text instead
+    fixed: str = ""
+
+    def advice(self, flag: str) -> str:
+        """How to get past the limit that `flag` sets, as an error about it says."""
+        return self.fixed or f"raise it with {flag}"
 
     def check(self):
         for flag, value, least in (("--max-len", self.max_len, 1), ("--max-steps", self.max_steps, 0),

@@ -92,7 +92,7 @@ class Program:
                 raise RaspInputError("empty input", i + 1, where=where)
             if len(tokens) > limits.max_len:
                 raise RaspInputError(f"the input has {len(tokens)} tokens; the limit is {limits.max_len} "
-                                     "(raise it with --max-len)", i + 1, where=where)
+                                     f"({limits.advice('--max-len')})", i + 1, where=where)
             seen.update(tokens)
         if seen <= self._vocab:
             return          # the common case: one set check for the whole batch

@@ -43,7 +43,15 @@ def toys():
         TASKS.pop(t.name, None)
 
 FAN_FAST = ["--steps", "1", "--max-train-n", "3", "--d-model", "8", "--n-head", "2", "--batch-size", "4",
-            "--eval-samples", "4", "--baseline-depth", "2", "--pause-tokens", "2", "--loop-steps", "2"]
+            "--eval-samples", "4"]
+
+
+def baseline_flags(model: str) -> list:
+    """The small depth, pause and loop count of a baseline that has them (another model refuses them)."""
+    from trainer.models import get_model_spec
+    spec = get_model_spec(model)
+    return (["--baseline-depth", "2"] * spec.deep + ["--pause-tokens", "2"] * spec.pause
+            + ["--loop-steps", "2"] * (spec.fixed_steps == "loop"))
 SEQ_FAST = ["--steps", "1", "--d-model", "8", "--n-head", "2", "--batch-size", "4", "--eval-samples", "4",
             "--set", "d_ff=16"]
 # a model's own options, where its defaults do not fit width 8
@@ -99,7 +107,8 @@ FAN_CASES = [(m, ()) for m in fan_models()] + [("looped", ("--init", "compiled")
 def test_fan_model_trains_evaluates_and_answers_on_its_device(tmp_path, capsys, model, extra):
     run = tmp_path / "run"
     run_cli(capsys, "train", "--task", "parity", "--model", model, "--out", run, "--no-progress",
-            *(FAN_FAST if "compiled" not in extra else ["--steps", "1", "--max-train-n", "3", "--eval-samples", "4"]),
+            *(FAN_FAST + baseline_flags(model) if "compiled" not in extra
+              else ["--steps", "1", "--max-train-n", "3", "--eval-samples", "4"]),
             *extra)
     adaptive = json.loads((run / "run.json").read_text())["model"] in ("looped", "looped_noinj")
     learned = model == "looped" and "compiled" not in extra
@@ -181,11 +190,12 @@ def test_fp32_is_the_default_and_bf16_changes_the_numbers(tmp_path):
     assert default != losses("bf16", "--precision", "bf16")
 
 
-@pytest.mark.slow       # torch.compile builds C++ kernels: minutes on 2 cores
+@pytest.mark.slow       # torch.compile builds its kernels first (a CPU run refuses it)
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="--compile on is for CUDA devices")
 def test_compile_trains_and_checkpoints_the_same_module(tmp_path):
     run = tmp_path / "c"
     assert main([str(a) for a in ["train", "--task", "parity", "--out", run, "--no-progress", *FAN_FAST[2:],
-                                  "--steps", "2", "--compile", "on"]]) == 0
+                                  "--steps", "2", "--compile", "on", "--device", "cuda"]]) == 0
     assert json.loads((run / "run.json").read_text())["hparams"]["compile"] == "on"
     with default_device_meta():
         assert rasp.load(str(run), device="cpu")(["1 0 > # #"])

@@ -300,7 +300,7 @@ def test_max_work_0_is_refused_for_a_run_as_for_a_program(fan_run, capsys):
 def test_threshold_under_a_rule_that_ignores_it_is_refused(fan_run, capsys):
     status, _, err = in_process(capsys, "eval", fan_run, "--threshold", "0.5", "--lengths", "1:2", "--samples", "2",
                                 "--no-plots", "--no-progress")
-    assert status == 2 and "--threshold: only with --stop threshold" in err, err
+    assert status == 2 and "--threshold 0.5: only with --stop threshold" in err, err
     assert not list(fan_run.glob("eval_*.json"))
 
 

@@ -122,7 +122,7 @@ def test_resume_refuses_flags_that_name_another_run(name, flags, named, tmp_path
     assert main(["train", "--resume", "--out", str(run), *same[name], "--no-progress"]) == 0
 
 
-@pytest.mark.parametrize("flags, named", [(["--compress-method", "pca"], "--compress-method: not used without"),
+@pytest.mark.parametrize("flags, named", [(["--compress-method", "pca"], "--compress-method pca: not used without"),
                                           (["--freeze-fragile", "on"], "--freeze-fragile on: only a compiled start")])
 def test_fan_flags_that_do_not_apply_are_refused(flags, named, tmp_path, capsys):
     assert main(["train", "--task", "parity", *flags, "--out", str(tmp_path / "x")]) == 2

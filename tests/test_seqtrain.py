@@ -202,7 +202,7 @@ def test_train_from_file_and_bad_inputs(tmp_path, capsys):
     assert _train(tmp_path / "r2", "toy_sum", "lstm", "--data", str(f), "--steps", "2") == 2
     assert f"{f}:2: input must be" in capsys.readouterr().err
     assert _train(tmp_path / "r3", "toy_sum", "lstm", "--max-train-n", "4") == 2
-    assert "--max-train-n: Fan-task options" in capsys.readouterr().err
+    assert "--max-train-n 4: a Fan-task option" in capsys.readouterr().err
     assert _train(tmp_path / "r4", "toy_sum", "nosuchmodel") == 2
     assert _train(tmp_path / "r5", "toy_sum", "gru", "--set", "pooling=max") == 2
     assert "pooling" in capsys.readouterr().err

@@ -48,12 +48,26 @@ def _main_rank() -> bool:
 
 
 def report(summary: dict) -> str:
-    """The line `rasp train` ends with."""
+    """The line `rasp train` ends with: a run stopped before its step count says so."""
     w = summary.get("final_loss_steps")
     loss = (f"training loss {summary['final_loss']:.4g} (mean of steps {w[0]}-{w[1]})"
-            if summary.get("final_loss") is not None else "no training steps")
+            if summary.get("final_loss") is not None else
+            "no training loss logged yet" if summary.get("step") else "no training steps")
+    upto = (f"to step {summary['step']}" if summary.get("finished", True) else
+            f"to step {summary['step']} of {summary['steps']} (stopped early)")
     return (f"trained {summary['task']}/{summary['model']} ({summary['init']} init, {summary['n_params']:,} "
-            f"parameters) to step {summary['step']} in {summary['seconds']:.1f}s: {loss}; {summary['final_eval']}")
+            f"parameters) {upto} in {summary['seconds']:.1f}s: {loss}; {summary['final_eval']}")
+
+
+def unfinished(summary: dict, out: str, max_wall) -> str:
+    """What `rasp train` says of a run that stopped before its step count ("" if it did not):
+    why, where, and the command that continues it from its last checkpoint."""
+    if summary.get("finished", True):
+        return ""
+    import shlex
+    why = f"--max-wall {max_wall:g} seconds passed" if max_wall is not None else "it was stopped"
+    return (f"stopped early: {why} at step {summary['step']} of {summary['steps']} (checkpointed); continue it "
+            f"with: rasp train --out {shlex.quote(str(out))} --resume")
 
 
 def run_train(args) -> int:
@@ -71,13 +85,16 @@ def run_train(args) -> int:
     print(f"{report(summary)}; run in {kind.cfg.out}")
     if summary.get("stopped"):
         print(f"stopped early: {summary['stopped']}")
+    elif unfinished(summary, kind.cfg.out, kind.cfg.max_wall):
+        print(unfinished(summary, kind.cfg.out, kind.cfg.max_wall))
     if summary.get("never_checked_note"):          # a fine-tuned compiled start's sizes no input had
         print(f"warning: {summary['never_checked_note']}", file=sys.stderr)
     return 0
 
 
 def run_eval(args) -> int:
-    from trainer.settings.resolve import refuse_given
+    from trainer.settings.resolve import given_places, refuse_given, refuse_unused
+    from trainer.settings.setting import Chosen
     from trainer.tasks.program import task_of
     from trainer.tasks import parse_lengths
     from trainer.models import get_model_spec
@@ -95,8 +112,7 @@ def run_eval(args) -> int:
     run = checkpoint.read_run(run_dir)
     # a baseline of fixed depth has no step to choose: its one depth is the "oracle" file
     args.stop = args.stop or (DEFAULT_RULE if get_model_spec(run["model"]).adaptive else "oracle")
-    if args.threshold is not None and args.stop != "threshold":     # it would change nothing
-        raise RaspError(f"--threshold: only with --stop threshold (this evaluation's rule is {args.stop})")
+    refuse_unused(given_places(args, ("threshold",)), Chosen("fan", stop=args.stop))    # it would change nothing
     args.threshold = THRESHOLD if args.threshold is None else args.threshold
     args.samples = evaluation.SAMPLES if args.samples is None else args.samples
     train_max = run["hparams"].get("max_train_n", 1)

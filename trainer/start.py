@@ -52,10 +52,8 @@ def config_from_args(args):
     else:
         refuse_given(args, PROGRAM_FLAGS, "only with --program P.rasp")
     hp = fresh_hparams(args, task)
-    if "compress_method" in getattr(args, "given", ()) and args.compress is None:
-        raise RaspError("--compress-method: not used without --compress D")
     return RunConfig(task=task.name if task else args.task, out=str(out), model=args.model, init=args.init,
-                     compress=args.compress, compress_method=args.compress_method, preset=args.preset,
+                     compress=args.compress, compress_method=args.compress_method or "merge", preset=args.preset,
                      device=check_device(args.device), hp=hp, resume=args.resume,
                      progress=not args.no_progress, max_wall=args.max_wall,
                      config=getattr(args, "config_settings", None), program=program)
@@ -92,11 +90,16 @@ def train_kind(args):
     """The run `rasp train ARGS` asks for, as a kind of run of the one
     training loop (trainer/run/loop.py): a Fan task's or a comparison task's."""
     from trainer.settings.resolve import PROGRAM_FLAGS, is_seq_train, refuse_given
+    from trainer.run.device import refuse_compile_off_cuda
     if is_seq_train(args):
         refuse_given(args, ("program",) + PROGRAM_FLAGS, "Fan-style runs only (a comparison task has its own data)")
         from trainer.benchmark.kind import SeqKind
-        return SeqKind(seq_run_config(args))
+        cfg = seq_run_config(args)
+        refuse_compile_off_cuda(cfg.hp, cfg.device, getattr(args, "compile", None) is not None)
+        return SeqKind(cfg)
     if args.set or args.data:
         raise RaspError("--set/--data are for comparison tasks; Fan tasks take the hyper-parameter flags")
     from trainer.fan.kind import FanKind
-    return FanKind(config_from_args(args))
+    cfg = config_from_args(args)
+    refuse_compile_off_cuda(cfg.hp, cfg.device, getattr(args, "compile", None) is not None)
+    return FanKind(cfg)

@@ -43,7 +43,8 @@ class Run:
         self.hosts = HostValues(ir, tokens, lengths, params)
         self.params = self.hosts.params
         self.reach_cache: dict = {}
-        self.meter = budget.Meter(ir, self.hosts, lengths, limits.max_work, limits.max_steps)
+        self.meter = budget.Meter(ir, self.hosts, lengths, limits.max_work, limits.max_steps,
+                                  limits.advice("--max-work"))
         self.meter.check_before_run()
         self.dtype: dict = {}
         ranges = Ranges(self)
@@ -235,8 +236,8 @@ class Run:
             self.final[var] = state[var]
 
     def fail_limit(self, loop, rows):
-        self.fail(f"the loop ran more than {self.limits.max_steps} steps; raise the limit "
-                  f"with --max-steps", loop.loc, rows)
+        self.fail(f"the loop ran more than {self.limits.max_steps} steps ({self.limits.advice('--max-steps')})",
+                  loop.loc, rows)
 
     def differs(self, old, new) -> np.ndarray:
         """[B] bool: the s-op changed at some valid position."""

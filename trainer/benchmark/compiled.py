@@ -179,7 +179,7 @@ def build(task, hp) -> tuple:
     """Compile the task's program -> (SeqModel, init_info for run.json)."""
     program = task_program(task)
     max_len = hp.extra[MAX_LEN_KEY]
-    cmodel = compiled.compile_task_model(program, max_len)
+    cmodel = compiled.compile_task_model(program, max_len, f"{MAX_LEN_KEY} (--set {MAX_LEN_KEY}=M)")
     inputs, outputs = token_values(task, program)
     core = compiled.remap_vocab(cmodel, inputs, outputs, extra={"task": task.name, MAX_LEN_KEY: max_len})
     info = core.cfg.extra["compiler"]

@@ -39,12 +39,18 @@ def has_clock(model: LoopedTransformer) -> bool:
     return "count" in model.cfg.extra.get("compiler", {}).get("clock", {})
 
 
-def compile_task_model(program, max_len: int) -> LoopedTransformer:
+def compile_task_model(program, max_len: int, knob: str) -> LoopedTransformer:
+    """The compiled model of a run's program for inputs of up to `max_len` tokens; `knob`:
+    what sets that length in `rasp train` (a compile error names it, not `rasp compile`'s --max-len)."""
     try:
         from compiler import compile_program
     except ImportError as e:
         raise RaspError(f"--init compiled: the compiler is not available ({e})") from e
-    cm = compile_program(program, max_len=max_len)
+    try:
+        cm = compile_program(program, max_len=max_len)
+    except RaspError as e:
+        e.message = f"--init compiled, inputs of up to {max_len} tokens: {e.message.replace('--max-len', knob)}"
+        raise
     model = cm.model
     for key in ("input_tokens", "output_tokens"):
         if key not in model.cfg.extra:

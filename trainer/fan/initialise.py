@@ -36,7 +36,7 @@ def initial_model(cfg, spec, hp, data, device):
     if program is None:
         raise RaspError("--init compiled needs the task's program")
     max_len = compile_max_len(data, hp)
-    cmodel = compiled.compile_task_model(program, max_len)
+    cmodel = compiled.compile_task_model(program, max_len, "--max-train-n")
     model = compiled.remap_vocab(cmodel, data.input_tokens, data.output_tokens,
                                  extra={**data.meta(), "model": spec.name, "compile_max_len": max_len})
     info = {"init": "compiled", "compiled_width": model.cfg.d_model, "compile_max_len": max_len,

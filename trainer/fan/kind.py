@@ -12,8 +12,6 @@ from typing import Optional
 import numpy as np
 import torch
 
-from rasp.errors import RaspError
-
 from trainer.run import checkpoint, loop
 from trainer.run.kind import RunKind
 
@@ -127,15 +125,6 @@ class FanKind(RunKind):
         self.spec = get_model_spec(cfg.model)
         self.data = build_data(task_of(cfg.to_dict()), self.spec, cfg.hp, labeler)
         validate.check_hparams(cfg.hp, self.data.task)
-        for flag, value in (("past-t", cfg.hp.past_t), ("settle", cfg.hp.settle), ("unsure", cfg.hp.unsure),
-                            ("halt", cfg.hp.halt)):
-            if value and not self.spec.adaptive:
-                raise RaspError(f"--{flag}: model {cfg.model} runs a fixed depth, not T(n) (a looped model only)")
-        if cfg.hp.halt and cfg.init != "random":
-            raise RaspError("--halt: a compiled start has its halting clock; the unit is trained from random weights")
-        if cfg.hp.halt_target in MARKER_TARGETS and not cfg.hp.halt:
-            raise RaspError(f"--halt-target {cfg.hp.halt_target}: what the --halt unit is taught; "
-                            "give --halt W (W > 0) too")
         self.rng = None
         self.step = None        # the optimiser step under way (before_step); the loss reads it
 

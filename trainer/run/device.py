@@ -26,16 +26,44 @@ def set_threads(requested) -> str:
     return f"threads: {n} ({why})"
 
 
-def check_device(name: str) -> str:
+def check_device(name: str, what: str = "--device") -> str:
     """--device, checked: cpu, cuda[:N] (when there is one) or auto."""
+    import re
     import torch
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if not isinstance(name, str) or not (name == "cpu" or re.fullmatch(r"cuda(:\d{1,4})?", name)):
+        raise RaspError(f"unknown {what} {str(name)[:40]!r} (cpu, cuda, cuda:N or auto)")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RaspError("--device cuda: no CUDA device is available")
-    if not (name == "cpu" or name.startswith("cuda")):
-        raise RaspError(f"unknown --device {name!r} (cpu, cuda or auto)")
+        raise RaspError(f"{what} {name}: no CUDA device is available")
+    if ":" in name and int(name.split(":")[1]) >= torch.cuda.device_count():
+        raise RaspError(f"{what} {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                        f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     return name
+
+
+def api_device(device) -> str:
+    """The `device=` of `rasp.load`, checked: None (the host), a name as --device takes
+    it, a torch.device or a CUDA device's index."""
+    import torch
+    if device is None:
+        return HOST
+    if isinstance(device, torch.device):
+        device = str(device)
+    elif isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}" if device >= 0 else str(device)
+    return check_device(device, "device")
+
+
+def refuse_compile_off_cuda(hp, device: str, given: bool):
+    """--compile on builds kernels for the device before its first step: on a CUDA device
+    that pays for itself, on a CPU it takes minutes (a 2-step width-8 run did not finish in
+    5) and a small model gains nothing, so a CPU run refuses it before any work."""
+    if hp.compile == "on" and not device.startswith("cuda"):
+        said = "--compile on" if given else "--compile on (the run's setting)"
+        raise RaspError(f"{said}: torch.compile is for CUDA devices; on this run's device, {device}, it spends "
+                        "minutes compiling before the first step and does not make a small model faster; "
+                        f"{'leave it out' if given else 'give --compile off'} (or train with --device cuda)")
 
 
 HOST = "cpu"

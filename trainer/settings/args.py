@@ -78,7 +78,8 @@ def add_train_args(p: argparse.ArgumentParser):
                       help="with --program: the scored positions (default after:> when the program has '>', "
                            "else all)")
     p.add_argument("--model", action=Given, default="looped", help="the model (listed below; default looped)")
-    p.add_argument("--out", required=True, metavar="DIR", help="the run directory (created; --resume continues it)")
+    p.add_argument("--out", required=True, type=validate.out_dir, metavar="DIR",
+                   help="the run directory (created; --resume continues it)")
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
@@ -107,7 +108,7 @@ def add_train_args(p: argparse.ArgumentParser):
                        help="random, or compiled from the task's RASP program (exact before training); default random")
     start.add_argument("--compress", action=Given, type=validate.COMPRESS, default=None, metavar="D",
                        help="with --init compiled: project the compiled model into width D")
-    start.add_argument("--compress-method", action=Given, default="merge", choices=["merge", "pca", "random"],
+    start.add_argument("--compress-method", action=Given, default=None, choices=["merge", "pca", "random"],
                        help="with --compress: merge (share coordinates between dims that are never live together, "
                             "exact, then PCA below that width), pca or random; default merge")
     start.add_argument("--guard", default="auto", choices=["auto", "on", "off"],

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from rasp.errors import RaspError
-from trainer.settings.setting import BOTH, Setting
+from trainer.settings.setting import (BOTH, COMPILED_START, DEEP, FAN, FIRST_POSITIONS, GUARDED, HALT_FROM_RANDOM,
+                                      HALT_UNIT, HALTING_LOSS, LOOP_COUNT, LOOPED, PAUSED, RANDOM_START, RUN_FLAGS, SEQ,
+                                      Setting)
 
 PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
 RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
@@ -32,7 +34,6 @@ MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainab
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
 MAX_N = 2000                 # training problem sizes (the paper's largest is 20)
 LONG = 10 ** 9               # step counts
-FAN, SEQ = ("fan",), ("seq",)
 
 
 def _set(default=None, factory=None, **meta):
@@ -50,9 +51,11 @@ def _flag(group: str, at: int, help: str, **meta) -> dict:
 class HParams:
     kind: str = "fan"             # which family of runs: "fan" (Fan et al.'s tasks) or "seq" (comparison tasks)
     # ---- model size
-    d_model: int = _set(256, lo=1, hi=MAX_SIZE, **_flag("size", 1, "width of the residual stream"))
-    n_head: int = _set(8, lo=1, hi=MAX_SIZE, **_flag("size", 3, "attention heads"))
-    n_layer: int = _set(1, lo=1, hi=MAX_SIZE, **_flag("size", 2, "layers (of the looped block, for the looped model)"))
+    d_model: int = _set(256, lo=1, hi=MAX_SIZE, used_if=(RANDOM_START,),
+                        **_flag("size", 1, "width of the residual stream"))
+    n_head: int = _set(8, used_if=(RANDOM_START,), lo=1, hi=MAX_SIZE, **_flag("size", 3, "attention heads"))
+    n_layer: int = _set(1, lo=1, hi=MAX_SIZE, used_if=(RANDOM_START,),
+                        **_flag("size", 2, "layers (of the looped block, for the looped model)"))
     d_mlp: Optional[int] = _set(None, kinds=FAN)   # default 4 * d_model
     d_ff: int = _set(128, kinds=SEQ, lo=1, hi=4 * MAX_SIZE)
     dropout: float = _set(0.0, kinds=SEQ, lo=0.0, hi=1.0, hi_open=True)
@@ -76,46 +79,49 @@ class HParams:
     ema: float = _set(0.0, lo=0.0, hi=1.0, hi_open=True, flag_kinds=FAN, **_flag(
         "optimiser", 9, "decay of an average of the weights kept from the decay's start (0: off)"))
     # ---- Fan et al.'s recipe switches (trainer/README.md lists each with its source)
-    init_scheme: str = _set("gpt2", kinds=FAN, choices=("gpt2", "normal"),
+    init_scheme: str = _set("gpt2", used_if=(RANDOM_START,), kinds=FAN, choices=("gpt2", "normal"),
                             **_flag("switches", 1, "initialisation of the weights"))
-    read_in: str = _set("linear", kinds=FAN, choices=("linear", "embedding"),
+    read_in: str = _set("linear", used_if=(RANDOM_START,), kinds=FAN, choices=("linear", "embedding"),
                         **_flag("switches", 2, "how input tokens enter the model"))
-    arch: str = _set("fan", kinds=FAN, choices=("fan", "legacy"),
+    arch: str = _set("fan", used_if=(RANDOM_START,), kinds=FAN, choices=("fan", "legacy"),
                      **_flag("switches", 5, "block layout: Fan et al.'s, or this project's older one"))
     loss_reduction: str = _set("token", kinds=FAN, choices=("token", "sample"),
                                **_flag("switches", 6, "average the loss over tokens or over samples"))
     padding: str = _set("scored", kinds=FAN, choices=("scored", "ignored"),
                         **_flag("switches", 7, "whether padded answer positions are scored"))
-    read_in_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the input's tokens", **_flag(
+    read_in_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the input's tokens",
+                                       used_if=(RANDOM_START,), **_flag(
         "switches", 3, "fan-in of the one-hot read-in's initialisation"))
     # Fan et al.: their n_dims
-    read_out_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens", **_flag(
+    read_out_dims: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_SIZE, none_means="the output's tokens",
+                                        used_if=(RANDOM_START,), **_flag(
         "switches", 4, "logits of the read-out (at least the task's output tokens)"))
     # ---- knowing when to stop (issue 39): 0 = Fan et al.'s loss at T(n) only; added after run
     # format 2, so a run recorded without them (Fan et al.'s recipe) still matches its checkpoints
-    past_t: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
+    past_t: int = _set(0, used_if=(LOOPED,), kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 1, "also train past T(n): each sample's loss at T(n) + k, k uniform on 0..this "
                       "(0: at T(n) only, Fan et al.), so the answer becomes a fixed point of the loop"))
-    settle: int = _set(0, kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
+    settle: int = _set(0, used_if=(LOOPED,), kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 2, "also score every step T(n)+1..T(n)+this beside T(n) itself, so the answer holds "
                       "once reached (0: Fan et al.)"))
-    unsure: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
+    unsure: float = _set(0.0, used_if=(LOOPED,), kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 3, "weight of a loss that keeps every step before T(n) uncommitted (its output pulled "
                       "toward uniform), so the first confident step is T(n) (0: Fan et al.)"))
-    halt: float = _set(0.0, kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
+    halt: float = _set(0.0, used_if=(LOOPED, HALT_FROM_RANDOM,), kinds=FAN, lo=0.0, hi=100.0, added=True, **_flag(
         "halting", 4, "weight of the loss of a 'done' unit trained with the model on whether each step "
                       "has reached T(n) (ACT, PonderNet; the `head` rule reads it; 0: none, Fan et al.)"))
-    halt_target: str = _set("answer", kinds=FAN, choices=("answer", *MARKER_TARGETS), added=True, **_flag(
+    halt_target: str = _set("answer", kinds=FAN, choices=("answer", *MARKER_TARGETS), added=True,
+                            used_if=(HALT_UNIT,), **_flag(
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
                       "position says so) or clock (the marker, taught to a looped network of its own with a "
                       "BOS position and attention to the two positions before each; the later positions are done "
                       "at every step; the answering model trains exactly as Fan et al.'s)"))
-    halt_past: int = _set(2, kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
+    halt_past: int = _set(2, used_if=(HALT_UNIT,), kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
                       "the loop runs longer than any trained input needed (the clock recipe: 10)"))
-    halting_from: int = _set(0, kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
+    halting_from: int = _set(0, used_if=(HALTING_LOSS,), kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 7, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))
     steps: int = _set(100_000, lo=0, hi=LONG, resumable=True, **_flag("optimiser", 1, "optimizer steps in all"))
@@ -126,11 +132,12 @@ class HParams:
     max_train_n: int = _set(20, kinds=FAN, lo=1, hi=MAX_N, **_flag(
         "curriculum", 1, "longest training length (the curriculum's end)"))
     interval: int = _set(1000, kinds=FAN, lo=1, hi=LONG, **_flag("curriculum", 3, "steps per +1 of the longest length"))
-    baseline_depth: int = _set(20, kinds=FAN, lo=1, hi=MAX_SIZE, **_flag(
+    baseline_depth: int = _set(20, used_if=(DEEP,), kinds=FAN, lo=1, hi=MAX_SIZE, **_flag(
         "curriculum", 4, "FAP/NTP baselines: layers, in multiples of the looped block's"))
-    pause_tokens: int = _set(20, kinds=FAN, lo=0, hi=MAX_N, **_flag(
+    pause_tokens: int = _set(20, used_if=(PAUSED,), kinds=FAN, lo=0, hi=MAX_N, **_flag(
         "curriculum", 5, "*-Pause baselines: pause tokens per input"))
-    loop_steps: int = _set(20, kinds=FAN, lo=1, hi=100_000, **_flag("curriculum", 6, "NTP-Loop: iterations per token"))
+    loop_steps: int = _set(20, kinds=FAN, lo=1, hi=100_000, used_if=(LOOP_COUNT,),
+                           **_flag("curriculum", 6, "NTP-Loop: iterations per token"))
     # ---- comparison tasks' data
     train_split: str = _set("train", kinds=SEQ)
     valid_split: str = _set("valid", kinds=SEQ)
@@ -138,7 +145,7 @@ class HParams:
     # loss_first targets (0: all), one more every loss_grow_every steps (0: never more);
     # for a causal model this is training on the words' prefixes, shortest first
     loss_first: int = _set(0, kinds=SEQ, lo=0, hi=1_000_000)
-    loss_grow_every: int = _set(0, kinds=SEQ, lo=0, hi=1_000_000)
+    loss_grow_every: int = _set(0, used_if=(FIRST_POSITIONS,), kinds=SEQ, lo=0, hi=1_000_000)
     # ---- bookkeeping
     log_every: int = _set(50, lo=1, hi=LONG, resumable=True, **_flag(
         "logging", 1, "steps per row of metrics.jsonl (mean loss, accuracy, learning rate)"))
@@ -149,28 +156,31 @@ class HParams:
     eval_samples: int = _set(256, lo=1, hi=1 << 20, resumable=True, **_flag("logging", 3, "inputs per evaluation"))
     # ---- the descent guard (trainer/run/guard.py) and a compiled start
     guard: bool = _set(False)     # keep only steps that do not hurt the batch and a fixed guard sample
-    guard_samples: int = _set(256, lo=1, hi=1 << 20)
+    guard_samples: int = _set(256, used_if=(GUARDED,), lo=1, hi=1 << 20)
     # a compiled comparison model costs (input length)^2 per example (a loop step per token), so
     # its guard checks the short examples after its steps and the long ones only before a
     # checkpoint and at the end, rolling back to the last state they passed (issue 41)
-    guard_short_factor: int = _set(0, kinds=SEQ, lo=0, hi=1000, added=True)     # 0: every example at every check
-    guard_long_samples: int = _set(8, kinds=SEQ, lo=1, hi=1 << 20, added=True)
-    guard_max_n: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_N, none_means="--max-train-n", **_flag(
+    # 0: every example at every check
+    guard_short_factor: int = _set(0, kinds=SEQ, lo=0, hi=1000, added=True, used_if=(GUARDED,))
+    guard_long_samples: int = _set(8, used_if=(GUARDED,), kinds=SEQ, lo=1, hi=1 << 20, added=True)
+    guard_max_n: Optional[int] = _set(None, kinds=FAN, lo=1, hi=MAX_N, none_means="--max-train-n",
+                                      used_if=(GUARDED,), **_flag(
         "guard", 1, "lengths of the guard's fixed sample: 1..this"))
     # undo them all if it fails
-    guard_every: int = _set(1, lo=1, hi=LONG, flag_kinds=FAN, **_flag(
+    guard_every: int = _set(1, used_if=(GUARDED,), lo=1, hi=LONG, flag_kinds=FAN, **_flag(
         "guard", 2, "check the guard sample every this many kept steps"))
-    flat_stop: int = _set(0, lo=0, hi=LONG, flag_kinds=FAN, **_flag(
+    flat_stop: int = _set(0, used_if=(GUARDED,), lo=0, hi=LONG, flag_kinds=FAN, **_flag(
         "guard", 3, "stop once exact and the loss gained < 5%% over this many steps (0: never)"))
     keep_zeros: bool = _set(False)   # train only the nonzero weights (a compiled start's sparsity pattern)
-    freeze_fragile: bool = _set(False, added=True)  # freeze tensors whose tolerance shrinks with length
+    # freeze tensors whose tolerance shrinks with length
+    freeze_fragile: bool = _set(False, added=True, used_if=(COMPILED_START,))
     # ---- speed on a GPU (trainer/run/device.py): the defaults are every earlier run's behaviour
     precision: str = _set("fp32", choices=("fp32", "bf16"), added=True, **_flag(
         "speed", 1, "training forward passes and losses in float32, or under bfloat16 autocast"))
     tf32: str = _set("off", choices=("off", "on"), added=True, resumable=True, **_flag(
         "speed", 2, "TF32 matrix products on CUDA"))
     compile: str = _set("off", choices=("off", "on"), added=True, resumable=True, **_flag(
-        "speed", 3, "torch.compile the model's forward"))
+        "speed", 3, "torch.compile the model's forward (CUDA devices only)"))
     seed: int = _set(0, lo=0, hi=MAX_SEED, **_flag("optimiser", 10, "random seed of the weights and the data"))
     extra: dict = _set(factory=dict, kinds=SEQ)    # the comparison model's own options (--set)
 
@@ -229,6 +239,11 @@ class HParams:
 
 
 SETTINGS = {f.name: f.metadata["setting"] for f in fields(HParams) if "setting" in f.metadata}
+
+
+def setting_of(name: str) -> Setting:
+    """The Setting of a hyper-parameter or of a run-level flag that is used only with others."""
+    return SETTINGS.get(name) or RUN_FLAGS[name]
 _TYPES = {f.name: f.type for f in fields(HParams)}      # annotations, as text
 CHOICES = {name: s.choices for name, s in SETTINGS.items() if s.choices}
 RESUMABLE = tuple(name for name, s in SETTINGS.items() if s.resumable)

@@ -4,14 +4,18 @@ for, and `planned_hparams` (what a train command line would give, without
 training: `rasp compare` checks finished runs against it)."""
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
+from typing import NamedTuple, Optional
 
-from rasp.errors import RaspError
+from rasp.errors import Loc, RaspError
 from rasp.options import ArgumentParser
 from trainer.benchmark.presets import parse_set
 from trainer.fan.presets import RECIPES, make_hparams, recipe_settings
 from trainer.settings.args import add_train_args
-from trainer.settings.hparams import DEFAULT_RECIPE, SETTINGS, HParams
+from trainer.settings.hparams import DEFAULT_RECIPE, SETTINGS, HParams, setting_of
+from trainer.settings.setting import Chosen
 from trainer.tasks import TASKS, get_task
 
 # the recipe's flags (HParams fields; None = not given, keep the preset's value) and
@@ -51,6 +55,71 @@ def refuse_given(args, names, reason: str):
         raise RaspError(f"{', '.join(given)}: {reason}")
 
 
+# ---- the one rule: a setting the run does not use is refused, wherever it was given ------------
+
+# the flags besides the recipe's whose use depends on the rest of the run (their Settings say when)
+RULED_FLAGS = ("guard", "freeze_fragile", "compress", "compress_method")
+
+
+class Place(NamedTuple):
+    """Where a setting was given, as an error shows it: its flag and value, the line of
+    a settings file (`loc`, `source`), or `--set KEY=VALUE` (not as a flag)."""
+    text: str
+    loc: Optional[Loc] = None
+    source: Optional[str] = None
+    as_flag: bool = True
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def given_places(args, names, sets: Optional[dict] = None) -> dict:
+    """{name: Place} of the settings among `names` given by a flag or a settings file
+    (None and "auto" are the not-given defaults), and of the hyper-parameters in `sets`."""
+    files = getattr(args, "config_where", None) or {}
+    places = {}
+    for name in names:
+        value = getattr(args, name, None)
+        if value in (None, "auto"):
+            continue
+        if name in files:               # from a settings file, not overridden on the command line
+            path, line, source, key, raw = files[name]
+            places[name] = Place(f"{key} = {json.dumps(raw)}", Loc(path, line, 1), source)
+        else:
+            places[name] = Place(f"--{name.replace('_', '-')} {_shown(value)}")
+    for key, value in (sets or {}).items():
+        if key in SETTINGS:
+            places[key] = Place(f"--set {key}={value if isinstance(value, str) else json.dumps(value)}",
+                                as_flag=False)
+    return places
+
+
+def refuse_unused(places: dict, chosen: Chosen):
+    """Refuse the first given setting that a run of `chosen` does not use (its Setting's
+    kinds and `used_if`: trainer/settings/setting.py), located where it was given."""
+    for name, place in places.items():
+        why = setting_of(name).unused(chosen, place.as_flag)
+        if why:
+            raise RaspError(f"{place.text}: {why}", place.loc, place.source)
+
+
+@functools.cache
+def _train_dests() -> frozenset:
+    parser = ArgumentParser(prog="rasp train", add_help=False)
+    add_train_args(parser)
+    return frozenset(a.dest for a in parser._actions if a.option_strings)
+
+
+def refuse_flag_sets(sets: dict):
+    """--set KEY=VALUE whose KEY is a flag of `rasp train` that is not a hyper-parameter
+    (--set out=...): it would be kept as a model option that nothing reads."""
+    for key, value in sets.items():
+        if key in _train_dests() and key not in SETTINGS:
+            raise RaspError(f"--set {key}={value}: {key} is the flag --{key.replace('_', '-')} of rasp train, not a "
+                            "model option or hyper-parameter; give it as that flag")
+
+
 def on_off(value: str):
     """--guard / --freeze-fragile: on, off, or auto (None: the preset decides)."""
     return {"on": True, "off": False}.get(value)
@@ -83,23 +152,21 @@ def fresh_hparams(args, task=None) -> HParams:
     if task is None and not args.task:
         raise RaspError("--task or --program is required (tasks: " + ", ".join(TASKS) + ")")
     task = task or get_task(args.task)
-    refuse_fragile_without_compiled(args)
-    recipe = recipe_settings(getattr(args, "recipe", None) or DEFAULT_RECIPE, get_model_spec(args.model), args.init,
+    spec = get_model_spec(args.model)
+    recipe = recipe_settings(getattr(args, "recipe", None) or DEFAULT_RECIPE, spec, args.init,
                              asked="recipe" in getattr(args, "given", ()))
     given = {k: v for k, v in fan_flags(args).items() if v is not None}
-    return make_hparams(args.preset, task, args.init, **{**recipe, **given})
+    hp = make_hparams(args.preset, task, args.init, **{**recipe, **given})
+    refuse_unused(given_places(args, HP_FLAGS + RULED_FLAGS),
+                  Chosen("fan", hp, spec, args.init, getattr(args, "compress", None)))
+    return hp
 
 
 # ---- comparison-task runs -------------------------------------------------------------
 
-def refuse_fragile_without_compiled(args):
-    if getattr(args, "freeze_fragile", "auto") == "on" and getattr(args, "init", "random") != "compiled":
-        raise RaspError("--freeze-fragile on: only a compiled start (--init compiled) has length-fragile tensors")
-
-
 def refuse_fan_only(args):
-    refuse_given(args, [k for k in HP_FLAGS if k not in SHARED_FLAGS] + ["compress"],
-                 "Fan-task options, not used by comparison tasks (set model settings with --set KEY=VALUE)")
+    """A comparison run's flags, before its settings are resolved (a resume has none to resolve)."""
+    refuse_unused(given_places(args, [k for k in HP_FLAGS if k not in SHARED_FLAGS] + ["compress"]), Chosen("seq"))
 
 
 def seq_flags(args, sets=None) -> dict:
@@ -115,12 +182,14 @@ def seq_hparams(args):
     from trainer.benchmark.presets import make_seq_hparams
     from trainer.benchmark.kind import seq_task
     refuse_fan_only(args)
-    refuse_fragile_without_compiled(args)
     task, init = seq_task(args.task), getattr(args, "init", "random")
     if init == "compiled" and args.model != "looped":
         raise RaspError(f"--init compiled builds the looped model; --model {args.model} has no compiled form")
     spec = get_encoder_spec(args.model)
-    hp = make_seq_hparams(args.preset, task, spec, seq_flags(args), parse_set(args.set), init)
+    sets = parse_set(args.set)
+    refuse_flag_sets(sets)
+    hp = make_seq_hparams(args.preset, task, spec, seq_flags(args), sets, init)
+    refuse_unused(given_places(args, SHARED_FLAGS + RULED_FLAGS, sets), Chosen("seq", hp, spec, init))
     if init == "compiled":
         from trainer.benchmark.compiled import resolve_hparams
         resolve_hparams(task, hp)

@@ -23,10 +23,23 @@ NOT_IN_FILE = {"help", "config"}
 MAX_CONFIG_BYTES = 1 << 20      # a run's settings are a few lines
 
 
+# a table's header line: [name], [name.sub], [[name]] (a quoted name too), then at most a comment
+_HEADER = re.compile(r"""\s*\[\[?\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*[.\]][^,]*$""")
+
+
 def _line_of(text: str, key: str) -> int:
-    """The line of `key = ...` (a run's file is flat: one key per line)."""
+    """The line of a top-level `key = ...` or `key.x = ...` before the first table,
+    or of the header of its table `[key]` (the file's keys are flat, so a table
+    is refused there); 1 when neither is found."""
+    assign = re.compile(rf"\s*(?:\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*[.=]")
+    in_tables = False
     for i, line in enumerate(text.split("\n"), 1):
-        if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+        header = _HEADER.match(line)
+        if header:
+            if key in header.groups():
+                return i
+            in_tables = True
+        elif not in_tables and assign.match(line):
             return i
     return 1
 
@@ -45,14 +58,19 @@ def load_toml(text: str, path: str) -> dict:
 
 
 def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
-    """(argv words the file stands for, {key: value} as read)."""
+    """(argv words the file stands for, {key: value} as read, {dest: (path, line, text,
+    key, value)}: where each was given, for errors found once the run is resolved)."""
     # a regular file or a pipe with a writer (`--config <(...)`), bounded, never waited on forever
     text = read_text(path, MAX_CONFIG_BYTES, pipe=True)
     doc = load_toml(text, path)
     actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in NOT_IN_FILE}
-    words = []
+    words, places = [], {}
     for key, value in doc.items():
         where = Loc(path, _line_of(text, key), 1)
+        places[key.replace("-", "_")] = (path, where.line, text, key, value)
+        if isinstance(value, dict):         # [key] or key.x = ...: the file has no tables
+            raise RaspError(f"{key}: a table, where a settings file is flat: `key = value` lines whose keys are the "
+                            "flags of `rasp train` without their dashes", where, text)
         dest = key.replace("-", "_")
         action = actions.get(dest)
         if action is None:
@@ -78,26 +96,32 @@ def _flag_words(parser: argparse.ArgumentParser, path: str) -> tuple:
             if action.choices is not None and converted not in action.choices:
                 raise RaspError(f"{key} = {v!r}: one of {', '.join(map(str, action.choices))}", where, text)
             words += [f"{flag}={word}"]
-    return words, doc
+    return words, doc, places
 
 
 def expand_config(parser: argparse.ArgumentParser, argv: list) -> tuple:
     """(`argv` with the flags of each `--config FILE` put first, so that the command
-    line's own flags, which come after, win; {key: value} of the files).  A bad file
+    line's own flags, which come after, win; {key: value} of the files; where in them
+    each flag the command line does not give was given).  A bad file
     exits 2 with a located error, as argparse does for a bad flag."""
     argv = list(argv)
     files = [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "--config"]
     files += [w.split("=", 1)[1] for w in argv if w.startswith("--config=")]
-    front, settings = [], {}
+    front, settings, where = [], {}, {}
     for path in files:
         try:
-            words, doc = _flag_words(parser, path)
+            words, doc, places = _flag_words(parser, path)
         except RaspError as e:
             print(e.format(), file=sys.stderr)
             parser.exit(2)
         front += words
         settings.update(doc)
-    return front + argv, settings
+        where.update(places)
+    # a flag on the command line overrides the file's: an error about it names the flag
+    flags = {a.dest: a.option_strings for a in parser._actions}
+    on_line = {dest for dest in where for w in argv for f in flags.get(dest, ())
+               if w == f or w.startswith(f + "=")}
+    return front + argv, settings, {dest: p for dest, p in where.items() if dest not in on_line}
 
 
 def add_config(p: argparse.ArgumentParser):
@@ -109,8 +133,9 @@ def add_config(p: argparse.ArgumentParser):
     parse = p.parse_known_args
 
     def parse_known_args(args=None, namespace=None):
-        argv, settings = expand_config(p, sys.argv[1:] if args is None else args)
+        argv, settings, where = expand_config(p, sys.argv[1:] if args is None else args)
         namespace, extras = parse(argv, namespace)
         namespace.config_settings = settings or None
+        namespace.config_where = where
         return namespace, extras
     p.parse_known_args = parse_known_args       # type: ignore[method-assign]

@@ -84,6 +84,14 @@ def out_file(text: str) -> str:
     return text
 
 
+def out_dir(text: str) -> str:
+    """An argparse type: the folder a run is written into (not empty or blank, which would
+    put the run's files into the current folder, or into a folder whose name cannot be seen)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder name, got an empty one")
+    return text
+
+
 def check_hparams(hp, task):
     """Combinations no single flag can check."""
     if hp.d_model % hp.n_head:

@@ -14,7 +14,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from rasp.errors import RaspError
+from rasp.errors import RaspError, RaspRequireError, RaspRuntimeError, shorten
+from rasp.limits import RunLimits
+
+# the interpreter's limits when it labels a run's inputs (`rasp train`, `rasp eval`): no flag of
+# those commands sets them, so an error about one says what to do instead of naming a flag
+LABEL_LIMITS = RunLimits(fixed="a limit of labelling a run's inputs, which no flag changes: leave such inputs out")
 
 
 class ProgramLabeler:
@@ -38,7 +43,16 @@ class ProgramLabeler:
         `Program.run_batch` takes them (a user's inputs: `rasp run RUN`)."""
         if not len(inputs):             # a mixed split can give one of its parts no examples
             return [], np.zeros(0, np.int64)
-        res = self.program.run_batch([list(map(int, x)) for x in inputs], limits=limits, where=where)
+        try:
+            res = self.program.run_batch([list(map(int, x)) for x in inputs], limits=limits or LABEL_LIMITS,
+                                         where=where)
+        except RaspRuntimeError as e:
+            if limits is not None or e.input_index is None or isinstance(e, RaspRequireError):
+                raise                   # a user's inputs (`rasp run RUN`), numbered as given
+            x = inputs[e.input_index]   # one of a batch drawn for training or evaluation: shown, not numbered
+            text = " ".join(self.program.token_text(int(v)) for v in x)
+            raise RaspError(f"{e.reason}, on a drawn input of {len(x)} tokens: {shorten(text)}", e.loc,
+                            e.source) from None
         steps = np.asarray(res.steps).reshape(len(inputs), -1)
         # the first loop in source order; 0 for a loop-free program (flip-flop)
         steps = steps[:, 0].astype(np.int64) if steps.shape[1] else np.zeros(len(inputs), np.int64)

@@ -32,13 +32,15 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from rasp.errors import RaspError, RaspFileError, RaspRequireError
+from rasp.errors import RaspError, RaspFileError, RaspInputError, RaspRequireError, RaspRuntimeError
 from rasp.readfile import read_text
 from trainer.tasks.base import PaperHParams, Task, get_task
+from trainer.tasks.labels import LABEL_LIMITS
 
 MAX_TRIES = 100                 # draws per sampled input before its `require` is reported unsatisfiable
 MAX_FILE_BYTES = 8 << 20        # an --inputs file, checked before reading
 MAX_FILE_LINES = 100_000
+LABEL_CHUNK = 1024              # inputs file lines labelled together when the file is read
 PROBE = 16                      # inputs per size labelled to find the output tokens,
 PROBE_SIZES = 12                # at this many sizes from the smallest to twice the largest trained
 SCORES = ("all", "last", "after:TOKEN")
@@ -90,14 +92,13 @@ def read_inputs(path, program, flag: str) -> list:
         raise RaspError(f"{flag} {path}: no such file")
     text = read_text(path, MAX_FILE_BYTES, pipe=True)     # a file or a pipe with a writer: <(generate)
     from rasp.inputs import split_lines
-    from rasp.limits import RunLimits
     lines = split_lines(text)
     if not lines:
         raise RaspFileError(path, f"{flag}: the file holds no input")
     if len(lines) > MAX_FILE_LINES:
         raise RaspFileError(path, f"{flag}: more than {MAX_FILE_LINES:,} inputs")
     batch = [program.parse_input(line, i, str(path)) for i, line in enumerate(lines, 1)]
-    program.check_batch(batch, RunLimits(), str(path))
+    program.check_batch(batch, LABEL_LIMITS, str(path))
     try:
         program.check_requires(batch)
     except RaspRequireError as e:
@@ -105,7 +106,24 @@ def read_inputs(path, program, flag: str) -> list:
         shown = ", ".join(str(i + 1) for i in bad[:10]) + (" …" if len(bad) > 10 else "")
         raise RaspError(f"{path}: line{'s' if len(bad) > 1 else ''} {shown} break{'' if len(bad) > 1 else 's'} "
                         f"this require: {message}", loc, e.source) from None
+    _label_every_line(program, batch, path)
     return [" ".join(line.split()) for line in lines]
+
+
+def _label_every_line(program, batch: list, path):
+    """Run the program on every line before training starts, so that a line it cannot
+    label (a loop past the interpreter's limits, a runtime fault) is named by its line
+    here, not met as one of a drawn batch later.  By length, LABEL_CHUNK lines at a time."""
+    order = sorted(range(len(batch)), key=lambda i: len(batch[i]))
+    for start in range(0, len(order), LABEL_CHUNK):
+        chunk = order[start:start + LABEL_CHUNK]
+        try:
+            program.run_batch([batch[i] for i in chunk], limits=LABEL_LIMITS)
+        except RaspRuntimeError as e:
+            line = chunk[e.input_index or 0] + 1
+            at = f" ({e.loc.path}:{e.loc.line})" if e.loc is not None else ""
+            raise RaspInputError(f"the program{at} cannot label this input: {e.reason}", line,
+                                 where=str(path)) from None
 
 
 def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
@@ -129,11 +147,11 @@ def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
               "eval_inputs": read_inputs(eval_inputs, program, "--eval-inputs") if eval_inputs is not None else None}
     if target == "fap":
         code = program.ir.symbols[marker]
-        for key in ("inputs", "eval_inputs"):
+        for key, file in (("inputs", inputs), ("eval_inputs", eval_inputs)):
             for i, line in enumerate(record[key] or [], 1):
                 if code not in program.parse_input(line):
-                    raise RaspError(f"--{key.replace('_', '-')}: line {i} has no {marker!r}, where the scored "
-                                    f"positions start (--score {record['score']})")
+                    raise RaspInputError(f"--{key.replace('_', '-')}: the input has no {marker!r}, where the scored "
+                                         f"positions start (--score {record['score']})", i, where=str(file))
     record["output_tokens"] = _output_tokens(record)
     return record
 

@@ -46,9 +46,9 @@ PAIR_SEPARATOR = "|"            # between the two sentences of a pair task's inp
 NO_TOKEN = "?"                  # an output logit beyond the task's output tokens
 
 
-def _device(name: str) -> torch.device:
-    from trainer.run.device import check_device
-    return torch.device(check_device(name))
+def _device(device) -> torch.device:
+    from trainer.run.device import api_device
+    return torch.device(api_device(device))
 
 
 def _check_work(works: list, lines, where: str, max_work):
@@ -96,8 +96,11 @@ class FanModel:
         self.stop = stop or DEFAULT_RULE
         if self.stop not in RULES:
             raise RaspError(unknown_rule(self.stop))
-        if threshold is not None and self.stop != "threshold":
-            raise RaspError("--threshold: only with --stop threshold")
+        from trainer.settings.hparams import setting_of
+        from trainer.settings.setting import Chosen
+        unused = setting_of("threshold").unused(Chosen("fan", stop=self.stop)) if threshold is not None else ""
+        if unused:                      # the rule of `rasp train` and `rasp eval`: it would change nothing
+            raise RaspError(f"--threshold {threshold}: {unused}")
         self.threshold = THRESHOLD if threshold is None else threshold
         if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold) and self.threshold > 0):
             raise RaspError(f"--threshold must be a positive number, got {self.threshold}")
