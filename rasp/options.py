@@ -93,7 +93,7 @@ class ArgumentParser(argparse.ArgumentParser):
         """usage, description, the common flags, the short epilog: only what they
         need is computed (a flag's help function, the epilog's function)."""
         by_flag = {s: a for a in self._actions for s in a.option_strings}
-        shown = list(dict.fromkeys(by_flag[f] for f in self.common_flags))
+        shown = list(dict.fromkeys(by_flag[f] for f in self.common_flags if f in by_flag))   # no -h: add_help=False
         self._resolve_help(shown)
         formatter = self._get_formatter()
         formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
