@@ -72,18 +72,20 @@ def _children_cpu() -> float:
 def time_process(argv, runs: int):
     """-> (wall seconds per run, CPU seconds per run)"""
     env = _env()
-    subprocess.run(argv, env=env, capture_output=True, check=True)       # warm-up (disk cache, parser cache)
+    # cwd=ROOT: `python -m` puts the working directory first on the path, before PYTHONPATH
+    subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=True)   # warm-up (disk cache, parser cache)
     walls, cpus = [], []
     for _ in range(runs):
         t, c = time.perf_counter(), _children_cpu()
-        subprocess.run(argv, env=env, capture_output=True, check=True)
+        subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=True)
         walls.append(time.perf_counter() - t)
         cpus.append(_children_cpu() - c)
     return walls, cpus
 
 
 def heavy_modules(cli_args) -> str:
-    done = subprocess.run([sys.executable, "-c", _PROBE, *cli_args], env=_env(), capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", _PROBE, *cli_args], env=_env(), cwd=ROOT, capture_output=True,
+                          text=True)
     line = [l for l in done.stderr.splitlines() if l.startswith("LOADED")]
     return line[-1].split(" ", 1)[1] if line else "?"
 
