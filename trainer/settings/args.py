@@ -58,8 +58,9 @@ def names_epilog() -> str:
         names("Fan et al.'s tasks (--task)", TASK_NAMES[FAN]), names("  their models (--model)", MODEL_NAMES[FAN]),
         names("comparison tasks (--task)", TASK_NAMES[COMPARISON]),
         names("  their models (--model)", MODEL_NAMES[COMPARISON]), "",
-        textwrap.fill("Every flag in its group (model size, optimiser, curriculum, recipe switches, logging, "
-                      "halting, ...) and a line on each recipe, task and model: %(prog)s --help-all", 100)])
+        textwrap.fill("The defaults shown are the cpu preset's for Fan et al.'s tasks.  Every flag in its group "
+                      "(model size, optimiser, curriculum, recipe switches, halting, ...) and a line on each "
+                      "recipe, task and model: %(prog)s --help-all", 100)])
 
 
 def catalogue() -> str:
@@ -119,8 +120,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
-                   help=f"how a looped model learns when it is done: {', '.join(RECIPE_NAMES)} (--help-all "
-                        f"says what each does); default {DEFAULT_RECIPE}")
+                   help=f"how a looped model learns when it is done (--help-all says what each does); "
+                        f"default {DEFAULT_RECIPE}")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     runfile.add_config(p)
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
