@@ -69,12 +69,13 @@ def children_cpu() -> float:
 
 
 def process_startup(runs: int = 3) -> float:
-    """Median CPU seconds of a fresh `python -m trainer train --help`
-    (importing torch and the trainer): what each run's processes pay first."""
+    """Median CPU seconds of a fresh `python -m trainer train --help-all`
+    (importing torch and the trainer, for its lines on the models): what each
+    run's processes pay first."""
     times = []
     for _ in range(runs):
         c = children_cpu()
-        subprocess.run([sys.executable, "-m", "trainer", "train", "--help"], stdout=subprocess.DEVNULL,
+        subprocess.run([sys.executable, "-m", "trainer", "train", "--help-all"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=True)
         times.append(children_cpu() - c)
     return sorted(times)[len(times) // 2]

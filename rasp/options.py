@@ -9,7 +9,9 @@ argparse as it is, with two changes that make a mistyped flag obvious:
   --inptu (did you mean --input?)", not that --input is missing;
 * a mistyped choice gets the closest one: `rasp trian` -> "did you mean train?";
 * an epilog may be a function, called when the help is shown: what it lists
-  may take long to import, and parsing (or refusing) arguments never needs it.
+  may take long to import, and parsing (or refusing) arguments never needs it;
+* a command with many flags may show only its common ones on -h/--help, with
+  a pointer to --help-all for the rest (`split_help`), as pip and pytest do.
 
 Subcommand parsers made by `add_subparsers` are of this class too.  The option
 helpers several commands share (`run_limits`, `refuse_flags`) are here too, so
@@ -28,12 +30,49 @@ _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")     # a negative number is a value, 
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
+class _HelpAll(argparse.Action):
+    """--help-all: every flag, in its groups (the full help that -h shortens)."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help(full=True)
+        parser.exit()
+
+
 class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         if sys.version_info >= (3, 14):             # argparse's own did-you-mean for choices
             kwargs.setdefault("suggest_on_error", True)
         super().__init__(*args, **kwargs)
+        self.common_flags: tuple = ()     # split_help: the flags -h shows (none: -h shows all)
+        self.common_epilog = None
+
+    def split_help(self, common: tuple, epilog):
+        """-h/--help shows only the flags in `common` (in that order) and then
+        `epilog` (a string or a function, as the epilog); --help-all shows the
+        full help, every flag in its group.  Call it after adding the flags."""
+        self.add_argument("--help-all", action=_HelpAll, help="show every flag, in groups, and exit")
+        unknown = set(common) - set(self.known_flags())
+        if unknown:
+            raise ValueError(f"split_help: no such flags {sorted(unknown)}")
+        self.common_flags = ("-h", "--help-all", *common)
+        for action in self._actions:
+            if "-h" in action.option_strings:
+                action.help = "show the common flags and exit"
+        self.common_epilog = epilog
+
+    def print_help(self, file=None, full: bool = False):
+        self._print_message(self.format_help(full), file or sys.stdout)
+
+    def _resolve_help(self, actions):
+        # an epilog or a help line may be a function: what it shows can cost imports
+        # (registries, presets) that parsing never needs
+        for action in actions:
+            if callable(action.help):
+                action.help = action.help()
 
     def parse_known_args(self, args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
@@ -42,15 +81,29 @@ class ArgumentParser(argparse.ArgumentParser):
             self.error(self.unrecognized(unknown))
         return super().parse_known_args(args, namespace)
 
-    def format_help(self):
-        # an epilog or a help line may be a function: what it shows can cost imports
-        # (registries, presets) that parsing never needs
+    def format_help(self, full: bool = False):
+        if self.common_flags and not full:
+            return self._format_common_help()
         if callable(self.epilog):
             self.epilog = self.epilog()
-        for action in self._actions:
-            if callable(action.help):
-                action.help = action.help()
+        self._resolve_help(self._actions)
         return super().format_help()
+
+    def _format_common_help(self) -> str:
+        """usage, description, the common flags, the short epilog: only what they
+        need is computed (a flag's help function, the epilog's function)."""
+        by_flag = {s: a for a in self._actions for s in a.option_strings}
+        shown = list(dict.fromkeys(by_flag[f] for f in self.common_flags if f in by_flag))   # no -h: add_help=False
+        self._resolve_help(shown)
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        formatter.start_section("common options")
+        formatter.add_arguments(shown)
+        formatter.end_section()
+        epilog = self.common_epilog() if callable(self.common_epilog) else self.common_epilog
+        formatter.add_text(epilog)
+        return formatter.format_help()
 
     def error(self, message):
         """argparse's error, with the closest choice to a mistyped one

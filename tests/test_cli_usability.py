@@ -61,11 +61,12 @@ def test_values_that_look_like_flags_are_values():
 
 # ---- help ------------------------------------------------------------------------------------
 
-def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(capsys):
+def test_train_help_all_is_grouped_with_defaults_and_lists_every_task_and_model(capsys):
     from trainer.models import MODELS
     from trainer.tasks import TASKS
+    from trainer.settings.args import RECIPE_HELP
     from trainer.settings.validate import HP_FLAG_TYPES
-    status, out, _ = run(capsys, "train", "--help")
+    status, out, _ = run(capsys, "train", "--help-all")
     assert status == 0 and "override the preset" not in out
     heads = re.findall(r"^(\S[^:\n]*):$", out, re.M)
     assert heads[:5] == ["options", "training on a program of your own (docs/tutorial.md)", "the starting weights",
@@ -79,8 +80,44 @@ def test_train_help_is_grouped_with_defaults_and_lists_every_task_and_model(caps
         assert entry and "default " in re.sub(r"\s+", " ", entry.group(0)), flag
     assert re.search(r"--steps N\s+optimizer steps in all \(default 2000\)", out)
     assert "(default 2; 1 for parity, padded_parity)" in re.sub(r"\s+", " ", out)        # a value that differs per task
-    for name in list(TASKS) + list(MODELS):
+    for name in list(TASKS) + list(MODELS) + list(RECIPE_HELP):
         assert re.search(rf"^  {re.escape(name)}\s", out, re.M), name
+
+
+def test_train_help_shows_the_common_flags_on_a_screen_and_every_flag_is_in_help_all(capsys, monkeypatch):
+    """Issue 56: `rasp train --help` fits a screen (the common flags, the tasks and models by
+    name, a pointer to --help-all); every flag the parser takes is in --help-all."""
+    from trainer.settings.args import TRAIN_COMMON, add_train_args
+    from rasp.options import ArgumentParser
+    monkeypatch.setenv("COLUMNS", "80")              # argparse wraps at the terminal's width
+    status, short, _ = run(capsys, "train", "--help")
+    lines = short.splitlines()
+    assert status == 0 and len(lines) <= 50 and max(map(len, lines)) <= 120, (len(lines), max(map(len, lines)))
+    shown = re.findall(r"^  (-[-\w]+)", short, re.M)
+    assert shown == ["-h", "--help-all", *TRAIN_COMMON], shown
+    assert "rasp train --help-all" in short and "--d-model N" in short and "(default 64)" in short
+    names = re.sub(r"\s+", " ", short)
+    for name in ("parity", "unique_set", "counting", "ntp_loop", "transformer_xpos", "clock", "fan"):
+        assert re.search(rf"\b{name}\b", names), name
+    status, full, _ = run(capsys, "train", "--help-all")
+    parser = add_train_args(ArgumentParser(prog="rasp train"))
+    listed = set(re.findall(r"^  (-[-\w]+)", full, re.M))
+    every = {a.option_strings[0] for a in parser._actions if a.option_strings}
+    assert status == 0 and every <= listed, every - listed
+    assert len(full.splitlines()) > 2 * len(lines)
+
+
+def test_the_name_tables_that_train_help_lists_are_the_registries():
+    """trainer/registry.py's TASK_NAMES and MODEL_NAMES (read without torch) are the
+    registries' names, in their order, per kind."""
+    from trainer.models import MODELS
+    from trainer.registry import COMPARISON, FAN, MODEL_NAMES, TASK_NAMES
+    from trainer.tasks import TASKS
+    from trainer.tasks.base import SeqTask
+    assert list(TASK_NAMES[FAN]) == [n for n, t in TASKS.items() if not isinstance(t, SeqTask)]
+    assert list(TASK_NAMES[COMPARISON]) == [n for n, t in TASKS.items() if isinstance(t, SeqTask)]
+    for kind in (FAN, COMPARISON):
+        assert list(MODEL_NAMES[kind]) == MODELS.names(kind), kind
 
 
 def _entries(out: str) -> dict:

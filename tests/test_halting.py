@@ -4,10 +4,6 @@ degenerate-step warnings, and `rasp eval`'s default rule end to end."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,11 +13,9 @@ from hypothesis import given, settings, strategies as st
 from trainer.fan import objectives, stopping
 from trainer.fan.evaluate import halting_warnings
 from trainer.fan.halting import DepthLaw, HaltingHead, best_step, calibrate
+from inprocess import rasp
 
 pytestmark = pytest.mark.heavy          # tests/conftest.py: run these first
-
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}   # the CLI runs in a child process
 
 
 def naive_stable(answers: list, k: int) -> int:
@@ -144,12 +138,10 @@ def test_rasp_eval_defaults_to_the_models_own_clock_and_shows_the_oracle_beside_
     """A run of `rasp train`'s default recipe has a halting clock; `rasp eval` stops by it
     (`head`, read and not fitted) and prints the oracle beside it."""
     out = tmp_path / "run"
-    train = [sys.executable, "-m", "rasp.cli", "train", "--task", "parity", "--preset", "cpu", "--steps", "6",
-             "--max-train-n", "3", "--d-model", "16", "--out", str(out), "--no-progress"]
-    r = subprocess.run(train, env=ENV, capture_output=True, text=True, cwd=ROOT)
+    r = rasp("train", "--task", "parity", "--preset", "cpu", "--steps", "6", "--max-train-n", "3", "--d-model", "16",
+             "--eval-samples", "16", "--out", out, "--no-progress")
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, "-m", "rasp.cli", "eval", str(out), "--lengths", "1:5", "--samples", "8",
-                        "--no-plots", "--no-progress"], env=ENV, capture_output=True, text=True, cwd=ROOT)
+    r = rasp("eval", out, "--lengths", "1:5", "--samples", "8", "--no-plots", "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "stop = head" in r.stdout and "oracle" in r.stdout.splitlines()[1]
     doc = json.loads((out / "eval_head.json").read_text())

@@ -297,8 +297,8 @@ def _snapshot(out: Path) -> dict:
 
 def test_truncated_latest_checkpoint_falls_back(run, capsys):
     (run / "checkpoints" / "step_0000020" / "model.safetensors").write_bytes(b"\0" * 10)
-    r = cli("eval", run, *EVAL)
-    assert r.returncode == 0 and "step 10" in r.stdout and "step_0000020 is damaged" in r.stderr, r.stderr
+    status, out, err = in_process(capsys, "eval", run, *EVAL)
+    assert status == 0 and "step 10" in out and "step_0000020 is damaged" in err, err
     status, _, err = in_process(capsys, *TRAIN, "--steps", "30", "--out", run, "--resume")
     assert status == 0 and "using step_0000010" in err, err
     assert _step(run) == 30 and (run / "checkpoints" / "damaged-step_0000020").is_dir()

@@ -46,6 +46,36 @@ def cli(*argv):
     return r
 
 
+# runs `rasp ARGV` for each argv of a JSON list, in one process; before each, its argv on
+# stderr (a case that hangs is named by the timeout's output), after each, its result on stdout
+_EACH = """import contextlib, io, json, sys
+from rasp.cli import main
+for argv in json.loads(sys.argv[1]):
+    print("CASE", argv, file=sys.stderr, flush=True)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as e:
+            status = e.code
+    print(json.dumps([status, out.getvalue(), err.getvalue()]), flush=True)
+"""
+
+
+def cli_each(*argvs) -> list:
+    """`cli` for several commands in one child (one import of torch and the trainer, not
+    one each), under the same memory cap and time limit: a CompletedProcess per command."""
+    argvs = [[str(a) for a in argv] for argv in argvs]
+    r = subprocess.run([sys.executable, "-c", _EACH, json.dumps(argvs)], cwd=ROOT, env=ENV, capture_output=True,
+                       text=True, timeout=120, preexec_fn=_bounded)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    results = [subprocess.CompletedProcess(argv, *json.loads(line)) for argv, line in zip(argvs, r.stdout.splitlines())]
+    assert len(results) == len(argvs), r.stdout
+    for done in results:
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    return results
+
+
 def in_process(capsys, *argv):
     status = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -53,9 +83,22 @@ def in_process(capsys, *argv):
     return status, out, err
 
 
+@pytest.fixture(scope="module")
+def fitted_run(tmp_path_factory):
+    """tests/data/runs_v1/fan_v1 with its halting fit saved (RUN/halting.json, as the first
+    command that loads a run writes it), made once: each command on a copy reads the fit
+    instead of fitting it again (seconds each, in every child)."""
+    run = tmp_path_factory.mktemp("fitted") / "run"
+    shutil.copytree(RUNS_V1 / "fan_v1", run)
+    import rasp
+    rasp.load(run)
+    assert (run / "halting.json").is_file()
+    return run
+
+
 @pytest.fixture
-def fan_run(tmp_path):
-    shutil.copytree(RUNS_V1 / "fan_v1", tmp_path / "run")
+def fan_run(fitted_run, tmp_path):
+    shutil.copytree(fitted_run, tmp_path / "run")
     return tmp_path / "run"
 
 
@@ -82,28 +125,34 @@ def test_an_inputs_file_or_a_program_that_is_a_fifo_or_a_device_is_refused(tmp_p
     assert r.returncode == 2 and f"{f}: error: not a regular file" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("name, kind", [("run.json", "zero"), ("run.json", "fifo"), ("latest.json", "fifo"),
-                                        ("checkpoints/step_10/state.json", "zero"),
-                                        ("checkpoints/step_10/model.safetensors", "fifo")])
-def test_a_run_file_that_is_a_fifo_or_a_device_is_refused(fan_run, name, kind):
+def test_a_run_file_that_is_a_fifo_or_a_device_is_refused(fan_run, tmp_path):
+    cases = [("run.json", "zero"), ("run.json", "fifo"), ("latest.json", "fifo"),
+             ("checkpoints/step_10/state.json", "zero"), ("checkpoints/step_10/model.safetensors", "fifo")]
     step = max(p.name for p in (fan_run / "checkpoints").iterdir())
-    path = fan_run / name.replace("step_10", step)
-    _replace(path, kind)
-    r = cli("run", fan_run, "--input", "1 0 1 > # #")
-    assert r.returncode in (0, 2), r.stderr
-    assert r.returncode == 0 or "not a regular file" in r.stderr or "no checkpoint" in r.stderr, r.stderr
+    runs = []
+    for name, kind in cases:            # a copy of the run for each, with that one file replaced
+        run = tmp_path / f"{name.replace('/', '_')}_{kind}"
+        shutil.copytree(fan_run, run)
+        _replace(run / name.replace("step_10", step), kind)
+        runs.append(run)
+    for (name, kind), r in zip(cases, cli_each(*[("run", run, "--input", "1 0 1 > # #") for run in runs])):
+        assert r.returncode in (0, 2), (name, kind, r.stderr)
+        assert r.returncode == 0 or "not a regular file" in r.stderr or "no checkpoint" in r.stderr, \
+            (name, kind, r.stderr)
 
 
 def test_an_export_and_a_compiled_folder_with_a_fifo_or_a_device_are_refused(fan_run, tmp_path, capsys):
     assert in_process(capsys, "export", fan_run, "-o", tmp_path / "exp")[0] == 0
     assert in_process(capsys, "compile", PARITY, "--max-len", "8", "-o", tmp_path / "comp")[0] == 0
-    for folder, name, kind in [("exp", "config.json", "zero"), ("exp", "vocab.json", "fifo"),
-                               ("exp", "model.safetensors", "fifo"), ("comp", "config.json", "fifo"),
-                               ("comp", "program.rasp", "zero")]:
+    cases = [("exp", "config.json", "zero"), ("exp", "vocab.json", "fifo"), ("exp", "model.safetensors", "fifo"),
+             ("comp", "config.json", "fifo"), ("comp", "program.rasp", "zero")]
+    dirs = []
+    for folder, name, kind in cases:
         d = tmp_path / f"{folder}_{name}_{kind}"
         shutil.copytree(tmp_path / folder, d)
         _replace(d / name, kind)
-        r = cli("run", d, "--input", "1 0 1 > # #")
+        dirs.append(d)
+    for (_, name, _), d, r in zip(cases, dirs, cli_each(*[("run", d, "--input", "1 0 1 > # #") for d in dirs])):
         assert r.returncode == 2 and name in r.stderr and str(d) in r.stderr, (name, r.stderr)
 
 

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from compiler import compile_program  # noqa: F401  (a hard part of the project: a broken import fails)
+from inprocess import rasp
 from rasp.errors import RaspError
 from trainer.run import checkpoint
 from trainer.fan import objectives
@@ -129,13 +130,17 @@ def test_ntp_decoding_survives_a_read_out_logit_that_is_no_token():
 
 
 def _cli(*argv):
+    """`python -m trainer ARGV` in a child: where the child is what the test checks
+    (killed mid-run, resumed in another process, DDP); else `rasp` (tests/inprocess.py)."""
     return subprocess.run([sys.executable, "-m", "trainer", *argv], cwd=ROOT, env=ENV,
                           capture_output=True, text=True, timeout=300)
 
 
-TRAIN_ARGS = ["train", "--task", "parity", "--preset", "cpu", "--no-progress", "--steps", "120",
-              "--d-model", "32", "--n-head", "4", "--ckpt-every", "10", "--log-every", "10",
-              "--eval-every", "0", "--max-train-n", "4", "--interval", "20", "--batch-size", "16"]
+# the curriculum grows at steps 8, 16, 24 and the cosine decay starts at 40 ((4 + 1) x 8), so a
+# run killed at a checkpoint from step 8 on resumes across both
+TRAIN_ARGS = ["train", "--task", "parity", "--preset", "cpu", "--no-progress", "--steps", "48",
+              "--d-model", "32", "--n-head", "4", "--ckpt-every", "4", "--log-every", "4",
+              "--eval-every", "0", "--max-train-n", "4", "--interval", "8", "--batch-size", "16"]
 
 
 def _weights(out):
@@ -152,14 +157,14 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline:
         ck = checkpoint.latest(cut)
-        if ck is not None and checkpoint.load_state(ck)["step"] >= 30:
+        if ck is not None and checkpoint.load_state(ck)["step"] >= 8:
             break
         time.sleep(0.02)
     alive = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     killed_at = checkpoint.load_state(checkpoint.latest(cut))["step"]
-    assert alive and killed_at < 120          # really interrupted mid-run
+    assert alive and killed_at < 40           # really interrupted mid-run, before the decay
     r = _cli(*TRAIN_ARGS, "--out", str(cut), "--resume")
     assert r.returncode == 0, r.stderr
     (wa, oa), (wb, ob) = _weights(ref), _weights(cut)
@@ -168,7 +173,7 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
     strip = lambda rows: [{k: v for k, v in r.items() if k != "steps_per_s"} for r in rows]
     assert strip(metrics(ref)) == strip(metrics(cut))
     # a second plain `train` into the same directory is refused
-    r = _cli(*TRAIN_ARGS, "--out", str(cut))
+    r = rasp(*TRAIN_ARGS, "--out", str(cut))
     assert r.returncode == 2 and "--resume" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -178,7 +183,7 @@ def test_ddp_two_cpu_processes_match_single_process(tmp_path):
             "--eval-every", "0", "--max-train-n", "4", "--interval", "3", "--batch-size", "16",
             "--warmup", "0", "--lr", "3e-3"]
     single, ddp = tmp_path / "single", tmp_path / "ddp"
-    r = _cli(*args, "--out", str(single))
+    r = rasp(*args, "--threads", "1", "--out", str(single))     # compared within a tolerance: in this process
     assert r.returncode == 0, r.stderr
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                         "-m", "trainer", *args, "--out", str(ddp)], cwd=ROOT, env=ENV,
@@ -198,8 +203,8 @@ def test_ddp_two_cpu_processes_match_single_process(tmp_path):
 
 
 def test_cli_user_errors(tmp_path):
-    import argparse
-    p = add_train_args(argparse.ArgumentParser())
+    from rasp.options import ArgumentParser
+    p = add_train_args(ArgumentParser())
     with pytest.raises(RaspError):
         config_from_args(p.parse_args(["--task", "sorting", "--out", str(tmp_path / "x")]))
     with pytest.raises(RaspError):
@@ -207,10 +212,10 @@ def test_cli_user_errors(tmp_path):
     with pytest.raises(SystemExit) as refused:      # --preset's choices: argparse's one-line error
         p.parse_args(["--task", "parity", "--preset", "huge", "--out", str(tmp_path / "x")])
     assert refused.value.code == 2
-    e = add_eval_args(argparse.ArgumentParser())
+    e = add_eval_args(ArgumentParser())
     with pytest.raises(RaspError):
         run_eval(e.parse_args([str(tmp_path / "missing")]))
-    r = _cli("eval", str(tmp_path / "missing"), "--lengths", "1:4")
+    r = rasp("eval", str(tmp_path / "missing"), "--lengths", "1:4")
     assert r.returncode == 2 and "missing does not exist" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -393,8 +398,8 @@ def test_paper_preset_builds_the_papers_model_and_trains(tmp_path):
     """`--preset paper` is meant for a GPU; three steps on CPU check that it
     builds Fan et al.'s configuration for the task and trains."""
     out = tmp_path / "paper"
-    r = _cli("train", "--task", "parity", "--preset", "paper", "--no-progress", "--steps", "3",
-             "--batch-size", "8", "--out", str(out))
+    r = rasp("train", "--task", "parity", "--preset", "paper", "--no-progress", "--steps", "3",
+             "--batch-size", "8", "--eval-samples", "16", "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     hp = run["hparams"]
@@ -410,7 +415,7 @@ def test_paper_preset_builds_the_papers_model_and_trains(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path):
-    r = _cli("train", "--task", "parity", "--device", "cuda", "--steps", "1", "--out", str(tmp_path / "x"))
+    r = rasp("train", "--task", "parity", "--device", "cuda", "--steps", "1", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "no CUDA device" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -443,7 +448,7 @@ def test_merge_compression_is_exact_below_the_compiled_width(task):
 
 def test_diverging_training_stops_with_a_clear_error(tmp_path):
     out = tmp_path / "nan"
-    r = _cli(*TRAIN_ARGS[:-2], "--batch-size", "16", "--steps", "30", "--lr", "1e30", "--out", str(out))
+    r = rasp(*TRAIN_ARGS[:-2], "--batch-size", "16", "--steps", "30", "--lr", "1e30", "--out", str(out))
     assert r.returncode == 2 and "training diverged" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -2,20 +2,16 @@
 programs/), with a declared `sample` or an inputs file, trained from random or
 compiled weights, then evaluated, run, loaded and exported like any run;
 a changed program refused on resume; hostile samplers and files refused
-with located errors (exit 2, no traceback)."""
+with located errors (exit 2, no traceback).  Each command runs in this process
+(tests/inprocess.py), as `python -m rasp` would run it."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import rasp as api
-
-ROOT = Path(__file__).resolve().parents[1]
+from inprocess import rasp
 
 # a running maximum in FAP form: from '>' on, the largest query token, then '#'
 RUNMAX = """\
@@ -36,12 +32,6 @@ output where(ends == EOS, EOS, best)
 """
 FAST = ["--steps", "4", "--d-model", "16", "--n-head", "2", "--batch-size", "8", "--eval-every", "2",
         "--log-every", "2", "--ckpt-every", "2", "--eval-samples", "16", "--no-progress"]
-
-
-def rasp(*args, cwd):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "rasp", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def refused(r, *needles):

@@ -41,8 +41,11 @@ def runs(tmp_path_factory):
     """A parity run (evaluated), a flip-flop LSTM run, a compiled parity model, and exports
     (`--threads 1`: torch runs one thread from here on, as `rasp run` sets on small machines)."""
     base = tmp_path_factory.mktemp("use")
-    fast = ["--steps", "20", "--preset", "cpu", "--no-progress", "--threads", "1"]
-    assert main(["train", "--task", "parity", "--out", str(base / "parity"), *fast]) == 0
+    fast = ["--steps", "20", "--preset", "cpu", "--no-progress", "--threads", "1", "--eval-samples", "16"]
+    assert main(["train", "--task", "parity", "--out", str(base / "parity"), *fast]) == 0   # answers 0/1, then #
+    # width 16: the plumbing is the same at any width (parity's run keeps its preset's, which
+    # learns in 20 steps to answer in the task's shape: test_every_kind_of_model_answers_in_one_shape)
+    fast += ["--d-model", "16", "--n-head", "2"]
     assert main(["train", "--task", "flipflop", "--model", "lstm", "--out", str(base / "ff"), *fast]) == 0
     short = ["--steps", "3", *fast[2:]]
     assert main(["train", "--task", "copy", "--model", "ntp_pause", "--out", str(base / "ntp"), *short]) == 0

@@ -28,6 +28,22 @@ class Registry(dict):
 FAN, COMPARISON = "fan", "comparison"
 KIND_NAMES = {FAN: "Fan et al.'s tasks", COMPARISON: "the comparison tasks"}
 
+# The names that TASKS (trainer/tasks) and MODELS (trainer/models) hold per kind, in their
+# order, written out so that `rasp train --help` lists them without importing the models
+# (torch: seconds).  tests/test_cli_usability.py checks that they are the registries' names:
+# a new task or model is added here too.
+TASK_NAMES = {
+    FAN: ("parity", "padded_parity", "copy", "addition", "binary_sum", "multiplication", "unique_set"),
+    COMPARISON: ("flipflop", "words_z60", "words_a4z5", "words_a5", "words_s5", "words_mixed", "listops", "logic",
+                 "copying", "denoising", "counting"),
+}
+MODEL_NAMES = {
+    FAN: ("looped", "looped_noinj", "fap", "fap_pause", "ntp", "ntp_pause", "ntp_loop"),
+    COMPARISON: ("looped", "mamba2", "llama", "implicit_mamba2", "implicit_llama", "s4d", "mamba", "nru", "ids4",
+                 "ut_act", "ut", "gut", "gut_token", "gut_nogate", "gut_notrans", "tlb", "tlb_fixed", "gutlb", "rnn",
+                 "lstm", "gru", "transformer", "transformer_rope", "transformer_xpos"),
+}
+
 
 class Model:
     """One named model and the ways it runs: on Fan et al.'s tasks (a

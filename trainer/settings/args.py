@@ -1,9 +1,12 @@
 """The arguments of `rasp train` and `rasp eval`, from torch-free tables
 (the fields' Settings, the presets' values, the task and stopping-rule
 names), so that a mistyped flag is refused as fast as one of `rasp run`:
-torch is imported only once the arguments are parsed.  The --help epilog,
-which lists the models (each registered by a torch module), is built only
-when --help is shown."""
+torch is imported only once the arguments are parsed.
+
+`rasp train --help` shows the common flags (TRAIN_COMMON) and the tasks and
+models by name (trainer/registry.py's tables: no torch), so it appears at
+once; `--help-all` shows every flag in its group and a line on each task and
+model, an epilog built only then (the models' lines import torch)."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +14,7 @@ import textwrap
 
 from rasp.stop import DEFAULT_RULE, RULE_HELP, RULES, THRESHOLD
 from trainer.run import explog
+from trainer.registry import COMPARISON, FAN, MODEL_NAMES, TASK_NAMES
 from trainer.run.device import SMALL_CPU
 from trainer.settings import evaluation, runfile, trainhelp, validate
 from trainer.settings.hparams import DEFAULT_RECIPE, PRESET_NAMES, RECIPE_NAMES
@@ -22,25 +26,58 @@ def add_threads_arg(p: argparse.ArgumentParser):
                         f"thread made small models up to 25x slower when another process ran; else torch's)")
 
 
+# the flags `rasp train --help` shows, in this order (--help-all: every flag, in groups)
+TRAIN_COMMON = ("--task", "--program", "--model", "--out", "--preset", "--recipe", "--init", "--resume", "--config",
+                "--steps", "--d-model", "--seed", "--set", "--device", "--threads", "--max-wall")
+
+# what each --recipe value does (--help-all lists them below the groups)
+RECIPE_HELP = {
+    "clock": "marker's unit on a looped network of its own, with a BOS position and attention to the two "
+             "positions before each, beside an answering model trained as fan's",
+    "marker": "a 'done' unit taught at every position whether a marker moved one position per step has passed "
+              "it; --stop head reads it",
+    "halting": "the answer at T(n) and the steps after it, no commitment before T(n); a confidence threshold "
+               "stops each input",
+    "fan": "Fan et al.'s loss at T(n) only",
+}
+
+
+def entries(title: str, rows: dict) -> str:
+    """A titled block of `  name  text` entries, the text wrapped under itself."""
+    width = max(map(len, rows)) + 2
+    return f"{title}:\n" + "\n".join(
+        textwrap.fill(text, 100, initial_indent=f"  {name:<{width}}", subsequent_indent=" " * (width + 2))
+        for name, text in rows.items())
+
+
+def names_epilog() -> str:
+    """The end of `rasp train --help`: the tasks and models by name, and where the rest is."""
+    def names(title, items):
+        return textwrap.fill(f"{title}: {', '.join(items)}", 100, subsequent_indent="    ")
+    return "\n".join([
+        names("Fan et al.'s tasks (--task)", TASK_NAMES[FAN]), names("  their models (--model)", MODEL_NAMES[FAN]),
+        names("comparison tasks (--task)", TASK_NAMES[COMPARISON]),
+        names("  their models (--model)", MODEL_NAMES[COMPARISON]), "",
+        textwrap.fill("The defaults shown are the cpu preset's for Fan et al.'s tasks.  Every flag in its group "
+                      "(model size, optimiser, curriculum, recipe switches, halting, ...) and a line on each "
+                      "recipe, task and model: %(prog)s --help-all", 100)])
+
+
 def catalogue() -> str:
-    """Every task and model `rasp train` knows, a line each (the --help epilog)."""
+    """Every task and model `rasp train` knows, a line each (the --help-all epilog)."""
     from trainer.models import MODELS
-    from trainer.registry import COMPARISON, FAN
     from trainer.tasks import TASKS
     from trainer.tasks.base import SeqTask
 
-    def block(title, rows):
-        width = max(len(name) for name, _ in rows) + 2
-        return f"{title}:\n" + "\n".join(f"  {name:<{width}}{text}" for name, text in rows)
-    fan = [(n, t.description) for n, t in TASKS.items() if not isinstance(t, SeqTask)]
-    seq = [(n, t.description) for n, t in TASKS.items() if isinstance(t, SeqTask)]
+    fan = {n: t.description for n, t in TASKS.items() if not isinstance(t, SeqTask)}
+    seq = {n: t.description for n, t in TASKS.items() if isinstance(t, SeqTask)}
     return "\n\n".join([
-        block("Fan et al.'s tasks (a looped transformer and its baselines: --model below)", fan),
-        block("models for Fan et al.'s tasks", [(n, m.specs[FAN].description) for n, m in MODELS.items()
-                                                 if m.serves(FAN)]),
-        block("comparison tasks (docs: trainer/README.md)", seq),
-        block("models for the comparison tasks (--set KEY=VALUE sets their options)",
-              [(n, m.specs[COMPARISON].description) for n, m in MODELS.items() if m.serves(COMPARISON)])])
+        entries("Fan et al.'s tasks (a looped transformer and its baselines: --model below)", fan),
+        entries("models for Fan et al.'s tasks", {n: m.specs[FAN].description for n, m in MODELS.items()
+                                                   if m.serves(FAN)}),
+        entries("comparison tasks (docs: trainer/README.md)", seq),
+        entries("models for the comparison tasks (--set KEY=VALUE sets their options)",
+                {n: m.specs[COMPARISON].description for n, m in MODELS.items() if m.serves(COMPARISON)})])
 
 
 def score_type(text: str) -> str:
@@ -63,7 +100,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.usage = ("%(prog)s (--task TASK | --program P.rasp) --out DIR [--model MODEL] [--preset {paper,cpu}] "
                "[options]")
-    p.epilog = lambda: trainhelp.RECIPE_NOTE + "\n\n" + catalogue()     # rasp.options: built for --help only
+    # rasp.options: built for --help-all only
+    p.epilog = lambda: "\n\n".join([trainhelp.RECIPE_NOTE, entries("recipes (--recipe)", RECIPE_HELP), catalogue()])
     p.add_argument("--task", action=Given, help="the task (listed below)")
     prog = p.add_argument_group("training on a program of your own (docs/tutorial.md)")
     prog.add_argument("--program", action=Given, default=None, metavar="P.rasp",
@@ -83,14 +121,8 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
                    help="the recipe: cpu (minutes on 2 cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
-                   help="how a looped model learns when it is done: clock (marker's unit on a looped network "
-                        "of its own, with a BOS position and attention to the two positions before each, beside "
-                        "an answering model trained as fan's), "
-                        "marker (a 'done' unit taught at every "
-                        "position whether a marker moved one position per step has passed it; --stop head reads "
-                        "it), halting (the answer at T(n) and the steps after it, no commitment before T(n); a "
-                        "confidence threshold stops each input) or fan "
-                        f"(Fan et al.'s loss at T(n) only); default {DEFAULT_RECIPE}")
+                   help=f"how a looped model learns when it is done (--help-all says what each does); "
+                        f"default {DEFAULT_RECIPE}")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     runfile.add_config(p)
     p.add_argument("--log", action="append", default=[], choices=list(explog.LOGGERS),
@@ -122,15 +154,13 @@ def add_train_args(p: argparse.ArgumentParser):
     seq.add_argument("--data", action=Given, default=None, metavar="FILE.jsonl",
                      help="train on this file (from `rasp data`) instead of generating online")
     trainhelp.add_recipe_flags(p)
+    p.split_help(TRAIN_COMMON, names_epilog)
     return p
 
 
 def rules_epilog() -> str:
     """The stopping rules, one entry each (the --help epilog of `rasp eval`)."""
-    width = max(map(len, RULES)) + 2
-    return "stopping rules (--stop; trainer/README.md):\n" + "\n".join(
-        textwrap.fill(RULE_HELP[r], 100, initial_indent=f"  {r:<{width}}", subsequent_indent=" " * (width + 2))
-        for r in RULES)
+    return entries("stopping rules (--stop; trainer/README.md)", {r: RULE_HELP[r] for r in RULES})
 
 
 def add_eval_args(p: argparse.ArgumentParser):
