@@ -18,7 +18,7 @@ scored.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -42,6 +42,14 @@ class Batch:
 
     def __len__(self):
         return self.tokens.shape[0]
+
+
+def scored_once(rng: np.random.Generator, inputs: list, most: int) -> list:
+    """Each of `inputs` (a file's distinct inputs) once, or, when there are more
+    than `most`, `most` of them drawn without replacement (in file order)."""
+    if len(inputs) <= most:
+        return list(inputs)
+    return [inputs[i] for i in sorted(rng.choice(len(inputs), size=most, replace=False))]
 
 
 class TaskData:
@@ -74,6 +82,15 @@ class TaskData:
 
     def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
         return self.make_batch(self.sample_inputs(rng, lengths, train), lengths)
+
+    def file_inputs(self, train: bool, lo: int = 0, hi: int = 1 << 62):
+        """{size n: the distinct inputs of that size} of the file the task reads
+        (train: the training file; else the held-out one, or the training file
+        without one), sizes lo..hi; None when inputs are drawn fresh."""
+        pools = self.task.pools
+        if pools is None:
+            return None
+        return {n: group for n, group in pools[train].items() if lo <= n <= hi}
 
     def row_length(self, n: int) -> int:
         """FAP-layout input length of a row of problem size n (the probe draws

@@ -127,7 +127,10 @@ def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
     record = {"path": str(Path(path).resolve()), "sha256": sha256(text), "text": text,
               "score": score or ("after:>" if target == "fap" else "all"),
               "inputs": read_inputs(inputs, program, "--inputs") if inputs is not None else None,
-              "eval_inputs": read_inputs(eval_inputs, program, "--eval-inputs") if eval_inputs is not None else None}
+              "eval_inputs": read_inputs(eval_inputs, program, "--eval-inputs") if eval_inputs is not None else None,
+              # the files as the user named them, for what `rasp eval` and the summary say they measured
+              "inputs_file": str(inputs) if inputs is not None else None,
+              "eval_inputs_file": str(eval_inputs) if eval_inputs is not None else None}
     if target == "fap":
         code = program.ir.symbols[marker]
         for key in ("inputs", "eval_inputs"):
@@ -196,6 +199,18 @@ class ProgramInputs:
                         f"{MAX_TRIES} times in a row: {message} (make the sampler draw only inputs the program "
                         "accepts)", loc, self.program.ir.source)
 
+    def origin(self) -> dict:
+        """Where these inputs come from (`inputs_origin`)."""
+        if self.sampler is not None:
+            return {"source": "generator", "name": getattr(self.sampler, "__name__", "sampler"),
+                    "program": self.path}
+        statement = self.program.ir.sampler
+        if statement is None:
+            return {"source": "none"}
+        line = statement.loc.line
+        return {"source": "sample", "line": line,
+                "statement": self.program.ir.source.splitlines()[line - 1].strip()}
+
     def _sampler(self, lengths, sym: dict, train: bool) -> tuple:
         """(draw_one(rng, n) -> one input, what drew it, for errors)."""
         if self.sampler is not None:
@@ -229,27 +244,57 @@ def _recorded_task(record: dict, probe: bool) -> Task:
     target, marker = _scoring(program, record["score"])
     code = program.ir.symbols.get(marker)
     sampler: Optional[Callable] = None            # the program's `sample`
+    pools = origins = None
     if record.get("inputs"):
-        train_pool = _pool(program, record["inputs"], target, code)
-        pools = {True: train_pool, False: _pool(program, record["eval_inputs"], target, code)
-                 if record.get("eval_inputs") else train_pool}
-        lo, hi = min(pools[True]), max(pools[True])
-        sampler, eval_sizes = _from_pools(pools), tuple(sorted(pools[False]))
+        held = bool(record.get("eval_inputs"))
+        lines = {True: record["inputs"], False: record["eval_inputs"] if held else record["inputs"]}
+        # training draws from the lines as given (a repeated line weighs more); evaluations score
+        # each distinct input once
+        drawn = {train: _pool(program, lines[train], target, code) for train in (True, False)}
+        pools = {train: _pool(program, lines[train], target, code, distinct=True) for train in (True, False)}
+        origins = {True: _file_origin(record, "inputs_file"),
+                   False: _file_origin(record, "eval_inputs_file" if held else "inputs_file")}
+        lo, hi = min(drawn[True]), max(drawn[True])
+        sampler, eval_sizes = _from_pools(drawn), tuple(sorted(drawn[False]))
     else:
         lo, hi, eval_sizes = program.ir.sampler.lo, program.ir.sampler.hi, ()
     outputs = [] if probe else list(record["output_tokens"])
     return program_task(record["path"], source=record["text"], sampler=sampler, output_values=lambda sym: outputs,
                         paper=PaperHParams(2, 8, 1000, hi, max(2 * hi, hi + 1)), target=target, min_n=lo,
                         symbols=(marker,) if target == "fap" else (), description=f"the program {record['path']}",
-                        marker=marker, eval_sizes=eval_sizes)
+                        marker=marker, eval_sizes=eval_sizes, pools=pools, origins=origins)
 
 
-def _pool(program, lines: list, target: str, code) -> dict:
+def _file_origin(record: dict, key: str) -> dict:
+    """Where a run's file inputs came from: the path as the user gave it (None: a run
+    recorded before the path was kept)."""
+    return {"source": "file", "file": record.get(key)}
+
+
+def _pool(program, lines: list, target: str, code, distinct: bool = False) -> dict:
+    """{size n: the file's inputs of that size}, in file order; `distinct`: a line
+    given twice is one input (an evaluation scores each once)."""
     pool: dict = {}
+    seen: set = set()
     for line in lines:
         tokens = program.parse_input(line)
-        pool.setdefault(_size(tokens, target, code), []).append(tokens)
+        if not (distinct and tuple(tokens) in seen):
+            seen.add(tuple(tokens))
+            pool.setdefault(_size(tokens, target, code), []).append(tokens)
     return pool
+
+
+def inputs_origin(task: Task, train: bool) -> dict:
+    """Where `task`'s training (train) or evaluation inputs come from, as the
+    evaluation file records it: {"source": "file", "file": path as given},
+    {"source": "sample", "statement": its text, "line": its line} (the program's
+    `sample`), or {"source": "generator", "name": the sampler's name, "program": path}."""
+    if task.origins is not None:
+        return dict(task.origins[train])
+    draw = task.draw
+    if isinstance(draw, ProgramInputs):
+        return draw.origin()
+    return {"source": "generator", "name": getattr(draw, "__name__", type(draw).__name__)}
 
 
 def _from_pools(pools: dict):
