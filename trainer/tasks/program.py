@@ -33,6 +33,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from rasp.errors import RaspError, RaspFileError, RaspRequireError
+from rasp.program import parse_score
 from rasp.readfile import read_text
 from trainer.tasks.base import PaperHParams, Task, get_task
 
@@ -41,7 +42,6 @@ MAX_FILE_BYTES = 8 << 20        # an --inputs file, checked before reading
 MAX_FILE_LINES = 100_000
 PROBE = 16                      # inputs per size labelled to find the output tokens,
 PROBE_SIZES = 12                # at this many sizes from the smallest to twice the largest trained
-SCORES = ("all", "last", "after:TOKEN")
 NEEDS_INPUTS = ("no inputs to train on: add a `sample` statement to the program (`rasp help sample`, e.g. "
                 "`sample n in 1..10: {0, 1}[n] EOQ EOS[2]`), or give --inputs FILE (one input a line)")
 
@@ -60,20 +60,10 @@ def read_program_text(path) -> str:
 
 def _scoring(program, score) -> tuple:
     """--score (None: from the marker `>` on when the program declares it, else
-    every position) -> (Task.target, marker symbol)."""
-    if score is None:
-        score = "after:>" if ">" in program.ir.symbols else "all"
-    if score == "all":
-        return "per_position", ">"
-    if score == "last":
-        return "per_sequence", ">"
-    if score.startswith("after:") and score[6:]:
-        marker = score[6:]
-        if marker not in program.ir.symbols:
-            raise RaspError(f"--score {score}: {marker!r} is not a symbol of {program.path} (its symbols: "
-                            f"{' '.join(program.ir.symbols) or 'none'})")
-        return "fap", marker
-    raise RaspError(f"--score {score}: one of {', '.join(SCORES)}")
+    every position; rasp/program.py `parse_score`, which `rasp.load(P, score=...)`
+    answers by) -> (Task.target, marker symbol)."""
+    kind, marker = parse_score(program.ir, score, "--score")
+    return {"all": ("per_position", ">"), "last": ("per_sequence", ">")}.get(kind, ("fap", marker))
 
 
 def _size(tokens: list, target: str, marker_code) -> int:
@@ -138,14 +128,20 @@ def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
                 if code not in program.parse_input(line):
                     raise RaspError(f"--{key.replace('_', '-')}: line {i} has no {marker!r}, where the scored "
                                     f"positions start (--score {record['score']})")
-    record["output_tokens"] = _output_tokens(record)
+    inputs, outputs = _probe(record)
+    _check_targets_vary(record, inputs, outputs, program, given=score is not None)
+    values = set(int(v) for v in program.ir.vocab)
+    for out in outputs:
+        values.update(int(v) for v in out)
+    # the values the program may output at a scored position: its input vocabulary and every value
+    # it gives on the probe (recorded, so the model's read-out never changes after the run starts)
+    record["output_tokens"] = sorted(values)
     return record
 
 
-def _output_tokens(record: dict) -> list:
-    """The values the program may output at a scored position: its input
-    vocabulary and every value it gives on a probe of inputs of each size
-    (recorded, so the model's read-out never changes after the run starts)."""
+def _probe(record: dict) -> tuple:
+    """(inputs, the program's outputs) of a probe of inputs of each size, from the
+    smallest to twice the largest trained, drawn as training and evaluation draw."""
     task = task_of_record(record, probe=True)
     from trainer.tasks.labels import ProgramLabeler
     labeler = ProgramLabeler(record["path"], source=record["text"])
@@ -153,10 +149,28 @@ def _output_tokens(record: dict) -> list:
     sizes = sorted({int(n) for n in np.linspace(task.min_n, task.paper.test_n, PROBE_SIZES)})
     inputs = [x for n in sizes for train in (True, False) for x in task.draw(rng, [n] * PROBE, {}, train)]
     outputs, _ = labeler(inputs)
-    values = set(labeler.vocab)
-    for out in outputs:
-        values.update(int(v) for v in out)
-    return sorted(values)
+    return inputs, outputs
+
+
+def _check_targets_vary(record: dict, inputs: list, outputs: list, program, given: bool):
+    """Refuse a scoring whose targets never vary over the probe inputs (one value at
+    every scored position, or one answer to every input): the run would learn a
+    constant and report success.  Located at the program's `output` line."""
+    import rasp
+    scored = rasp.loads(record["text"], record["path"], score=record["score"])
+    answers = {tuple(out[scored.scored_start(list(x)):]) for x, out in zip(inputs, outputs)}
+    values = {v for answer in answers for v in answer}
+    distinct = len({tuple(x) for x in inputs})
+    if len(values) > 1 and (len(answers) > 1 or distinct < 2):
+        return
+    shown = " ".join(program.token_text(v) for v in next(iter(answers)))
+    where = {"all": "at every position", "last": "at the last position"}.get(record["score"], f"from "
+                                                                          f"{record['score'][6:]!r} on")
+    raise RaspError(f"--score {record['score']}{'' if given else ' (the default)'}: the program's answer {where} "
+                    f"is {shown!r} on each of the "
+                    f"{distinct} probe inputs, so the run would learn a constant; score the positions where "
+                    "the answer varies with --score all (every position), --score last or --score after:TOKEN "
+                    "(from a symbol on)", program.ir.output_loc, program.ir.source)
 
 
 def program_task(path, *, name: str = "", source: str = "", sampler: Optional[Callable] = None,

@@ -34,6 +34,7 @@ import torch
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError, shorten
 from rasp.limits import RunLimits
+from rasp.program import describe_score
 from rasp.stop import DEFAULT_RULE, THRESHOLD
 from trainer.settings import evaluation
 from trainer.trained.layout import EXPORT_FORMAT, model_files
@@ -75,8 +76,10 @@ def _params(module) -> int:
 class FanModel:
     """A model trained on one of Fan et al.'s tasks, called on input texts in
     the task program's tokens.  `model(["1 0 1 1 > # #"])` -> [["1", "#", "#"]]:
-    per input, its answer from `>` on, the shape every model `rasp.load`
-    returns answers in (the task's program answers the same inputs alike).
+    per input, its answer at the positions it was scored on (from `>` on by
+    default; `rasp train --score`), the shape every model `rasp.load` returns
+    answers in (the task's program, loaded with the run's scoring,
+    `rasp.load(P, score=...)`, answers the same inputs alike).
     `model.stop` is the stopping rule (`rasp.load(..., stop=...)`)."""
 
     kind = "fan"
@@ -107,7 +110,13 @@ class FanModel:
     def __repr__(self) -> str:
         stop = f"{self.stop}" if self.spec.adaptive else f"fixed {self.spec.iterations(self.hp)} iterations"
         return (f"<trained model (Fan task): task {self.data.task.name}, model {self.spec.name}, "
-                f"{_params(self.module):,} parameters, step {self.step}; answer from > on; stop: {stop}>")
+                f"{_params(self.module):,} parameters, step {self.step}; answer {self.answers_where()}; stop: {stop}>")
+
+    def answers_where(self) -> str:
+        """The positions the model answers, the ones it was scored on (`rasp train --score`)."""
+        task = self.data.task
+        return describe_score(*{"per_position": ("all", None), "per_sequence": ("last", None)}.get(
+            task.target, ("after", task.marker)))
 
     def token_text(self, value: int) -> str:
         return "<pause>" if value == self.data.pause_token else self.program.token_text(int(value))
