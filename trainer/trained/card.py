@@ -157,7 +157,8 @@ def _fan_tables(evals) -> list:
         for r in rows(doc):
             mark = "*" if hi is not None and r["length"] <= hi else ""
             at_t = r.get("oracle_exact_match", r["exact_match"] if doc.get("stop") == "oracle" else None)
-            out.append(f"| {r['length']}{mark} | {r['exact_match']:.3f} | {'—' if r.get('se') is None else f"{r['se']:.3f}"} | {r['n']} | "
+            se = "—" if r.get("se") is None else f"{r['se']:.3f}"      # None: each input scored once
+            out.append(f"| {r['length']}{mark} | {r['exact_match']:.3f} | {se} | {r['n']} | "
                        f"{r.get('chosen_step', float('nan')):.1f} | {r.get('oracle_step', float('nan')):.1f} | "
                        f"{r.get('step_error', float('nan')):.2f} | {'—' if at_t is None else f'{at_t:.3f}'} |")
         out.append("")
