@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from rasp.errors import RaspError, RaspFileError, RaspRequireError
+from rasp.errors import RaspError, RaspFileError, RaspInputError, RaspRequireError
 from rasp.program import parse_score
 from rasp.readfile import read_text
 from trainer.tasks.base import PaperHParams, Task, get_task
@@ -158,7 +158,13 @@ def _check_targets_vary(record: dict, inputs: list, outputs: list, program, give
     constant and report success.  Located at the program's `output` line."""
     import rasp
     scored = rasp.loads(record["text"], record["path"], score=record["score"])
-    answers = {tuple(out[scored.scored_start(list(x)):]) for x, out in zip(inputs, outputs)}
+    try:
+        answers = {tuple(out[scored.scored_start(list(x)):]) for x, out in zip(inputs, outputs)}
+    except RaspInputError:
+        marker = record["score"][6:]
+        bad = next(x for x in inputs if program.ir.symbols[marker] not in x)
+        raise RaspError(f"--score {record['score']}: an input drawn for training has no {marker!r}, where the "
+                        f"scored positions start: {program.format_output(bad)}") from None
     values = {v for answer in answers for v in answer}
     distinct = len({tuple(x) for x in inputs})
     if len(values) > 1 and (len(answers) > 1 or distinct < 2):
