@@ -199,6 +199,7 @@ def test_run_and_program_answer_the_scored_positions(tmp_path, rasp, score, wher
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     model = api.load(tmp_path / "run", stop="oracle")
     program = api.load(tmp_path / "p.rasp", score=run["program"]["score"])
+    assert model.score == run["program"]["score"] == score
     inputs = ["1 3 2 = 0 0 0", "2 = 0", "0 1 = 0 0"]
     assert [len(a) for a in model(inputs)] == [len(a) for a in program(inputs)]
     assert where in repr(model) and where in repr(program)

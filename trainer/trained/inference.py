@@ -112,11 +112,17 @@ class FanModel:
         return (f"<trained model (Fan task): task {self.data.task.name}, model {self.spec.name}, "
                 f"{_params(self.module):,} parameters, step {self.step}; answer {self.answers_where()}; stop: {stop}>")
 
-    def answers_where(self) -> str:
-        """The positions the model answers, the ones it was scored on (`rasp train --score`)."""
+    @property
+    def score(self) -> str:
+        """The positions the model answers, the ones it was scored on, as `rasp train --score`
+        says them: its program answers alike loaded with `rasp.load(P, score=model.score)`."""
         task = self.data.task
-        return describe_score(*{"per_position": ("all", None), "per_sequence": ("last", None)}.get(
-            task.target, ("after", task.marker)))
+        return {"per_position": "all", "per_sequence": "last"}.get(task.target, f"after:{task.marker}")
+
+    def answers_where(self) -> str:
+        """`score` in words (repr)."""
+        kind, _, marker = self.score.partition(":")
+        return describe_score(kind, marker or None)
 
     def token_text(self, value: int) -> str:
         return "<pause>" if value == self.data.pause_token else self.program.token_text(int(value))
