@@ -12,7 +12,9 @@ package imports nothing above it.  Every loader's model is called the same
 way: `model(inputs)` with a list of input texts (or token lists) returns, per
 input, its answer as a list of tokens, in one shape for every kind: the tokens
 from `>` on for a task with an end-of-query `>` (what a trained model answers),
-every position otherwise (comparison tasks, programs without `>`).
+every position otherwise (comparison tasks, programs without `>`); a run
+trained with `--score` answers the positions it was scored on, as its program
+does loaded with `rasp.load(P, score=...)`.
 """
 from __future__ import annotations
 
@@ -64,15 +66,21 @@ def load(path, **options):
     """A `.rasp` program (`rasp.Program`), or the model in a directory: a
     training run (its newest checkpoint), an exported model (`rasp export`)
     or a compiled model (`rasp compile -o DIR`).  Options go to the
-    directory's loader (training runs: `stop=`, `threshold=`, `device=`)."""
+    directory's loader (training runs: `stop=`, `threshold=`, `device=`); a
+    program takes `score=` (all, last or after:TOKEN: the positions its answers
+    cover, as a run trained with `rasp train --program P --score` answers)."""
     p = Path(path)
     if p.is_dir():
+        if "score" in options:
+            raise RaspError(f"{path}: score= is for a .rasp program; a model answers the positions it was "
+                            "trained on (its repr says which)")
         loader = loader_of(p)
         return _function(loader.load, loader.kind)(p, **options)
     from .program import load as load_program
+    score = options.pop("score", None)
     if options:
-        raise RaspError(f"{path}: a program takes no options ({', '.join(sorted(options))})")
-    return load_program(path)
+        raise RaspError(f"{path}: a program takes only score= ({', '.join(sorted(options))})")
+    return load_program(path, score)
 
 
 def run_directory(args) -> int:

@@ -13,11 +13,41 @@ from .lower import lower
 from .readfile import read_text
 
 
+SCORES = ("all", "last", "after:TOKEN")
+
+
+def parse_score(ir: ProgramIR, score: Optional[str], flag: str = "score") -> tuple:
+    """A scoring (`rasp train --score`, `rasp.load(P, score=...)`) -> (kind, marker):
+    ("all", None) every position, ("last", None) the last one, ("after", TOKEN)
+    from TOKEN on.  None: from `>` on when the program declares it, else every
+    position (("default", ">") or ("all", None))."""
+    if score is None:
+        return ("default", ">") if ">" in ir.symbols else ("all", None)
+    if score in ("all", "last"):
+        return score, None
+    if isinstance(score, str) and score.startswith("after:") and score[6:]:
+        marker = score[6:]
+        if marker not in ir.symbols:
+            raise RaspError(f"{flag} {score}: {marker!r} is not a symbol of {ir.path} (its symbols: "
+                            f"{' '.join(ir.symbols) or 'none'})")
+        return "after", marker
+    raise RaspError(f"{flag} {score}: one of {', '.join(SCORES)}")
+
+
+def describe_score(kind: str, marker: Optional[str]) -> str:
+    """The answer's positions in words (repr of programs and models)."""
+    if kind in ("default", "after"):
+        return f"from {marker} on"
+    return "at the last position" if kind == "last" else "every position"
+
+
 class Program:
-    def __init__(self, ir: ProgramIR, warnings: list):
+    def __init__(self, ir: ProgramIR, warnings: list, score: Optional[str] = None):
         self.ir = ir
         self.warnings = warnings
         self._vocab = frozenset(ir.vocab)
+        self.score = score          # the positions an answer covers (parse_score)
+        self.scoring = parse_score(ir, score)
 
     @property
     def path(self) -> str:
@@ -56,19 +86,35 @@ class Program:
     def format_output(self, values) -> str:
         return " ".join(self.token_text(int(v)) for v in values)
 
-    def scored_start(self, tokens) -> int:
-        """docs/language.md §13: outputs before the end-of-query symbol `>` are not
-        scored.  Every position counts when the program or input has no `>`."""
-        eoq = self.ir.symbols.get(">")
-        return tokens.index(eoq) if eoq is not None and eoq in tokens else 0
+    def scored_start(self, tokens, line: Optional[int] = None, where: str = "input") -> int:
+        """The first scored position of an input.  By default (docs/language.md
+        §13) outputs before the end-of-query symbol `>` are not scored, and every
+        position counts when the program or input has no `>`; a scoring given
+        (`score=`) counts from its marker (an input without it is an input error),
+        the last position, or every one."""
+        kind, marker = self.scoring
+        if kind == "all":
+            return 0
+        if kind == "last":
+            return len(tokens) - 1
+        code = self.ir.symbols[marker]
+        if code in tokens:
+            return tokens.index(code)
+        if kind == "after":
+            raise RaspInputError(f"the input has no {marker!r}, where the answer starts (score after:{marker})",
+                                 line, where=where)
+        return 0
 
-    def answer_texts(self, batch, outputs) -> list:
-        """The answers of `outputs` (token values, one list per input of `batch`):
-        from `>` on, as tokens; the whole output when there is no `>`.  The one
-        shape every model `rasp.load` returns answers in (a trained model is
-        trained and scored only there)."""
-        return [[self.token_text(int(v)) for v in out[self.scored_start(list(tokens)):]]
-                for tokens, out in zip(batch, outputs)]
+    def answer_texts(self, batch, outputs, lines=None, where: str = "input") -> list:
+        """The answers of `outputs` (token values, one list per input of `batch`)
+        at the scored positions (`scored_start` on), as tokens: by default from
+        `>` on, the whole output when there is no `>`.  The one shape every model
+        `rasp.load` returns answers in (a trained model is trained and scored
+        only there, and a run trained with `--score S` answers as the program
+        loaded with `score=S`)."""
+        lines = lines or [i + 1 for i in range(len(batch))]
+        return [[self.token_text(int(v)) for v in out[self.scored_start(list(tokens), line, where):]]
+                for tokens, out, line in zip(batch, outputs, lines)]
 
     def describe(self) -> str:
         """What repr() shows of a program and of a model compiled from it."""
@@ -78,7 +124,7 @@ class Program:
         title = f" {shorten(title)!r}" if title else ""
         return (f"{Path(self.path).name}{title} ({len(lines)} lines), inputs {self.vocab_text()}, "
                 f"{len(self.ir.loops)} loop{'s' * (len(self.ir.loops) != 1)}{f' ({loops})' if loops else ''}, "
-                f"answer {'from > on' if '>' in self.ir.symbols else 'every position'}")
+                f"answer {describe_score(*self.scoring)}")
 
     def __repr__(self) -> str:
         return f"<rasp.Program {self.describe()}; stop: {'T(n) from the input' if self.ir.loops else 'no loop'}>"
@@ -136,30 +182,34 @@ class Program:
         an end-of-query `>` (what a trained model answers), else every position.
         `prog(["1 0 1 > # #"])` -> [["0", "#", "#"]].  The whole output (what
         `rasp run P.rasp` prints) is `prog.outputs(...)`."""
-        batch, outputs = self._run_texts(inputs, params, limits)
-        return self.answer_texts(batch, outputs)
+        batch, outputs, lines = self._run_texts(inputs, params, limits)
+        return self.answer_texts(batch, outputs, lines)
 
     def outputs(self, inputs, params: Optional[dict] = None, limits: Optional[RunLimits] = None) -> list:
         """The whole output of each input text, as tokens (what `rasp run`
         prints): `prog.outputs(["1 0 1 > # #"])` -> [["0", "1", "1", "0", "#", "#"]]."""
-        _, outputs = self._run_texts(inputs, params, limits)
+        _, outputs, _ = self._run_texts(inputs, params, limits)
         return [[self.token_text(int(v)) for v in out] for out in outputs]
 
     def _run_texts(self, inputs, params, limits) -> tuple:
-        batch = [self.parse_input(text, line) for line, text in api_inputs(inputs)]
-        return batch, self.run_batch(batch, params, limits=limits).outputs
+        """(token lists, outputs, the line number of each input)."""
+        items = api_inputs(inputs)
+        batch = [self.parse_input(text, line) for line, text in items]
+        return batch, self.run_batch(batch, params, limits=limits).outputs, [line for line, _ in items]
 
 MAX_PROGRAM_BYTES = 64 << 20     # far past the parser's 100,000 tokens, with comments
 
 
-def loads(source: str, path: str = "<string>") -> Program:
+def loads(source: str, path: str = "<string>", score: Optional[str] = None) -> Program:
+    """`score`: the positions its answers cover (parse_score), as a run trained with
+    `rasp train --program P --score SCORE` answers."""
     ir, warnings = lower(source, path)
-    return Program(ir, warnings)
+    return Program(ir, warnings, score)
 
 
-def load(path) -> Program:
+def load(path, score: Optional[str] = None) -> Program:
     path = str(path)
     if not os.path.lexists(path):
         raise RaspError(f"{path}: no such file")
     source = read_text(path, MAX_PROGRAM_BYTES, encoding="utf-8-sig")   # tolerate a byte-order mark
-    return loads(source, path)
+    return loads(source, path, score)

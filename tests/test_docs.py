@@ -69,6 +69,7 @@ MACHINE_DEPENDENT = [
     (re.compile(r"\b\d+(?:\.\d+)? ?(s|steps/s|it/s)\b"), r"<time> \1"),   # `in 0.4s`, `compile 0.025 s`
     (re.compile(r"\b(training loss|exact match) \d+\.\d+"), r"\1 <trained>"),   # rasp train's summary
     (re.compile(r"^( +\d+\*?) +\d\.\d+ +\d\.\d+(?= )", re.M), r"\1 <exact> <stderr>"),  # rasp eval's rows
+    (re.compile(r"(drew: exact|\(oracle) \d\.\d+"), r"\1 <trained>"),       # ... and its two bands
 ]
 
 

@@ -33,7 +33,8 @@ class Batch:
     tokens: torch.Tensor       # [B, L] input ids
     targets: torch.Tensor      # [B, L] output ids (0 where not scored)
     mask: torch.Tensor         # [B, L] bool, scored positions
-    steps: torch.Tensor        # [B] T(n) from the program (a training batch with past_t: T(n) + k, its scored step)
+    steps: torch.Tensor        # [B] T(n) from the program, at least MIN_STEPS (a training batch with past_t:
+                               # T(n) + k, its scored step)
     lengths: torch.Tensor      # [B] problem size n
     prompt_len: torch.Tensor   # [B] NTP: tokens up to and including `>`
 
@@ -42,6 +43,22 @@ class Batch:
 
     def __len__(self):
         return self.tokens.shape[0]
+
+
+def scored_once(rng: np.random.Generator, inputs: list, most: int) -> list:
+    """Each of `inputs` (a file's distinct inputs) once, or, when there are more
+    than `most`, `most` of them drawn without replacement (in file order)."""
+    if len(inputs) <= most:
+        return list(inputs)
+    return [inputs[i] for i in sorted(rng.choice(len(inputs), size=most, replace=False))]
+
+
+# A looped model answers after one iteration at the earliest: every stopping rule
+# counts steps from 1 (trainer/fan/stopping.py), and with input injection the state
+# before the first iteration is zeros, the same for every input.  So an input whose
+# loop the program runs 0 times (`loop max(n - 1, 0)` at n = 1) is trained,
+# evaluated and answered at step 1, with the program's output as its target.
+MIN_STEPS = 1
 
 
 class TaskData:
@@ -74,6 +91,15 @@ class TaskData:
 
     def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
         return self.make_batch(self.sample_inputs(rng, lengths, train), lengths)
+
+    def file_inputs(self, train: bool, lo: int = 0, hi: int = 1 << 62):
+        """{size n: the distinct inputs of that size} of the file the task reads
+        (train: the training file; else the held-out one, or the training file
+        without one), sizes lo..hi; None when inputs are drawn fresh."""
+        pools = self.task.pools
+        if pools is None:
+            return None
+        return {n: group for n, group in pools[train].items() if lo <= n <= hi}
 
     def row_length(self, n: int) -> int:
         """FAP-layout input length of a row of problem size n (the probe draws
@@ -113,7 +139,8 @@ class TaskData:
             tgt[i, :len(g)] = torch.tensor(g)
             msk[i, :len(m)] = torch.tensor(m)
             plen[i] = p
-        return Batch(tok, tgt, msk, torch.as_tensor(np.asarray(steps), dtype=torch.long),
+        steps = np.maximum(np.asarray(steps, dtype=np.int64), MIN_STEPS)       # a 0-step loop: MIN_STEPS
+        return Batch(tok, tgt, msk, torch.as_tensor(steps, dtype=torch.long),
                      torch.as_tensor(list(lengths), dtype=torch.long), plen)
 
     def _scored_from(self, x) -> int:

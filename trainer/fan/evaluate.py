@@ -21,12 +21,13 @@ from trainer.models import get_model_spec
 from trainer.run.progress import bar as progress_bar
 from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
-from trainer.fan.evalfile import document, rows
+from trainer.fan.evalfile import bands, describe_inputs, document, rows
 from trainer.fan.coverage import run_coverage
+from trainer.fan.data import scored_once
 from trainer.fan.halting import saved_or_fit
 from rasp.stop import CALIBRATED, RULES, THRESHOLD, unknown_rule
 from trainer.fan.kind import build_data
-from trainer.tasks.program import task_of
+from trainer.tasks.program import inputs_origin, task_of
 
 
 def load_run(run_dir, device="cpu"):
@@ -48,17 +49,29 @@ def load_run(run_dir, device="cpu"):
 
 def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batch_size: int,
                    threshold: float, seed: int, device, progress: bool = False, halting=None) -> list:
+    """Rows per length.  Inputs from a file (data.task.pools) are each scored
+    once: all the distinct inputs of a length, or `samples` of them drawn
+    without replacement when there are more; a row that scored every one has
+    no standard error (se None: nothing was sampled) and says how many there
+    are ("distinct")."""
     rows = []
+    files = data.file_inputs(False)
     bar = progress_bar(total=samples * len(lengths), enabled=progress, unit="input", desc=f"eval {rule}")
     for n in lengths:
         bar.set_postfix(n=n)
         rng = np.random.default_rng([seed, n])
         correct, chosen, ran, T, secs, curves, at_t = [], [], [], [], 0.0, [], []
-        left = samples
+        pool = None if files is None else files.get(int(n), [])
+        todo = list(scored_once(rng, pool, samples)) if pool is not None else None
+        left = samples if todo is None else len(todo)
         while left > 0:
             b = min(batch_size, left)
             left -= b
-            batch = data.batch(rng, [n] * b, train=False).to(device)
+            if todo is None:
+                batch = data.batch(rng, [n] * b, train=False).to(device)
+            else:
+                batch = data.make_batch(todo[:b], [n] * b).to(device)
+                todo = todo[b:]
             out = objectives.evaluate_batch(spec, hp, model, batch, rule, data.task.t_max_extra, threshold,
                                             halting)
             correct.append(out["correct"].cpu())
@@ -71,9 +84,12 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
             bar.update(b)
             if "curve_acc" in out:
                 curves.append((b, out["curve_acc"].cpu(), out["curve_true_ce"].cpu(), out["curve_conf_ce"].cpu()))
+        if not correct:         # (cli refuses a length the file lacks; a caller may not have)
+            raise RaspError(f"the evaluation inputs hold no input of size {n}")
         c = torch.cat(correct).float()
         p = float(c.mean())
-        row = {"length": int(n), "exact_match": p, "se": math.sqrt(max(p * (1 - p), 0.0) / len(c)),
+        every = pool is not None and len(pool) <= samples        # the whole file's inputs of this length
+        row = {"length": int(n), "exact_match": p, "se": None if every else math.sqrt(max(p * (1 - p), 0.0) / len(c)),
                "n": len(c), "chosen_step": float(torch.cat(chosen).float().mean()),
                "oracle_step": float(torch.cat(T).float().mean()),
                "iterations": float(torch.cat(ran).float().mean()), "seconds": secs,
@@ -86,6 +102,8 @@ def evaluate_model(spec, hp, model, data, lengths, rule: str, samples: int, batc
             row["curve"] = {key: [float(sum(cv[0] * cv[i][t] for cv in curves) / w) for t in range(L)]
                             for i, key in ((1, "acc"), (2, "loss"), (3, "confidence_ce"))}
         row["seed"] = seed
+        if pool is not None:
+            row["distinct"] = len(pool)
         rows.append(row)
     bar.close()
     return rows
@@ -117,7 +135,8 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     head = {"format": checkpoint.RUN_FORMAT, "kind": "fan", "task": run["task"], "model": run["model"],
             "init": run["init"], "run": str(run_dir), "step": step, "seed": seed, "headline": "exact_match",
             "train_range": [data.task.min_n, hp.max_train_n], "stop": rule,
-            "threshold": threshold if rule == "threshold" else None}
+            "threshold": threshold if rule == "threshold" else None,
+            "inputs": inputs_origin(data.task, False), "trained_sizes": trained_sizes(data.task, hp)}
     if halting is not None:
         head["calibration"] = halting.record
     missing, note = run_coverage(run, step)         # a fine-tuned compiled start's unchecked sizes
@@ -126,7 +145,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     earlier = _earlier_rows(path, head, fresh[0] if fresh else None)
     new = {r["length"] for r in fresh}
     kept = [r for r in earlier if r["length"] not in new]
-    result = document(head, sorted(kept + fresh, key=lambda r: r["length"]))
+    result = document(head, sorted(kept + fresh, key=lambda r: r["length"]), head["trained_sizes"])
     checkpoint.write_json_atomic(path, result)
     warnings = halting_warnings(rule, fresh, head.get("calibration"), head["train_range"]) if spec.adaptive else []
     warnings += [f"warning: {note}"] if note else []
@@ -135,6 +154,16 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
         from trainer.run import plots as P
         result["plots"] = P.eval_plots(result, rows(result), Path(path).with_suffix(""))
     return result
+
+
+def trained_sizes(task, hp) -> list:
+    """The sizes n the training drew inputs of: min_n..max_train_n, or, from a
+    file, the sizes it holds up to max_train_n (a size it lacks was drawn from
+    the nearest size below it)."""
+    files = task.pools
+    if files is None:
+        return list(range(task.min_n, hp.max_train_n + 1))
+    return sorted(n for n in files[True] if n <= hp.max_train_n)
 
 
 def _earlier_rows(path: Path, head: dict, like: Optional[dict]) -> list:
@@ -147,7 +176,7 @@ def _earlier_rows(path: Path, head: dict, like: Optional[dict]) -> list:
         return []
     try:
         old = read_json(path, finite=True)
-        same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold"))
+        same = all(old.get(k) == head[k] for k in ("run", "task", "model", "step", "stop", "threshold", "inputs"))
         old_rows = rows(old) if same else []
         if not isinstance(old_rows, list):
             raise TypeError("rows")
@@ -182,6 +211,10 @@ def row_problem(row: dict, like: dict) -> Optional[str]:
         if key not in row:
             return f"no {key!r}"
         got = row[key]
+        if value is None or key == "se":        # a length whose inputs were each scored once has no error
+            if got is not None and not is_finite_number(got):
+                return f"{key!r} is not a finite number"
+            continue
         if isinstance(value, int) and not (isinstance(got, int) and not isinstance(got, bool) and got >= 0):
             return f"{key!r} is not a count"
         if isinstance(value, float) and not is_finite_number(got):
@@ -240,14 +273,26 @@ def format_table(result: dict) -> str:
     head = f"{result['task']} / {result['model']} ({result['init']} init, step {result['step']}), stop = {result['stop']}"
     table = rows(result)
     oracle = result["stop"] != "oracle" and any("oracle_exact_match" in r for r in table)
-    lines = [head, f"{'length':>6} {'exact':>7} {'stderr':>7}" + (f" {'oracle':>7}" if oracle else "")
-             + f" {'step':>6} {'T(n)':>6} {'iters':>6}"]
+    seen = set(result.get("trained_sizes") or range(1, result["train_range"][1] + 1))
+    lines = [head]
+    if result.get("inputs"):
+        lines.append(f"inputs: {describe_inputs(result['inputs'], table)}")
+    lines.append(f"{'length':>6} {'exact':>7} {'stderr':>7} {'n':>5}" + (f" {'oracle':>7}" if oracle else "")
+                 + f" {'step':>6} {'T(n)':>6} {'iters':>6}")
     for r in table:
-        mark = "*" if r["length"] <= result["train_range"][1] else " "
+        mark = "*" if r["length"] in seen else " "
         at_t = (f" {r['oracle_exact_match']:7.3f}" if "oracle_exact_match" in r else f" {'':>7}") if oracle else ""
-        lines.append(f"{r['length']:>5}{mark} {r['exact_match']:7.3f} {r['se']:7.3f}{at_t} "
+        se = f"{r['se']:7.3f}" if r.get("se") is not None else f"{'-':>7}"
+        lines.append(f"{r['length']:>5}{mark} {r['exact_match']:7.3f} {se} {r['n']:>5}{at_t} "
                      f"{r['chosen_step']:6.1f} {r['oracle_step']:6.1f} {r['iterations']:6.1f}")
-    lines.append("* = inside the training range; step = chosen step (mean), iters = loop iterations run (mean)"
+    for band in bands(table, seen, oracle).values():
+        lines.append(f"{band['title']}: exact {band['exact_match']:.3f} over {band['n']} inputs of "
+                     f"{len(band['lengths'])} length{'s' * (len(band['lengths']) != 1)}"
+                     + (f" (oracle {band['oracle_exact_match']:.3f})" if "oracle_exact_match" in band else ""))
+    whole = any(r.get("se") is None for r in table)
+    lines.append("* = a size the training drew inputs of; n = inputs scored"
+                 + ("; stderr - = each of the length's inputs scored once (nothing sampled)" if whole else "")
+                 + "; step = chosen step (mean), iters = loop iterations run (mean)"
                  + ("; oracle = exact match at T(n) on the same inputs" if oracle else ""))
     read = ((result.get("calibration") or {}).get("head") or {})
     if result["stop"] == "head" and read.get("reads") in ("clock", "program"):

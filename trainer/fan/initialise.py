@@ -7,6 +7,7 @@ import numpy as np
 from rasp.errors import RaspError
 from trainer.fan import compiled, stopping
 from trainer.fan.coverage import exact_size_batches
+from trainer.fan.data import MIN_STEPS
 from trainer.fan.presets import compiled_max_n
 
 
@@ -39,6 +40,7 @@ def initial_model(cfg, spec, hp, data, device):
     cmodel = compiled.compile_task_model(program, max_len, "--max-train-n")
     model = compiled.remap_vocab(cmodel, data.input_tokens, data.output_tokens,
                                  extra={**data.meta(), "model": spec.name, "compile_max_len": max_len})
+    check_zero_loops(model, data, hp)
     info = {"init": "compiled", "compiled_width": model.cfg.d_model, "compile_max_len": max_len,
             "compiled_params": model.num_params()}
     if cfg.compress:
@@ -59,6 +61,32 @@ def initial_model(cfg, spec, hp, data, device):
     info.update(compiled.fragile_info(hp, lambda: fragile_tensors(exact, spec, hp, data)))
     info["params"] = model.num_params()
     return model.to(device), info
+
+
+def check_zero_loops(model, data, hp, samples: int = 16):
+    """A compiled start runs an input whose loop the program runs 0 times for one
+    iteration (trainer/fan/data.py MIN_STEPS): refuse it, at the loop, when that
+    iteration changes such an input's answer (the start would not be exact);
+    probed on `samples` inputs of each size it is built for."""
+    rng = np.random.default_rng([hp.seed, 37])
+    sizes = [n for n in range(data.task.min_n, compiled_max_n(data.task, hp.max_train_n) + 1) for _ in range(samples)]
+    inputs = data.sample_inputs(rng, sizes, True)
+    outputs, steps = data.labeler(inputs)
+    zero = [i for i, t in enumerate(steps) if t == 0]
+    if not zero:
+        return
+    b = data.make_batch([inputs[i] for i in zero], [sizes[i] for i in zero],
+                        labels=([outputs[i] for i in zero], [0] * len(zero)))
+    wrong = (~((model(b.tokens, b.steps).argmax(-1) == b.targets) | ~b.mask).all(-1)).nonzero()
+    if len(wrong):
+        program = data.labeler.program
+        loop = program.ir.loops[0]
+        x = inputs[zero[int(wrong[0])]]
+        raise RaspError(f"--init compiled: this loop runs 0 times on some inputs (e.g. {program.format_output(x)}, "
+                        f"n = {sizes[zero[int(wrong[0])]]}), and a looped model answers after {MIN_STEPS} iteration "
+                        "at the earliest; one iteration changes that input's answer, so the compiled start would not "
+                        "be exact: write the count so that it is at least 1, or train from --init random",
+                        loop.loc, program.ir.source)
 
 
 def fragile_tensors(model, spec, hp, data, samples: int = 32, long_samples: int = 8) -> list:

@@ -21,7 +21,8 @@ from trainer.settings import validate
 from trainer.fan.compiled import has_clock
 from trainer.fan.coverage import (coverage_note, exact_size_batches, guard_sizes, never_checked, size_list,
                                   unchecked_sizes)
-from trainer.fan.data import TaskData
+from trainer.fan.data import TaskData, scored_once
+from trainer.fan.evalfile import describe_origin
 from trainer.fan.halting import clock_stops
 from trainer.fan.initialise import initial_model
 from trainer.tasks.labels import ProgramLabeler
@@ -29,7 +30,7 @@ from trainer.models import get_model_spec
 from trainer.settings.hparams import MARKER_TARGETS, HParams
 from trainer.run.schedule import curriculum_max_n, lr_at, sample_lengths
 from trainer.tasks import get_task
-from trainer.tasks.program import task_of
+from trainer.tasks.program import inputs_origin, task_of
 
 
 @dataclass
@@ -65,17 +66,40 @@ def build_data(task, spec, hp, labeler=None) -> TaskData:
     return TaskData(task, labeler, spec.layout(), spec.pause_count(hp))
 
 
+def in_distribution_files(data, hp) -> Optional[tuple]:
+    """The file inputs the in-distribution evaluation scores: (train, {n: distinct
+    inputs} of sizes min_n..max_train_n) from the held-out file, else from the
+    training file when the held-out one has none of those sizes; None when inputs
+    are drawn fresh."""
+    for train in (False, True):
+        pool = data.file_inputs(train, data.task.min_n, hp.max_train_n)
+        if pool is None:
+            return None
+        if pool:
+            return train, pool
+    return True, {}
+
+
 def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, device) -> float:
     """Exact match over lengths uniform on 1..max_train_n, oracle stop; own RNG
-    so evaluating never changes the training stream."""
+    so evaluating never changes the training stream.  Inputs from a file: each
+    distinct input of those sizes once (at most n_samples of them, drawn
+    without replacement), never one input twice."""
     rng = np.random.default_rng([seed, 12345])
-    lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=n_samples)
-    correct = 0
-    for n in np.unique(lengths):
-        k = int((lengths == n).sum())
-        batch = data.batch(rng, [int(n)] * k, train=False).to(device)
+    files = in_distribution_files(data, hp)
+    if files is None:
+        lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=n_samples)
+        groups = [(int(n), None, int((lengths == n).sum())) for n in np.unique(lengths)]
+    else:
+        chosen = scored_once(rng, [(n, x) for n in sorted(files[1]) for x in files[1][n]], n_samples)
+        groups = [(n, [x for m, x in chosen if m == n], 0) for n in sorted({m for m, _ in chosen})]
+    correct = total = 0
+    for n, inputs, k in groups:
+        batch = (data.batch(rng, [n] * k, train=False) if inputs is None else
+                 data.make_batch(inputs, [n] * len(inputs))).to(device)
         correct += int(objectives.evaluate_batch(spec, hp, model, batch, "oracle", 0)["correct"].sum())
-    return correct / n_samples
+        total += len(batch)
+    return correct / max(total, 1)
 
 
 def train_padding(hp, data, step: int) -> dict:
@@ -194,8 +218,25 @@ class FanKind(RunKind):
                                                      self.hp.eval_samples, self.device)}
 
     def eval_description(self, row: dict) -> str:
-        return (f"in-distribution exact match {row['eval_acc']:.3f} (oracle stop, {self.hp.eval_samples} inputs "
-                f"of lengths {self.data.task.min_n}..{self.hp.max_train_n}, measured at step {row['step']})")
+        return (f"in-distribution exact match {row['eval_acc']:.3f} (oracle stop, {self.scored_inputs()}, "
+                f"measured at step {row['step']})")
+
+    def scored_inputs(self) -> str:
+        """What `evaluate` scores, in words: how many inputs, of which sizes, from where."""
+        task, hp, lo = self.data.task, self.hp, self.data.task.min_n
+        files = in_distribution_files(self.data, hp)
+        if files is None:
+            # a registered task's generator is its own; a program's `sample` statement is named
+            drawn = "" if self.cfg.program is None else f", drawn by {describe_origin(inputs_origin(task, False))}"
+            return f"{hp.eval_samples} inputs of lengths {lo}..{hp.max_train_n}{drawn}"
+        train, pool = files
+        distinct = sum(map(len, pool.values()))
+        where = describe_origin(inputs_origin(task, train))
+        sizes = (f"of size{'s' * (len(pool) > 1)} {', '.join(map(str, sorted(pool)))}" if 0 < len(pool) <= 4 else
+                 f"of sizes {min(pool)}..{max(pool)}" if pool else f"of sizes {lo}..{hp.max_train_n}")
+        if distinct <= hp.eval_samples:
+            return f"the {distinct} distinct input{'s' * (distinct != 1)} {sizes} in {where}, each scored once"
+        return f"{hp.eval_samples} of the {distinct} distinct inputs {sizes} in {where}, none twice"
 
     def guard_sample(self, model) -> list:
         # a compiled start's halting clock: the guard also keeps Eq. 2 finding T(n)

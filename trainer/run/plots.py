@@ -32,7 +32,7 @@ def accuracy_vs_length(series: list, labels: list, train_max_n: int, path: Path,
     for rows, lab in zip(series, labels):
         xs = [r["length"] for r in rows]
         ys = [r["exact_match"] for r in rows]
-        es = [r["se"] for r in rows]
+        es = [r.get("se") or 0.0 for r in rows]       # None: every input scored once, no sampling error
         ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=lab)
     ax.set_xlabel("length n")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # lengths are integers

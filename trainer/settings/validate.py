@@ -184,9 +184,12 @@ def check_marker_fits(data, hp):
     for n in marker_check_sizes(data.task.min_n, hp.max_train_n):
         b = data.batch(np.random.default_rng([0, n]), [n] * 8, train=True)
         if bool((b.steps > b.tokens.shape[1]).any()):
+            program = getattr(data.labeler, "program", None)        # located at the loop of a program
+            loop = program.ir.loops[0] if program is not None and program.ir.loops else None
             raise RaspError(f"--halt-target {hp.halt_target}: task {data.task.name}'s loop count T(n) = {int(b.steps.max())} "
                             f"at n = {n} exceeds its {b.tokens.shape[1]} positions, so a marker moved one position "
-                            "per step cannot count it; use --halt-target answer")
+                            "per step cannot count it; use --halt-target answer (or --recipe halting)",
+                            loop.loc if loop is not None else None, program.ir.source if loop is not None else None)
 
 
 def check_memory(spec, hp, data, device):

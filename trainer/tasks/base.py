@@ -77,6 +77,13 @@ class Task:
     # the problem size n of an input (the sampler's n, which depth_law reads), when it is not
     # the number of tokens before the marker
     size: Optional[Callable[[list, dict], int]] = None
+    # inputs read from files (`rasp train --program P --inputs FILE`): {True: the training file's,
+    # False: the held-out file's (or the training file's)} -> {size n: [its distinct inputs]};
+    # None: inputs are drawn fresh.  An evaluation scores each file input once (trainer/fan/evaluate.py)
+    pools: Optional[dict] = field(default=None, compare=False)
+    # where a file's inputs came from, {True: ..., False: ...} -> {"source": "file", "file": path as given}
+    # (trainer/tasks/program.py `inputs_origin` says it for drawn inputs too)
+    origins: Optional[dict] = field(default=None, compare=False)
 
     def sample(self, rng: np.random.Generator, n: int, sym: dict, train: bool = True) -> list:
         """One input of size n."""

@@ -33,6 +33,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError, RaspRequireError, RaspRuntimeError
+from rasp.program import parse_score
 from rasp.readfile import read_text
 from trainer.tasks.base import PaperHParams, Task, get_task
 from trainer.tasks.labels import LABEL_LIMITS
@@ -43,7 +44,6 @@ MAX_FILE_LINES = 100_000
 LABEL_CHUNK = 1024              # inputs file lines labelled together when the file is read
 PROBE = 16                      # inputs per size labelled to find the output tokens,
 PROBE_SIZES = 12                # at this many sizes from the smallest to twice the largest trained
-SCORES = ("all", "last", "after:TOKEN")
 NEEDS_INPUTS = ("no inputs to train on: add a `sample` statement to the program (`rasp help sample`, e.g. "
                 "`sample n in 1..10: {0, 1}[n] EOQ EOS[2]`), or give --inputs FILE (one input a line)")
 
@@ -62,20 +62,10 @@ def read_program_text(path) -> str:
 
 def _scoring(program, score) -> tuple:
     """--score (None: from the marker `>` on when the program declares it, else
-    every position) -> (Task.target, marker symbol)."""
-    if score is None:
-        score = "after:>" if ">" in program.ir.symbols else "all"
-    if score == "all":
-        return "per_position", ">"
-    if score == "last":
-        return "per_sequence", ">"
-    if score.startswith("after:") and score[6:]:
-        marker = score[6:]
-        if marker not in program.ir.symbols:
-            raise RaspError(f"--score {score}: {marker!r} is not a symbol of {program.path} (its symbols: "
-                            f"{' '.join(program.ir.symbols) or 'none'})")
-        return "fap", marker
-    raise RaspError(f"--score {score}: one of {', '.join(SCORES)}")
+    every position; rasp/program.py `parse_score`, which `rasp.load(P, score=...)`
+    answers by) -> (Task.target, marker symbol)."""
+    kind, marker = parse_score(program.ir, score, "--score")
+    return {"all": ("per_position", ">"), "last": ("per_sequence", ">")}.get(kind, ("fap", marker))
 
 
 def _size(tokens: list, target: str, marker_code) -> int:
@@ -144,7 +134,10 @@ def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
     record = {"path": str(Path(path).resolve()), "sha256": sha256(text), "text": text,
               "score": score or ("after:>" if target == "fap" else "all"),
               "inputs": read_inputs(inputs, program, "--inputs") if inputs is not None else None,
-              "eval_inputs": read_inputs(eval_inputs, program, "--eval-inputs") if eval_inputs is not None else None}
+              "eval_inputs": read_inputs(eval_inputs, program, "--eval-inputs") if eval_inputs is not None else None,
+              # the files as the user named them, for what `rasp eval` and the summary say they measured
+              "inputs_file": str(inputs) if inputs is not None else None,
+              "eval_inputs_file": str(eval_inputs) if eval_inputs is not None else None}
     if target == "fap":
         code = program.ir.symbols[marker]
         for key, file in (("inputs", inputs), ("eval_inputs", eval_inputs)):
@@ -152,14 +145,20 @@ def program_record(path, score=None, inputs=None, eval_inputs=None) -> dict:
                 if code not in program.parse_input(line):
                     raise RaspInputError(f"--{key.replace('_', '-')}: the input has no {marker!r}, where the scored "
                                          f"positions start (--score {record['score']})", i, where=str(file))
-    record["output_tokens"] = _output_tokens(record)
+    inputs, outputs = _probe(record)
+    _check_targets_vary(record, inputs, outputs, program, given=score is not None)
+    values = set(int(v) for v in program.ir.vocab)
+    for out in outputs:
+        values.update(int(v) for v in out)
+    # the values the program may output at a scored position: its input vocabulary and every value
+    # it gives on the probe (recorded, so the model's read-out never changes after the run starts)
+    record["output_tokens"] = sorted(values)
     return record
 
 
-def _output_tokens(record: dict) -> list:
-    """The values the program may output at a scored position: its input
-    vocabulary and every value it gives on a probe of inputs of each size
-    (recorded, so the model's read-out never changes after the run starts)."""
+def _probe(record: dict) -> tuple:
+    """(inputs, the program's outputs) of a probe of inputs of each size, from the
+    smallest to twice the largest trained, drawn as training and evaluation draw."""
     task = task_of_record(record, probe=True)
     from trainer.tasks.labels import ProgramLabeler
     labeler = ProgramLabeler(record["path"], source=record["text"])
@@ -167,10 +166,34 @@ def _output_tokens(record: dict) -> list:
     sizes = sorted({int(n) for n in np.linspace(task.min_n, task.paper.test_n, PROBE_SIZES)})
     inputs = [x for n in sizes for train in (True, False) for x in task.draw(rng, [n] * PROBE, {}, train)]
     outputs, _ = labeler(inputs)
-    values = set(labeler.vocab)
-    for out in outputs:
-        values.update(int(v) for v in out)
-    return sorted(values)
+    return inputs, outputs
+
+
+def _check_targets_vary(record: dict, inputs: list, outputs: list, program, given: bool):
+    """Refuse a scoring whose targets never vary over the probe inputs (one value at
+    every scored position, or one answer to every input): the run would learn a
+    constant and report success.  Located at the program's `output` line."""
+    import rasp
+    scored = rasp.loads(record["text"], record["path"], score=record["score"])
+    try:
+        answers = {tuple(out[scored.scored_start(list(x)):]) for x, out in zip(inputs, outputs)}
+    except RaspInputError:
+        marker = record["score"][6:]
+        bad = next(x for x in inputs if program.ir.symbols[marker] not in x)
+        raise RaspError(f"--score {record['score']}: an input drawn for training has no {marker!r}, where the "
+                        f"scored positions start: {program.format_output(bad)}") from None
+    values = {v for answer in answers for v in answer}
+    distinct = len({tuple(x) for x in inputs})
+    if len(values) > 1 and (len(answers) > 1 or distinct < 2):
+        return
+    shown = " ".join(program.token_text(v) for v in next(iter(answers)))
+    where = {"all": "at every position", "last": "at the last position"}.get(record["score"], f"from "
+                                                                          f"{record['score'][6:]!r} on")
+    raise RaspError(f"--score {record['score']}{'' if given else ' (the default)'}: the program's answer {where} "
+                    f"is {shown!r} on each of the "
+                    f"{distinct} probe inputs, so the run would learn a constant; score the positions where "
+                    "the answer varies with --score all (every position), --score last or --score after:TOKEN "
+                    "(from a symbol on)", program.ir.output_loc, program.ir.source)
 
 
 def program_task(path, *, name: str = "", source: str = "", sampler: Optional[Callable] = None,
@@ -213,6 +236,18 @@ class ProgramInputs:
                         f"{MAX_TRIES} times in a row: {message} (make the sampler draw only inputs the program "
                         "accepts)", loc, self.program.ir.source)
 
+    def origin(self) -> dict:
+        """Where these inputs come from (`inputs_origin`)."""
+        if self.sampler is not None:
+            return {"source": "generator", "name": getattr(self.sampler, "__name__", "sampler"),
+                    "program": self.path}
+        statement = self.program.ir.sampler
+        if statement is None:
+            return {"source": "none"}
+        line = statement.loc.line
+        return {"source": "sample", "line": line,
+                "statement": self.program.ir.source.splitlines()[line - 1].strip()}
+
     def _sampler(self, lengths, sym: dict, train: bool) -> tuple:
         """(draw_one(rng, n) -> one input, what drew it, for errors)."""
         if self.sampler is not None:
@@ -246,12 +281,18 @@ def _recorded_task(record: dict, probe: bool) -> Task:
     target, marker = _scoring(program, record["score"])
     code = program.ir.symbols.get(marker)
     sampler: Optional[Callable] = None            # the program's `sample`
+    pools = origins = None
     if record.get("inputs"):
-        train_pool = _pool(program, record["inputs"], target, code)
-        pools = {True: train_pool, False: _pool(program, record["eval_inputs"], target, code)
-                 if record.get("eval_inputs") else train_pool}
-        lo, hi = min(pools[True]), max(pools[True])
-        sampler, eval_sizes = _from_pools(pools), tuple(sorted(pools[False]))
+        held = bool(record.get("eval_inputs"))
+        lines = {True: record["inputs"], False: record["eval_inputs"] if held else record["inputs"]}
+        # training draws from the lines as given (a repeated line weighs more); evaluations score
+        # each distinct input once
+        drawn = {train: _pool(program, lines[train], target, code) for train in (True, False)}
+        pools = {train: _pool(program, lines[train], target, code, distinct=True) for train in (True, False)}
+        origins = {True: _file_origin(record, "inputs_file"),
+                   False: _file_origin(record, "eval_inputs_file" if held else "inputs_file")}
+        lo, hi = min(drawn[True]), max(drawn[True])
+        sampler, eval_sizes = _from_pools(drawn), tuple(sorted(drawn[False]))
         statement = ProgramInputs(record["path"], record["text"]) if program.ir.sampler is not None else None
         draw_exact = _exact_from_files(pools, statement)
     else:
@@ -260,15 +301,39 @@ def _recorded_task(record: dict, probe: bool) -> Task:
     return program_task(record["path"], source=record["text"], sampler=sampler, output_values=lambda sym: outputs,
                         paper=PaperHParams(2, 8, 1000, hi, max(2 * hi, hi + 1)), target=target, min_n=lo,
                         symbols=(marker,) if target == "fap" else (), description=f"the program {record['path']}",
-                        marker=marker, eval_sizes=eval_sizes, draw_exact=draw_exact)
+                        marker=marker, eval_sizes=eval_sizes, pools=pools, origins=origins, draw_exact=draw_exact)
 
 
-def _pool(program, lines: list, target: str, code) -> dict:
+def _file_origin(record: dict, key: str) -> dict:
+    """Where a run's file inputs came from: the path as the user gave it (None: a run
+    recorded before the path was kept)."""
+    return {"source": "file", "file": record.get(key)}
+
+
+def _pool(program, lines: list, target: str, code, distinct: bool = False) -> dict:
+    """{size n: the file's inputs of that size}, in file order; `distinct`: a line
+    given twice is one input (an evaluation scores each once)."""
     pool: dict = {}
+    seen: set = set()
     for line in lines:
         tokens = program.parse_input(line)
-        pool.setdefault(_size(tokens, target, code), []).append(tokens)
+        if not (distinct and tuple(tokens) in seen):
+            seen.add(tuple(tokens))
+            pool.setdefault(_size(tokens, target, code), []).append(tokens)
     return pool
+
+
+def inputs_origin(task: Task, train: bool) -> dict:
+    """Where `task`'s training (train) or evaluation inputs come from, as the
+    evaluation file records it: {"source": "file", "file": path as given},
+    {"source": "sample", "statement": its text, "line": its line} (the program's
+    `sample`), or {"source": "generator", "name": the sampler's name, "program": path}."""
+    if task.origins is not None:
+        return dict(task.origins[train])
+    draw = task.draw
+    if isinstance(draw, ProgramInputs):
+        return draw.origin()
+    return {"source": "generator", "name": getattr(draw, "__name__", type(draw).__name__)}
 
 
 def _from_pools(pools: dict):

@@ -143,20 +143,22 @@ def _example(model, kind: str):
 
 
 def _fan_tables(evals) -> list:
-    from trainer.fan.evaluate import rows
+    from trainer.fan.evalfile import describe_inputs, rows
     out = []
     for name, doc in evals:
         lo, hi = doc.get("train_range") or (None, None)
         out += [f"`{name}`: stopping rule **{doc.get('stop')}**"
                 + (f" (threshold {doc['threshold']})" if doc.get("threshold") else "")
                 + f", seed {doc.get('seed')}; * = inside the training range ({lo}..{hi}); "
-                "|step − T(n)|: how far the rule's step is from T(n); at T(n): the exact match at T(n)", "",
+                "|step − T(n)|: how far the rule's step is from T(n); at T(n): the exact match at T(n)"
+                + (f"; inputs: {describe_inputs(doc['inputs'], rows(doc))}" if doc.get("inputs") else ""), "",
                 "| length | exact match | ± s.e. | inputs | chosen step | T(n) | abs(step − T(n)) | at T(n) |",
                 "|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows(doc):
             mark = "*" if hi is not None and r["length"] <= hi else ""
             at_t = r.get("oracle_exact_match", r["exact_match"] if doc.get("stop") == "oracle" else None)
-            out.append(f"| {r['length']}{mark} | {r['exact_match']:.3f} | {r['se']:.3f} | {r['n']} | "
+            se = "—" if r.get("se") is None else f"{r['se']:.3f}"      # None: each input scored once
+            out.append(f"| {r['length']}{mark} | {r['exact_match']:.3f} | {se} | {r['n']} | "
                        f"{r.get('chosen_step', float('nan')):.1f} | {r.get('oracle_step', float('nan')):.1f} | "
                        f"{r.get('step_error', float('nan')):.2f} | {'—' if at_t is None else f'{at_t:.3f}'} |")
         out.append("")

@@ -37,6 +37,7 @@ import torch
 
 from rasp.errors import RaspError, RaspFileError, RaspInputError, RaspRequireError, shorten
 from rasp.limits import RunLimits
+from rasp.program import describe_score
 from rasp.stop import DEFAULT_RULE, THRESHOLD
 from trainer.settings import evaluation
 from trainer.trained.layout import EXPORT_FORMAT, model_files
@@ -78,8 +79,10 @@ def _params(module) -> int:
 class FanModel:
     """A model trained on one of Fan et al.'s tasks, called on input texts in
     the task program's tokens.  `model(["1 0 1 1 > # #"])` -> [["1", "#", "#"]]:
-    per input, its answer from `>` on, the shape every model `rasp.load`
-    returns answers in (the task's program answers the same inputs alike).
+    per input, its answer at the positions it was scored on (from `>` on by
+    default; `rasp train --score`), the shape every model `rasp.load` returns
+    answers in (the task's program, loaded with the run's scoring,
+    `rasp.load(P, score=...)`, answers the same inputs alike).
     `model.stop` is the stopping rule (`rasp.load(..., stop=...)`)."""
 
     kind = "fan"
@@ -113,7 +116,19 @@ class FanModel:
     def __repr__(self) -> str:
         stop = f"{self.stop}" if self.spec.adaptive else f"fixed {self.spec.iterations(self.hp)} iterations"
         return (f"<trained model (Fan task): task {self.data.task.name}, model {self.spec.name}, "
-                f"{_params(self.module):,} parameters, step {self.step}; answer from > on; stop: {stop}>")
+                f"{_params(self.module):,} parameters, step {self.step}; answer {self.answers_where()}; stop: {stop}>")
+
+    @property
+    def score(self) -> str:
+        """The positions the model answers, the ones it was scored on, as `rasp train --score`
+        says them: its program answers alike loaded with `rasp.load(P, score=model.score)`."""
+        task = self.data.task
+        return {"per_position": "all", "per_sequence": "last"}.get(task.target, f"after:{task.marker}")
+
+    def answers_where(self) -> str:
+        """`score` in words (repr)."""
+        kind, _, marker = self.score.partition(":")
+        return describe_score(kind, marker or None)
 
     def token_text(self, value: int) -> str:
         return "<pause>" if value == self.data.pause_token else self.program.token_text(int(value))
