@@ -18,6 +18,7 @@ from trainer.run.kind import RunKind
 from trainer.fan import objectives, stopping
 
 from trainer.settings import validate
+from trainer.settings.setting import Chosen
 from trainer.fan.compiled import has_clock
 from trainer.fan.coverage import (coverage_note, exact_size_batches, guard_sizes, never_checked, size_list,
                                   unchecked_sizes)
@@ -149,6 +150,7 @@ class FanKind(RunKind):
         self.spec = get_model_spec(cfg.model)
         self.data = build_data(task_of(cfg.to_dict()), self.spec, cfg.hp, labeler)
         validate.check_hparams(cfg.hp, self.data.task)
+        validate.refuse_inert_teaching(cfg.hp, Chosen("fan", cfg.hp, self.spec, cfg.init))
         self.rng = None
         self.step = None        # the optimiser step under way (before_step); the loss reads it
 

@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 
 from rasp.errors import RaspError
-from trainer.settings.setting import Setting
-from trainer.settings.hparams import MAX_SEED, MAX_SIZE, SETTINGS
+from trainer.settings.setting import Chosen, Setting
+from trainer.settings.hparams import MAX_SEED, MAX_SIZE, SETTINGS, HParams
 
 
 def int_in(lo: int, hi: int):
@@ -215,3 +215,25 @@ def check_memory(spec, hp, data, device):
                         f"{need / 2 ** 30:.1f} GiB to train; {device} has {have / 2 ** 30:.1f} GiB available "
                         "(use a smaller --d-model, --n-layer, --batch-size or --max-train-n)")
     return need
+
+
+# the settings whose working value (anything but the field's default) changes how a run is taught:
+# the halting fields that a recipe, a flag, a settings file or a comparison suite sets
+TEACHING = ("past_t", "settle", "unsure", "halt", "halt_target")
+
+
+def refuse_inert_teaching(hp, chosen: Chosen):
+    """The one rule of which settings go together (Setting.unused), held on the resolved
+    hyper-parameters of a run however they were assembled (a command line is checked
+    where each setting was given: resolve.refuse_unused; a run built in Python, a
+    suite or an edited run.json reaches here): a teaching setting a run would ignore
+    is refused."""
+    defaults = HParams.__dataclass_fields__
+    for name in TEACHING:
+        value = getattr(hp, name)
+        if value == defaults[name].default:
+            continue
+        why = SETTINGS[name].unused(chosen)
+        if why:
+            shown = f"{value:g}" if isinstance(value, float) else value
+            raise RaspError(f"--{name.replace('_', '-')} {shown}: {why}")
