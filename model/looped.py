@@ -310,12 +310,17 @@ class LoopedTransformer(nn.Module):
         [T, B, n, out_vocab] (`all_steps` through `forward`, so a
         DistributedDataParallel wrapper sees the call); with `done_steps`, the
         pair (those logits, the halting unit's after every step 1..done_steps)
-        (`steps_and_done`)."""
+        (`steps_and_done`).  A model with a clock also takes `done_steps`
+        without `every`: (the logits at each sample's own step, the clock's).
+        """
         if every:
             most = int(steps.max()) if torch.is_tensor(steps) else int(steps)
             if done_steps is not None:
                 return self.steps_and_done(tokens, most, done_steps)
             return self.all_steps(tokens, most, read)
+        if done_steps is not None and self.clock is not None:
+            # the clock runs its own loop, so the answering trunk runs each sample's own steps only
+            return self.forward(tokens, steps, read), self.done_every(tokens, done_steps)
         read = read or self.decode
         steps = torch.as_tensor(steps, device=tokens.device).long().expand(tokens.shape[0])
         return read(self.final_states(self.encode(tokens), steps))
