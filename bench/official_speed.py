@@ -156,8 +156,9 @@ def report(rounds: list, clock: dict, cur: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", required=True, help="looped-tf's src/ folder")
-    ap.add_argument("--quick", action="store_true", help="+1 length every 20 steps, 400 steps (--interval 20)")
-    ap.add_argument("--interval", type=int, default=100,
+    pace = ap.add_mutually_exclusive_group()
+    pace.add_argument("--quick", action="store_true", help="+1 length every 20 steps, 400 steps (--interval 20)")
+    pace.add_argument("--interval", type=int, default=100,
                     help="steps per +1 length; 20 x as many steps in all (default 100: the cpu preset's 2000)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="rounds of the three started together (default 1; 0: the clock's share only)")
