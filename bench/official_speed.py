@@ -62,16 +62,19 @@ def side_by_side(src: Path, out: Path, seed: int, cur: dict) -> dict:
     1-minute load, sampled every 5 s while they ran."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     theirs = dict(env, PYTHONPATH=os.pathsep.join([str(ROOT), str(src)]))    # their modules import each other
+    errs = {name: open(out / f"{name}.stderr", "w") for name in RUNS}      # a file: a full pipe would stall a run
     procs = {name: subprocess.Popen(argv, cwd=ROOT, env=theirs if name == "official" else env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                    stdout=subprocess.DEVNULL, stderr=errs[name])
              for name, argv in commands(src, out, seed, cur).items()}
     loads = [os.getloadavg()[0]]
     while any(p.poll() is None for p in procs.values()):
         time.sleep(5)
         loads.append(os.getloadavg()[0])
     for name, p in procs.items():
+        errs[name].close()
         if p.returncode:
-            sys.exit(f"error: the {name} run failed (exit {p.returncode}):\n{p.stderr.read()[-3000:]}")
+            why = (out / f"{name}.stderr").read_text()[-3000:]
+            sys.exit(f"error: the {name} run failed (exit {p.returncode}):\n{why}")
     summary = {n: read_json(out / n / "summary.json") for n in ("default", "fan")}
     speed = {n: s["step"] / s["seconds"] for n, s in summary.items()}
     speed["official"] = read_json(out / f"official_seed{seed}" / "speed.json")["steps_per_s"]
@@ -91,7 +94,7 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     cpu = torch.device("cpu")
     kinds = {}
     for name, recipe in (("with_clock", DEFAULT_RECIPE), ("answering_only", "fan")):
-        hp = make_hparams("cpu", get_task("parity"), seed=seed, **cur, **RECIPES[recipe])
+        hp = make_hparams("cpu", get_task("parity"), "random", seed=seed, **cur, **RECIPES[recipe])
         kinds[name] = FanKind(RunConfig(task="parity", out="unused", hp=hp, progress=False))
         kinds[name].prepare(cpu)
         kinds[name].seed_rng()
