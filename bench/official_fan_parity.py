@@ -9,6 +9,9 @@ Needs a checkout of github `truongbuu/looped-tf` (tested at 7570c59):
         --src /path/looped-tf/src --seed 0 --out runs/fan_parity
     python -m bench.fan_parity table --out runs/fan_parity   # both codes, one table
 
+(`--train-only`: the training loop's speed alone, OUT/official_seedS/speed.json, no
+tests; bench/official_speed.py runs it beside ours.)
+
 What it runs is their `train.py:50-100` on the parity task (their
 `GeneralTransformerModel(n_dims 6, d 64, 1 layer, 16 heads, linear read-in)`,
 `generate_prompt_matrix_parity`, AdamW lr 1e-3, clip 1.0, curriculum from 2
