@@ -9,6 +9,9 @@ Needs a checkout of github `truongbuu/looped-tf` (tested at 7570c59):
         --src /path/looped-tf/src --seed 0 --out runs/fan_parity
     python -m bench.fan_parity table --out runs/fan_parity   # both codes, one table
 
+(`--train-only`: the training loop's speed alone, OUT/official_seedS/speed.json, no
+tests; bench/official_speed.py runs it beside ours.)
+
 What it runs is their `train.py:50-100` on the parity task (their
 `GeneralTransformerModel(n_dims 6, d 64, 1 layer, 16 heads, linear read-in)`,
 `generate_prompt_matrix_parity`, AdamW lr 1e-3, clip 1.0, curriculum from 2
@@ -68,6 +71,7 @@ def main(argv=None):
     ap.add_argument("--end", type=int, default=11, help="curriculum end (max length end - 1)")
     ap.add_argument("--samples", type=int, default=512, help="test inputs per length")
     ap.add_argument("--out", default="runs/fan_parity")
+    ap.add_argument("--train-only", action="store_true", help="no tests after training (bench/official_speed.py)")
     a = ap.parse_args(argv)
     src = Path(a.src)
     if not (src / "models.py").is_file():
@@ -109,6 +113,13 @@ def main(argv=None):
             n_points = min(n_points + 1, a.end)
         losses.append(loss.item())
     train_s = time.perf_counter() - t0
+    run_dir = Path(a.out) / f"official_seed{a.seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if a.train_only:
+        speed = {"tag": "official", "seed": a.seed, "steps": a.steps, "interval": a.interval,
+                 "train_seconds": train_s, "steps_per_s": a.steps / train_s}
+        (run_dir / "speed.json").write_text(json.dumps(speed, indent=2))
+        return
 
     model.eval()
     args = (generate_prompt_matrix_parity, one_hot, utils.one_hot_to_int, utils.exact_match_accuracy)
@@ -124,8 +135,6 @@ def main(argv=None):
     result = {"tag": "official", "seed": a.seed, "code": "truongbuu/looped-tf", "lr": a.lr, "steps": a.steps,
               "train_seconds": train_s, "steps_per_s": a.steps / train_s, "load_before": load_before,
               "final_loss": float(np.mean(losses[-50:])), "rules": rules, "load_after": os.getloadavg()}
-    run_dir = Path(a.out) / f"official_seed{a.seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "fan_parity.json").write_text(json.dumps(result, indent=2))
     print(json.dumps({"seed": a.seed, "steps_per_s": round(result["steps_per_s"], 2)} |
                      {r: {k: round(v[k], 3) for k in RANGES} for r, v in rules.items()}))

@@ -310,27 +310,36 @@ class LoopedTransformer(nn.Module):
         [T, B, n, out_vocab] (`all_steps` through `forward`, so a
         DistributedDataParallel wrapper sees the call); with `done_steps`, the
         pair (those logits, the halting unit's after every step 1..done_steps)
-        (`steps_and_done`)."""
+        (`steps_and_done`).  A model with a clock also takes `done_steps`
+        without `every`: (the logits at each sample's own step, the clock's).
+        """
         if every:
             most = int(steps.max()) if torch.is_tensor(steps) else int(steps)
             if done_steps is not None:
                 return self.steps_and_done(tokens, most, done_steps)
             return self.all_steps(tokens, most, read)
+        if done_steps is not None and self.clock is not None:
+            # the clock runs its own loop, so the answering trunk runs each sample's own steps only
+            return self.forward(tokens, steps, read), self.done_every(tokens, done_steps)
         read = read or self.decode
-        B = tokens.shape[0]
-        steps = torch.as_tensor(steps, device=tokens.device).long().expand(B)
-        e = self.encode(tokens)
+        steps = torch.as_tensor(steps, device=tokens.device).long().expand(tokens.shape[0])
+        return read(self.final_states(self.encode(tokens), steps))
+
+    def final_states(self, e: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        """Each sample's state after its own number of steps [B, n(+1), d].  A sample
+        leaves the loop once its steps are done: the batch is sorted longest first, so
+        the samples still running are a prefix of it and each step runs only them."""
+        steps, order = steps.sort(descending=True, stable=True)
+        e = e[order]
         h = self.initial_state(e)
-        out = read(h) if bool((steps == 0).any()) else None
-        T = int(steps.max().item()) if B else 0
-        for t in range(1, T + 1):
-            h = self.step(h, e)
-            if bool((steps == t).any()):
-                logits = read(h)
-                out = logits if out is None else torch.where((steps == t)[:, None, None], logits, out)
-        if out is None:
-            out = read(h)
-        return out
+        most = int(steps[0]) if len(steps) else 0
+        running = (steps[:, None] >= torch.arange(1, most + 1, device=steps.device)).sum(0).tolist()
+        finished = []                   # the samples done after each step, last ones first
+        for k in running:
+            finished.append(h[k:])
+            h = self.step(h[:k], e[:k])
+        finished.append(h)
+        return torch.cat(finished[::-1])[order.argsort()]
 
     def all_steps(self, tokens: torch.Tensor, max_steps: int, read=None) -> torch.Tensor:
         """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]

@@ -76,6 +76,11 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
     Returns (loss, exact match at T(n))."""
     T = batch.steps
     module = getattr(model, "module", model)        # a DistributedDataParallel wrapper's model
+    if halt and not settle and not unsure and getattr(module, "clock", None) is not None:
+        # the answer at T(n) only, from a trunk the clock does not read: each input runs its own T(n)
+        at_t, done = model(batch.tokens, T, done_steps=int((T + halt_past).max()))
+        loss, acc = loss_and_accuracy(at_t, batch, reduction, tokens_per_shard)
+        return loss + halt * halting_unit_loss(done, T, batch.mask, halting_target(module.cfg), halt_past), acc
     if halt:        # [T + settle, B, L, V], [T + halt_past, B, L]
         every, done = model(batch.tokens, T + settle, every=True, done_steps=int((T + halt_past).max()))
     else:
