@@ -36,6 +36,7 @@ from trainer.settings.hparams import HParams
 from trainer.models import get_model_spec
 from trainer.fan.kind import build_data
 from trainer.tasks.base import PROGRAMS
+from trainer.tasks.program import task_of
 from rasp.readfile import read_json
 from rasp.stop import THRESHOLD
 
@@ -52,7 +53,7 @@ def evaluate(run_dir: Path, lengths, samples: int, seed: int) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     run, model, step = load_run(run_dir)
     spec, hp = get_model_spec(run["model"]), HParams.from_dict(run["hparams"])
-    data = build_data(run["task"], spec, hp)
+    data = build_data(task_of(run), spec, hp)        # a registered task, or a run's program
     halting = calibrate(model, data, range(data.task.min_n, hp.max_train_n + 1), seed)
     t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
     by_rule = {r: {} for r in RULES}
@@ -93,6 +94,8 @@ def recipe(hp) -> str:
         parts.append(hp.halt_target)
     if getattr(hp, "halt", 0) and hp.halt_past != HParams.halt_past:     # a horizon other than the default
         parts.append(f"past {hp.halt_past}")
+    if getattr(hp, "halt", 0) and getattr(hp, "clock_reach", "window") != "window":
+        parts.append(f"reach {hp.clock_reach}")
     return " ".join(parts) or "fan"
 
 

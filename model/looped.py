@@ -69,6 +69,16 @@ class LoopedConfig:
     # position and attn_window = halt_clock), so the answering trunk trains exactly as without
     # halting (`rasp train --halt-target clock`; 0: the unit reads this model's own states)
     halt_clock: int = 0
+    # the clock's own shape (0: this model's shape, every layer): a narrow clock of one block,
+    # d_model clock_d_model with clock_n_head heads, costs a fraction of the answering step
+    clock_d_model: int = 0
+    clock_n_head: int = 0
+    # heads of the clock's block that see every earlier position, not only the window (0: none);
+    # the clock's unit is then one per input, the sum of a score at every position, so a loop
+    # whose count is a count over the input (of a token, up to a token found by search) can be timed
+    clock_global_heads: int = 0
+    # heads of each block, from the first, exempt from attn_window (a clock's global heads)
+    global_heads: int = 0
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
 
     def __post_init__(self):
@@ -138,6 +148,7 @@ class CausalSelfAttention(nn.Module):
         self.v = nn.Linear(cfg.d_model, inner, bias=cfg.bias)
         self.o = nn.Linear(inner, cfg.d_model, bias=cfg.bias)
         self.rel_bias = nn.Parameter(torch.zeros(n_head, cfg.attn_window + 1)) if cfg.attn_window else None
+        self.global_heads = min(cfg.global_heads, n_head)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, n, _ = x.shape
@@ -154,13 +165,17 @@ class CausalSelfAttention(nn.Module):
 
     def relative_bias(self, n: int, device, dtype) -> torch.Tensor:
         """[n_head, n, n]: the learned bias of each offset back inside the window, -inf
-        outside it (the future, and the positions more than attn_window back)."""
+        outside it (the future, and the positions more than attn_window back).  The first
+        `global_heads` heads see every earlier position; the offsets past the window share
+        the last bias."""
         assert self.rel_bias is not None      # forward calls it only for a windowed model
         i = torch.arange(n, device=device)
         back = i[:, None] - i[None, :]
         window = self.rel_bias.shape[1] - 1
         bias = self.rel_bias[:, back.clamp(0, window)]
-        return bias.masked_fill((back < 0) | (back > window), float("-inf")).to(dtype)
+        windowed = torch.arange(bias.shape[0], device=device) >= self.global_heads
+        outside = (back < 0)[None] | ((back > window)[None] & windowed[:, None, None])
+        return bias.masked_fill(outside, float("-inf")).to(dtype)
 
 
 class MLP(nn.Module):
@@ -282,11 +297,33 @@ class LoopedTransformer(nn.Module):
         """The halting unit's logits after every step 1..max_steps [T, B, n]: run on the
         clock, or read off this model's read-out states r [T, B, n, d] (`all_steps` with
         read=readout), which a model without a clock needs."""
-        if self.clock is not None:      # a clock's one output row is its unit
+        if self.clock is not None:      # a clock's first output row is its unit
+            if self.cfg.clock_global_heads:      # one unit per input: [T, B, 1]
+                return self.clock_unit(self.clock.all_steps(tokens, max_steps))[..., None]
             return self.clock.all_steps(tokens, max_steps)[..., 0]
         if r is None:
             r = self.all_steps(tokens, max_steps, read=self.readout)
         return self.done_logits(r)
+
+    def clock_unit(self, out: torch.Tensor) -> torch.Tensor:
+        """A global clock's unit [T, B] from its outputs [T, B, n, 2]: the SUM over the
+        positions of its first row, the row's bias counted once.  A sum, not a mean or
+        one position's guess: a count over the input (of a token, of the positions its
+        marker has passed) enters it one unit per position, so "done" is the sign of a
+        difference of counts with a margin of a whole position at every length."""
+        assert self.clock is not None
+        b = self.clock.unembed.bias
+        b0 = b[0] if b is not None else out.new_zeros(())
+        return (out[..., 0] - b0).sum(-1) + b0
+
+    def clock_targets(self, tokens: torch.Tensor, done_steps: int) -> torch.Tensor:
+        """What a clock's loss reads after every step 1..done_steps: its unit at every
+        position [T, B, n]; a clock with global heads, both its rows [T, B, n, 2] (the
+        unit is their first row's sum, `clock_unit`; the second is its marker)."""
+        assert self.clock is not None
+        if self.cfg.clock_global_heads:
+            return self.clock.all_steps(tokens, done_steps)
+        return self.done_every(tokens, done_steps)
 
     def clip_groups(self) -> list:
         """The parameters whose gradient norm is clipped together: the clock apart, so
@@ -320,7 +357,7 @@ class LoopedTransformer(nn.Module):
             return self.all_steps(tokens, most, read)
         if done_steps is not None and self.clock is not None:
             # the clock runs its own loop, so the answering trunk runs each sample's own steps only
-            return self.forward(tokens, steps, read), self.done_every(tokens, done_steps)
+            return self.forward(tokens, steps, read), self.clock_targets(tokens, done_steps)
         read = read or self.decode
         steps = torch.as_tensor(steps, device=tokens.device).long().expand(tokens.shape[0])
         return read(self.final_states(self.encode(tokens), steps))
@@ -358,7 +395,7 @@ class LoopedTransformer(nn.Module):
         the halting unit's logits after every step 1..done_steps [done_steps, B, n]).
         A clock runs its own loop, so the answering trunk runs no step it does not need."""
         if self.clock is not None:
-            return self.all_steps(tokens, answer_steps), self.done_every(tokens, done_steps)
+            return self.all_steps(tokens, answer_steps), self.clock_targets(tokens, done_steps)
         every = self.all_steps(tokens, max(answer_steps, done_steps), read=self.decode_with_done)
         return every[:answer_steps, ..., :-1], every[:done_steps, ..., -1]
 
@@ -401,9 +438,20 @@ def clock_config(cfg: LoopedConfig) -> LoopedConfig:
     """The clock of a model with `halt_clock`: its shape and token set, a BOS position
     (without one, the positions of a constant prefix 1 1 1 ... hold the same values, so no
     weighting of them tells the first from the rest), local attention of halt_clock
-    positions back, and one output row, which is the halting unit."""
-    return replace(cfg, out_vocab_size=1, bos=True, attn_window=cfg.halt_clock, halt_clock=0,
-                   halt_unit=False, halt_marker=False, extra={})
+    positions back, and one output row, which is the halting unit.
+
+    With `clock_d_model`, a narrow clock of one block instead (clock_n_head heads, the
+    first clock_global_heads of them unwindowed) and, with global heads, two output rows:
+    a score per position whose sum is the unit (`LoopedTransformer.clock_unit`), and a
+    marker that passes one position per step, a step count made of positions."""
+    clock = replace(cfg, out_vocab_size=1, bos=True, attn_window=cfg.halt_clock, halt_clock=0,
+                    halt_unit=False, halt_marker=False, extra={}, clock_d_model=0, clock_n_head=0,
+                    clock_global_heads=0)
+    if not cfg.clock_d_model:
+        return clock
+    return replace(clock, d_model=cfg.clock_d_model, n_head=cfg.clock_n_head or 1, d_head=None, d_mlp=None,
+                   n_prelude=0, n_body=1, n_postlude=0, block_shapes=[], position_features=[],
+                   global_heads=cfg.clock_global_heads, out_vocab_size=2 if cfg.clock_global_heads else 1)
 
 
 def gpt2_init_(model: LoopedTransformer, read_in: str = "linear",

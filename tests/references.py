@@ -305,6 +305,24 @@ def ones_mod3(tokens):
     return fap(tokens, [query(tokens).count(1) % 3])
 
 
+def unary_ones(tokens):
+    return fap(tokens, [1] * query(tokens).count(1))
+
+
+def increment(tokens):
+    n = len(tokens)
+    value = sum(b << i for i, b in enumerate(tokens)) + 1
+    return [(value >> i) & 1 for i in range(n)]
+
+
+def longest_run(tokens):
+    best = run = 0
+    for b in query(tokens):
+        run = run + 1 if b == 1 else 0
+        best = max(best, run)
+    return fap(tokens, [best % 2])
+
+
 # --------------------------------------------------------------- samplers
 
 def _bits(rng, n):
@@ -403,6 +421,18 @@ def sample_induction_copy(rng, n, k=None):
     return with_tail(rng.sample(range(100), n), n + 1 if k is None else k)
 
 
+def sample_unary_ones(rng, n, k=None):
+    return with_tail([1] + _bits(rng, n - 1), n + 1 if k is None else k)
+
+
+def sample_increment(rng, n):
+    return _bits(rng, n)
+
+
+def sample_longest_run(rng, n, k=None):
+    return sample_parity(rng, n, k)
+
+
 def sample_flip_flop(rng, n, p_i=None):
     """n instruction-bit pairs starting with `w`; reads return the latest
     written bit (a valid flip-flop string)."""
@@ -472,6 +502,9 @@ def sample_max_running(rng, n):
 
 # T(n) of the six tasks, read from the input tokens
 def loop_count(task, tokens):
+    if task == "increment":         # the carry chain, and the step that changes nothing
+        r = (list(tokens) + [0]).index(0)
+        return min(r, len(tokens) - 1) + 1
     q = query(tokens)
     if task in ("parity", "copy", "binary_sum", "unique_set"):
         return len(q)
@@ -482,6 +515,11 @@ def loop_count(task, tokens):
     if task == "multiplication":
         n1 = q.index(TIMES)
         return n1 * (len(q) - n1 - 1)
+    if task == "unary_ones":
+        return q.count(1)
+    if task == "longest_run":
+        runs = "".join(map(str, q)).split("0")
+        return max(map(len, runs)) + 1
     raise KeyError(task)
 
 
@@ -495,6 +533,7 @@ REFERENCES = {
     "flip_flop": flip_flop, "word_z60": word_z60, "word_s3": word_s3,
     "words_z60": words_z60, "words_a4z5": words_a4z5, "words_a5": words_a5, "words_s5": words_s5,
     "words_mixed": words_mixed, "copying": copying, "ones_mod3": ones_mod3,
+    "unary_ones": unary_ones, "increment": increment, "longest_run": longest_run,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
@@ -502,9 +541,9 @@ SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
 # tasks whose output is scored from `>` on (the others: every position)
 FAP_TASKS = {"parity", "padded_parity", "copy", "addition", "binary_sum", "multiplication",
              "unique_set", "sort_unique", "count", "reverse", "sort",
-             "induction_copy", "ones_mod3"}
+             "induction_copy", "ones_mod3", "unary_ones", "longest_run"}
 TASKS_WITH_T = ("parity", "padded_parity", "copy", "addition", "binary_sum", "multiplication",
-                "unique_set")
+                "unique_set", "unary_ones", "increment", "longest_run")
 
 
 if __name__ == "__main__":          # a quick look at a few samples

@@ -80,7 +80,7 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         # the answer at T(n) only, from a trunk the clock does not read: each input runs its own T(n)
         at_t, done = model(batch.tokens, T, done_steps=int((T + halt_past).max()))
         loss, acc = loss_and_accuracy(at_t, batch, reduction, tokens_per_shard)
-        return loss + halt * halting_unit_loss(done, T, batch.mask, halting_target(module.cfg), halt_past), acc
+        return loss + halt * unit_loss(module, done, T, batch.mask, halt_past), acc
     if halt:        # [T + settle, B, L, V], [T + halt_past, B, L]
         every, done = model(batch.tokens, T + settle, every=True, done_steps=int((T + halt_past).max()))
     else:
@@ -97,14 +97,23 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
     if halt:
-        loss = loss + halt * halting_unit_loss(done, T, batch.mask, halting_target(module.cfg), halt_past)
+        loss = loss + halt * unit_loss(module, done, T, batch.mask, halt_past)
     return loss, acc
+
+
+def unit_loss(module, done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, halt_past: int) -> torch.Tensor:
+    """The loss of the model's halting unit on what it said after every step (`done`:
+    `clock_targets` for a model with a clock), by what it is taught."""
+    target = halting_target(module.cfg)
+    if target == "global":
+        return global_clock_loss(module.clock_unit(done), done[..., 1], T, halt_past)
+    return halting_unit_loss(done, T, mask, target, halt_past)
 
 
 def halting_target(cfg) -> str:
     """What a model's halting unit is taught (`rasp train --halt-target`), read off its config."""
     if getattr(cfg, "halt_clock", 0):
-        return "clock"
+        return "global" if getattr(cfg, "clock_global_heads", 0) else "clock"
     return "marker" if getattr(cfg, "halt_marker", False) else "answer"
 
 
@@ -159,6 +168,24 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
     every = -torch.logsumexp(-z, dim=-1)                                # [T', B]: a soft AND of the positions
     pooled = F.binary_cross_entropy_with_logits(every, reached, reduction="none")[taught].mean()
     return per_position + pooled
+
+
+def global_clock_loss(unit: torch.Tensor, marker: torch.Tensor, T: torch.Tensor, halt_past: int) -> torch.Tensor:
+    """The loss of a clock with global reach (`--clock-reach global`) after steps
+    1..T': its unit [T', B] (the sum of a score over the positions, model/looped.py
+    `clock_unit`) taught "t >= T(n)" at every step up to T(n) + halt_past, and its marker
+    [T', B, L] taught at every position i "passed", t > i, whatever T(n): a step count
+    made of positions, which the window carries alike at every length and the sum
+    weighs against the input's counts (parity: passed minus bits; a count of ones:
+    passed minus ones)."""
+    t = torch.arange(1, unit.shape[0] + 1, device=T.device)[:, None]
+    taught = t <= (T + halt_past)[None]                                # [T', B]
+    reached = (t >= T[None]).float()
+    done = F.binary_cross_entropy_with_logits(unit.float(), reached, reduction="none")[taught].mean()
+    i = torch.arange(marker.shape[-1], device=T.device)
+    passed = (t[..., None] > i).expand(-1, marker.shape[1], -1).float()      # [T', B, L]
+    marks = F.binary_cross_entropy_with_logits(marker.float(), passed, reduction="none")[taught].mean()
+    return done + marks
 
 
 def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard=None):

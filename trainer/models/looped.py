@@ -35,6 +35,10 @@ from trainer.settings.hparams import MARKER_TARGETS
 # position per step, and a window that sees no farther than two back cannot count the input
 # instead, which fails beyond the trained lengths (bench/BENCH.md, "A clock of its own")
 CLOCK_WINDOW = 2
+# a clock with global reach (--clock-reach global): one block this wide (at most the answering
+# model's width), this many heads, the first of them unwindowed (bench/BENCH.md, "A clock that
+# can count")
+GLOBAL_CLOCK_WIDTH, GLOBAL_CLOCK_HEADS, GLOBAL_CLOCK_GLOBAL_HEADS = 32, 4, 1
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,15 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         halt_unit=halting is not None,
         halt_marker=halting in MARKER_TARGETS,
         halt_clock=CLOCK_WINDOW if halting == "clock" else 0,
+        **(global_clock(hp.d_model) if halting == "clock" and getattr(hp, "clock_reach", "window") == "global" else {}),
         extra={**data.meta(), "model": spec.name})
+
+
+def global_clock(d_model: int) -> dict:
+    """The LoopedConfig fields of a clock with global reach beside a model d_model wide."""
+    width = min(GLOBAL_CLOCK_WIDTH, d_model)
+    heads = max(h for h in range(1, GLOBAL_CLOCK_HEADS + 1) if width % h == 0)
+    return dict(clock_d_model=width, clock_n_head=heads, clock_global_heads=GLOBAL_CLOCK_GLOBAL_HEADS)
 
 
 def build_looped(spec: ModelSpec, hp, data) -> nn.Module:

@@ -21,14 +21,15 @@ from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from rasp.errors import RaspError
-from trainer.settings.setting import (BOTH, COMPILED_START, DEEP, FAN, FIRST_POSITIONS, GUARDED, HALT_FROM_RANDOM,
+from trainer.settings.setting import (BOTH, CLOCK_UNIT, COMPILED_START, DEEP, FAN, FIRST_POSITIONS, GUARDED, HALT_FROM_RANDOM,
                                       HALT_UNIT, HALTING_LOSS, LOOP_COUNT, LOOPED, PAUSED, RANDOM_START, RUN_FLAGS, SEQ,
                                       Setting)
 
 PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison presets define each
 RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
 DEFAULT_RECIPE = "clock"
-MARKER_TARGETS = ("marker", "clock")   # --halt-target values taught per position (a marker that passes one a step)
+MARKER_TARGETS = ("marker", "clock")
+CLOCK_REACHES = ("window", "global")   # --clock-reach: what a halting clock sees (trainer/models/looped.py)   # --halt-target values taught per position (a marker that passes one a step)
 KINDS = BOTH
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
@@ -121,6 +122,11 @@ class HParams:
     halt_past: int = _set(2, used_if=(HALT_UNIT,), kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
                       "the loop runs longer than any trained input needed (the clock recipe: 10)"))
+    clock_reach: str = _set("window", used_if=(CLOCK_UNIT,), kinds=FAN, choices=CLOCK_REACHES, added=True, **_flag(
+        "halting", 8, "--halt-target clock: window (the clock is a copy of the answering model that sees two "
+                      "positions back, every position saying done) or global (a narrow one-block clock, width 32, "
+                      "one head of it seeing every earlier position, done when the sum of its score over the "
+                      "positions is positive: it can weigh the steps run against a count over the input)"))
     halting_from: int = _set(0, used_if=(HALTING_LOSS,), kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 7, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))

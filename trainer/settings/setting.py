@@ -59,6 +59,9 @@ HALT_FROM_RANDOM = Condition(lambda c: c.init == "random",
                              "a compiled start has its halting clock; the unit is trained from random weights")
 HALT_UNIT = Condition(lambda c: bool(_hp("halt", c)), "not used without a halting unit (give --halt W with "
                                                        "W > 0, or --recipe marker or clock)")
+CLOCK_UNIT = Condition(lambda c: bool(_hp("halt", c)) and _hp("halt_target", c) == "clock",
+                       "what a halting clock sees; it needs the clock (--recipe clock, or --halt W --halt-target "
+                       "clock)")
 HALTING_LOSS = Condition(lambda c: any(_hp(k, c) for k in ("settle", "unsure", "halt")),
                          "not used without --settle, --unsure or --halt, of which this run has none")
 RANDOM_START = Condition(lambda c: c.init == "random", "not used by a compiled start, whose size and weights come "

@@ -219,7 +219,7 @@ def check_memory(spec, hp, data, device):
 
 # the settings whose working value (anything but the field's default) changes how a run is taught:
 # the halting fields that a recipe, a flag, a settings file or a comparison suite sets
-TEACHING = ("past_t", "settle", "unsure", "halt", "halt_target")
+TEACHING = ("past_t", "settle", "unsure", "halt", "halt_target", "clock_reach")
 
 
 def refuse_inert_teaching(hp, chosen: Chosen):
