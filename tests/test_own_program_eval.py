@@ -20,26 +20,10 @@ from typing import NamedTuple
 import pytest
 
 import rasp as api
+from test_train_program import RUNMAX      # a running maximum in FAP form (tests/ is on the path)
 
 TINY = ["--steps", "1", "--d-model", "8", "--n-head", "2", "--batch-size", "4", "--eval-every", "1",
         "--eval-samples", "8", "--no-progress"]
-
-RUNMAX = """\
-const EOQ = ">"
-const EOS = "#"
-input seq: {0..5, EOQ, EOS}
-require count(seq, EOQ) == 1, "the input needs exactly one '>'"
-require where(has_seen(seq, EOQ), seq == EOQ or seq == EOS, seq != EOS), "digits before '>', '#' after it"
-sample n in 1..4: {0..5}[n] EOQ EOS[2]
-param n = count_before(seq, EOQ)
-
-prompt = 1 - has_seen(seq, EOQ)
-best = where(prompt, seq, 0)
-loop n:
-    best = max(best, shift_right(best, 1))
-ends = shift_right(where(prompt == 1, 0, EOS), 1)
-output where(ends == EOS, EOS, best)
-"""
 
 # a running maximum after '=': the program has no '>', so by default every position is scored
 AFTER_EQ = """\

@@ -116,7 +116,8 @@ FAP_MUTATIONS = [
     ("# in the query", lambda t: _q_end(t) > 0, _eos_in_query, QUERY_REGION),
 ]
 MUTATIONS = {name: FAP_MUTATIONS for name in
-             ("parity", "copy", "binary_sum", "reverse", "sort", "unique_set", "ones_mod3")}
+             ("parity", "copy", "binary_sum", "reverse", "sort", "unique_set", "ones_mod3", "longest_run",
+              "unary_ones")}
 MUTATIONS["padded_parity"] = FAP_MUTATIONS + [
     ("bit after padding", lambda t: "_" in t[:_q_end(t)], _bit_after_padding, "the padding '_' comes after every bit")]
 MUTATIONS["sort_unique"] = MUTATIONS["induction_copy"] = FAP_MUTATIONS + [
