@@ -32,7 +32,9 @@ def test_each_sample_at_its_own_step_as_all_steps_reads_it(shape, steps, n, seed
     tokens = torch.randint(0, 5, (len(steps), n))
     steps = torch.tensor(steps)
     got, want = model(tokens, steps), _picked(model, tokens, steps)
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    # the same operations on a slice of the batch: equal up to float32 rounding (a matmul over
+    # fewer rows may block its sums otherwise, and the gradients sum the rows in another order)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     weights = torch.randn_like(want)
     grads = [torch.autograd.grad((out * weights).sum(), list(model.parameters()), allow_unused=True)
              for out in (got, want)]
@@ -40,12 +42,12 @@ def test_each_sample_at_its_own_step_as_all_steps_reads_it(shape, steps, n, seed
         if w is None:
             assert g is None or not g.any()
         else:
-            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
 
 
 def test_one_count_for_every_sample_is_that_step():
     torch.manual_seed(0)
     model = LoopedTransformer(LoopedConfig(vocab_size=5, d_model=16, n_head=4))
     tokens = torch.randint(0, 5, (3, 4))
-    torch.testing.assert_close(model(tokens, 3), model.all_steps(tokens, 3)[-1], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(model(tokens, 3), model.all_steps(tokens, 3)[-1], rtol=1e-5, atol=1e-5)
     assert model(tokens[:0], 2).shape == (0, 4, 5)
