@@ -284,11 +284,11 @@ def _recorded_task(record: dict, probe: bool) -> Task:
     pools = origins = None
     if record.get("inputs"):
         held = bool(record.get("eval_inputs"))
-        lines = {True: record["inputs"], False: record["eval_inputs"] if held else record["inputs"]}
         # training draws from the lines as given (a repeated line weighs more); evaluations score
         # each distinct input once
-        drawn = {train: _pool(program, lines[train], target, code) for train in (True, False)}
-        pools = {train: _pool(program, lines[train], target, code, distinct=True) for train in (True, False)}
+        train_pool = _pool(program, record["inputs"], target, code)
+        drawn = {True: train_pool, False: _pool(program, record["eval_inputs"], target, code) if held else train_pool}
+        pools = {train: _distinct(drawn[train]) for train in (True, False)}
         origins = {True: _file_origin(record, "inputs_file"),
                    False: _file_origin(record, "eval_inputs_file" if held else "inputs_file")}
         lo, hi = min(drawn[True]), max(drawn[True])
@@ -310,17 +310,18 @@ def _file_origin(record: dict, key: str) -> dict:
     return {"source": "file", "file": record.get(key)}
 
 
-def _pool(program, lines: list, target: str, code, distinct: bool = False) -> dict:
-    """{size n: the file's inputs of that size}, in file order; `distinct`: a line
-    given twice is one input (an evaluation scores each once)."""
+def _pool(program, lines: list, target: str, code) -> dict:
+    """{size n: the file's inputs of that size}, in file order."""
     pool: dict = {}
-    seen: set = set()
     for line in lines:
         tokens = program.parse_input(line)
-        if not (distinct and tuple(tokens) in seen):
-            seen.add(tuple(tokens))
-            pool.setdefault(_size(tokens, target, code), []).append(tokens)
+        pool.setdefault(_size(tokens, target, code), []).append(tokens)
     return pool
+
+
+def _distinct(pool: dict) -> dict:
+    """The pool with a line given twice kept once (an evaluation scores each input once)."""
+    return {n: [list(x) for x in dict.fromkeys(map(tuple, group))] for n, group in pool.items()}
 
 
 def inputs_origin(task: Task, train: bool) -> dict:
