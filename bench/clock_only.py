@@ -57,7 +57,16 @@ def clock_alone(self, tokens, answer_steps, done_steps):
 
 def train(argv) -> int:
     from rasp.cli import main
+    from trainer.fan import objectives
     LoopedTransformer.steps_and_done = clock_alone      # this process only
+    full_step = objectives.train_step_outputs
+
+    def clock_steps_only(spec, hp, model, batch, tokens_per_shard=None, step=None):
+        """A step the clock skips (`--clock-every`) trains only the trunk: nothing, here."""
+        if step is not None and not objectives.clock_due(hp, step):
+            return torch.zeros((), requires_grad=True), torch.zeros(())
+        return full_step(spec, hp, model, batch, tokens_per_shard, step)
+    objectives.train_step_outputs = clock_steps_only
     return main(["train", *argv])
 
 
@@ -122,17 +131,21 @@ def graft(clock_run: Path, trunk_run: Path, out: Path) -> None:
 
 def step_costs(task_name: str, n: int, reps: int, seed: int = 0) -> dict:
     """CPU seconds of one training step (forward, backward, AdamW) of the cpu preset on a
-    batch of size-n inputs: Fan et al.'s recipe (no clock), the clock recipe with the
-    window clock and with the global one, the three interleaved rep by rep (so a change of
-    load falls on all alike); the median of `reps`."""
+    batch of size-n inputs: Fan et al.'s recipe (no clock), the clock recipe (its narrow
+    clock taught on every `clock_every`-th step: the mean step of such a cycle), the
+    full-width window clock taught on every step (the recipe before issue 56) and the
+    global one, interleaved rep by rep (so a change of load falls on all alike); the
+    median of `reps`."""
     from dataclasses import replace
     from trainer.fan import objectives
     from trainer.fan.presets import RECIPES, make_hparams
     from trainer.tasks import get_task
     task = get_task(task_name)
     spec = get_model_spec("looped")
-    variants = {"fan": {**RECIPES["fan"]}, "window": {**RECIPES["clock"], "clock_reach": "window"},
-                "global": {**RECIPES["clock"], "clock_reach": "global"}}
+    full = dict(clock_width=0, clock_every=1)
+    variants = {"fan": {**RECIPES["fan"]}, "clock": {**RECIPES["clock"]},
+                "window": {**RECIPES["clock"], **full, "clock_reach": "window"},
+                "global": {**RECIPES["clock"], **full, "clock_reach": "global"}}
     base = make_hparams("cpu", task)
     setups = {}
     for name, fields in variants.items():
@@ -146,15 +159,17 @@ def step_costs(task_name: str, n: int, reps: int, seed: int = 0) -> dict:
     times = {k: [] for k in setups}
     for _ in range(reps):
         for name, (hp, model, opt) in setups.items():
+            cycle = getattr(hp, "clock_every", 1) if name != "fan" else 1
             c = time.process_time()
-            loss, _ = objectives.train_step_outputs(spec, hp, model, batch)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            times[name].append(time.process_time() - c)
+            for step in range(cycle):       # one step that teaches the clock, the rest that skip it
+                loss, _ = objectives.train_step_outputs(spec, hp, model, batch, step=step)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            times[name].append((time.process_time() - c) / cycle)
     med = {k: float(np.median(v)) for k, v in times.items()}
     return {"task": task_name, "n": n, "reps": reps, "cpu_seconds": med,
-            "clock_share": {k: (med[k] - med["fan"]) / med[k] for k in ("window", "global")},
+            "clock_share": {k: (med[k] - med["fan"]) / med[k] for k in med if k != "fan"},
             "params": {k: sum(p.numel() for p in m.parameters()) for k, (_, m, _) in setups.items()},
             "load": os.getloadavg()[0], "threads": torch.get_num_threads()}
 

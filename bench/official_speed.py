@@ -19,7 +19,7 @@ three), and their median over rounds is printed.  The clock's share: full
 training steps (forward, backward, clipping, AdamW) of the default recipe
 against the same steps with the clock's loss left out (the answering model
 alone, `--recipe fan`'s loss, on the same model and batches, interleaved),
-on batches drawn across the curriculum.  Targets (issue 56): the default
+on whole cycles of `--clock-every` steps drawn across the curriculum.  Targets (issue 56): the default
 recipe at least 1.5 times the official code's steps/s, the clock at most a
 fifth of a step.
 """
@@ -103,8 +103,11 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     model, _ = full.initial_model(cpu)
     opt = torch.optim.AdamW(full.param_groups(model), lr=full.hp.lr)
     groups = model.clip_groups()
-    steps = [round(i * (cur["steps"] - 1) / max(batches - 1, 1)) for i in range(batches)]
-    drawn = [(step, full.train_batch(step, slice(None), cpu)) for step in steps]
+    # whole cycles of --clock-every steps (one teaches the clock, the others skip it), spread
+    # over the curriculum, so the mean is that of a run's steps
+    every = getattr(full.hp, "clock_every", 1)
+    starts = [round(i * (cur["steps"] - every) / max(batches - 1, 1)) // every * every for i in range(batches)]
+    drawn = [(step, full.train_batch(step, slice(None), cpu)) for s in starts for step in range(s, s + every)]
 
     def timed(kind, step, batch) -> float:
         t0 = time.perf_counter()
@@ -129,8 +132,8 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
             for step, batch in drawn:
                 timed(full, step, batch)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=profile))
-    return {"seconds_per_step": {k: v / batches for k, v in seconds.items()},
-            "share": 1 - seconds["answering_only"] / seconds["with_clock"], "batches": batches,
+    return {"seconds_per_step": {k: v / len(drawn) for k, v in seconds.items()},
+            "share": 1 - seconds["answering_only"] / seconds["with_clock"], "batches": len(drawn),
             "load": os.getloadavg()[0]}
 
 

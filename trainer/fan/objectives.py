@@ -32,10 +32,21 @@ def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None)
     recipe in force at the end)."""
     reduction = getattr(hp, "loss_reduction", "sample")
     settle, unsure, halt = getattr(hp, "settle", 0), getattr(hp, "unsure", 0.0), getattr(hp, "halt", 0.0)
+    if halt and not clock_due(hp, step):
+        halt = 0.0
     if spec.adaptive and (settle or unsure or halt) and (step is None or step >= getattr(hp, "halting_from", 0)):
         return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt,
                            getattr(hp, "halt_past", HParams.halt_past))
     return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
+
+
+def clock_due(hp, step) -> bool:
+    """Whether a halting clock trains on optimiser step `step` (`--clock-every`): the clock
+    has parameters of its own, so on the other steps it is not run and its optimiser state
+    stands still (no gradient: AdamW skips it); the answering model trains on every step.
+    A step outside training (None) scores the clock."""
+    every = getattr(hp, "clock_every", 1)
+    return step is None or every <= 1 or getattr(hp, "halt_target", "answer") != "clock" or step % every == 0
 
 
 def steps_after_t(settle: int, halt: float, halt_past: int) -> int:

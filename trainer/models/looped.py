@@ -39,6 +39,7 @@ CLOCK_WINDOW = 2
 # model's width), this many heads, the first of them unwindowed (bench/BENCH.md, "A clock that
 # can count")
 GLOBAL_CLOCK_WIDTH, GLOBAL_CLOCK_HEADS, GLOBAL_CLOCK_GLOBAL_HEADS = 32, 4, 1
+CLOCK_HEAD_WIDTH = 8     # a --clock-width clock's heads
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,23 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         halt_unit=halting is not None,
         halt_marker=halting in MARKER_TARGETS,
         halt_clock=CLOCK_WINDOW if halting == "clock" else 0,
-        **(global_clock(hp.d_model) if halting == "clock" and getattr(hp, "clock_reach", "window") == "global" else {}),
+        **(clock_shape(hp) if halting == "clock" else {}),
         extra={**data.meta(), "model": spec.name})
 
 
-def global_clock(d_model: int) -> dict:
-    """The LoopedConfig fields of a clock with global reach beside a model d_model wide."""
-    width = min(GLOBAL_CLOCK_WIDTH, d_model)
+def clock_shape(hp) -> dict:
+    """The LoopedConfig fields of a halting clock's shape (none: a copy of the answering
+    model's), from `--clock-reach` and `--clock-width`."""
+    width = min(getattr(hp, "clock_width", 0), hp.d_model)        # never wider than the answering model
+    if getattr(hp, "clock_reach", "window") == "global":
+        return global_clock(hp.d_model, width)
+    return dict(clock_d_model=width, clock_n_head=max(1, width // CLOCK_HEAD_WIDTH)) if width else {}
+
+
+def global_clock(d_model: int, width: int = 0) -> dict:
+    """The LoopedConfig fields of a clock with global reach beside a model d_model wide
+    (`width` wide where given)."""
+    width = width or min(GLOBAL_CLOCK_WIDTH, d_model)
     heads = max(h for h in range(1, GLOBAL_CLOCK_HEADS + 1) if width % h == 0)
     return dict(clock_d_model=width, clock_n_head=heads, clock_global_heads=GLOBAL_CLOCK_GLOBAL_HEADS)
 

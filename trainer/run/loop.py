@@ -151,7 +151,9 @@ def _train(kind: RunKind, d, loggers) -> dict:
     opt = torch.optim.AdamW(kind.param_groups(model), lr=hp.lr, **kind.adam_options())
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)          # also the torch RNG
-    net = torch.nn.parallel.DistributedDataParallel(model) if d.on else model
+    # a clock trained on every k-th step only (--clock-every) leaves its parameters unused on the others
+    sometimes_unused = getattr(hp, "clock_every", 1) > 1 and getattr(model, "clock", None) is not None
+    net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=sometimes_unused) if d.on else model
     # a compiled start's length-fragile tensors (initialise.fragile_tensors) never move
     frozen = [p for n, p in model.named_parameters() if n in set(init_info.get("frozen", []))]
     keep_zeros = getattr(hp, "keep_zeros", False)

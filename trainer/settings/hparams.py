@@ -127,6 +127,13 @@ class HParams:
                       "positions back, every position saying done) or global (a narrow one-block clock, width 32, "
                       "one head of it seeing every earlier position, done when the sum of its score over the "
                       "positions is positive: it can weigh the steps run against a count over the input)"))
+    clock_width: int = _set(0, used_if=(CLOCK_UNIT,), kinds=FAN, lo=0, hi=MAX_SIZE, added=True, **_flag(
+        "halting", 9, "--halt-target clock: the clock's width (at most the model's); such a clock has one block of heads 8 wide "
+                      "(0: the answering model's width and layers, or 32 for --clock-reach global; the clock "
+                      "recipe: 32, a fraction of the step's cost)"))
+    clock_every: int = _set(1, used_if=(CLOCK_UNIT,), kinds=FAN, lo=1, hi=LONG, added=True, **_flag(
+        "halting", 10, "--halt-target clock: train the clock on every this-th step only (its own "
+                       "parameters; the answering model trains on every step; the clock recipe: 4)"))
     halting_from: int = _set(0, used_if=(HALTING_LOSS,), kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 7, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))

@@ -1,0 +1,92 @@
+"""The clock recipe's narrow clock (issue 56): one block `--clock-width` wide, trained on
+every `--clock-every`-th step only, so it costs a fraction of a training step.  The
+answering model still trains bit for bit as under Fan et al.'s recipe; runs recorded
+before these settings keep their full-width clock trained on every step."""
+from __future__ import annotations
+
+import json
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model import LoopedConfig, LoopedTransformer
+from model.looped import CausalSelfAttention
+from trainer.fan import objectives
+from trainer.fan.presets import RECIPES
+from trainer.settings.hparams import HParams
+from test_clock import _train, _weights
+
+
+def test_the_recipe_trains_a_narrow_clock_and_the_answering_model_as_fan_et_al_s(capsys, tmp_path):
+    _train(capsys, "--steps", "8", "--seed", "3", "--recipe", "fan", "--out", str(tmp_path / "fan"))
+    _train(capsys, "--steps", "8", "--seed", "3", "--clock-width", "8", "--out", str(tmp_path / "n"))
+    fan, narrow = _weights(tmp_path / "fan"), _weights(tmp_path / "n")
+    extra = set(narrow) - set(fan)
+    assert extra and all(k.startswith("clock.") for k in extra)
+    for k, v in fan.items():
+        assert (v == narrow[k]).all(), k
+    assert narrow["clock.embed.weight"].shape[1] == 8
+    assert not any(k.startswith("clock.body.1.") for k in extra)       # one block
+    hp = json.loads((tmp_path / "n" / "run.json").read_text())["hparams"]
+    assert (hp["clock_width"], hp["clock_every"]) == (8, RECIPES["clock"]["clock_every"])
+
+
+def test_the_clock_is_taught_on_every_kth_step_only(capsys, tmp_path, monkeypatch):
+    calls = []
+    real = objectives.unit_loss
+    monkeypatch.setattr(objectives, "unit_loss", lambda *a: calls.append(1) or real(*a))
+    _train(capsys, "--steps", "9", "--clock-every", "4", "--eval-every", "0", "--out", str(tmp_path / "e"))
+    taught_in_training = len(calls)
+    assert taught_in_training >= 3          # steps 0, 4 and 8 (the summary's evaluation may score it too)
+    calls.clear()
+    _train(capsys, "--steps", "9", "--clock-every", "1", "--eval-every", "0", "--out", str(tmp_path / "o"))
+    assert len(calls) - taught_in_training == 9 - 3
+
+
+def test_clock_due_counts_optimiser_steps_and_scores_outside_training():
+    hp = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_every": 3})
+    assert [objectives.clock_due(hp, s) for s in range(7)] == [True, False, False, True, False, False, True]
+    assert objectives.clock_due(hp, None)
+    marker = HParams.from_dict({"halt": 1.0, "halt_target": "marker", "clock_every": 3})
+    assert all(objectives.clock_due(marker, s) for s in range(4))     # only a clock has parameters apart
+
+
+def test_runs_recorded_before_keep_a_full_clock_on_every_step():
+    old = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "halt_past": 10})
+    assert (old.clock_width, old.clock_every) == (0, 1)
+    from trainer.models.looped import clock_shape
+    assert clock_shape(old) == {}
+    model = LoopedTransformer(LoopedConfig(vocab_size=3, d_model=16, n_head=2, n_body=2, halt_unit=True,
+                                           halt_marker=True, halt_clock=2))
+    assert model.clock is not None and (model.clock.cfg.d_model, model.clock.cfg.n_body) == (16, 2)
+    assert clock_shape(HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_width": 16})) == \
+        dict(clock_d_model=16, clock_n_head=2)
+    assert clock_shape(HParams.from_dict({"d_model": 8, "halt": 1.0, "halt_target": "clock", "clock_width": 32})) == \
+        dict(clock_d_model=8, clock_n_head=1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 12), window=st.integers(1, 4), heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2 ** 16))
+def test_banded_attention_is_the_dense_windowed_attention(n, window, heads, seed):
+    """A windowed head's attention over its few offsets equals the dense n x n attention
+    under `relative_bias`'s mask, values and gradients, up to float32 rounding."""
+    torch.manual_seed(seed)
+    cfg = LoopedConfig(vocab_size=3, d_model=8, n_head=heads, bos=True, attn_window=window)
+    attn = CausalSelfAttention(cfg, heads, 8 // heads)
+    with torch.no_grad():
+        attn.rel_bias.normal_()
+    x = torch.randn(3, n, 8, requires_grad=True)
+    split = lambda t: t.view(3, n, heads, 8 // heads).transpose(1, 2)      # noqa: E731
+    q, k, v = split(attn.q(x)), split(attn.k(x)), split(attn.v(x))
+    dense = F.scaled_dot_product_attention(q, k, v, attn_mask=attn.relative_bias(n, x.device, q.dtype),
+                                           scale=attn.scale)
+    band = attn.banded(q, k, v)
+    torch.testing.assert_close(band, dense, rtol=1e-5, atol=1e-5)
+    weights = torch.randn_like(dense)
+    g_dense = torch.autograd.grad((dense * weights).sum(), [x, attn.rel_bias], retain_graph=True)
+    g_band = torch.autograd.grad((band * weights).sum(), [x, attn.rel_bias])
+    for a, b in zip(g_band, g_dense):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert attn.global_heads == 0           # the forward takes the banded path for such a head
