@@ -174,7 +174,7 @@ def is_int(x, lo, hi) -> bool:
 
 
 OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker", "attn_window", "halt_clock", "clock_d_model",
-                 "clock_n_head", "clock_global_heads", "global_heads"}     # fields added later: files written before them still load
+                 "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads"}     # fields added later: files written before them still load
 
 
 def check_config(cfg: dict, path, where: str = ""):
@@ -213,12 +213,12 @@ def check_config(cfg: dict, path, where: str = ""):
                     cfg.get(key))
     check_value(path, not cfg.get("halt_clock") or cfg.get("halt_unit") is True, p + "halt_clock",
                 "0 unless halt_unit is true (the clock holds the halting unit)", cfg.get("halt_clock"))
-    for key in ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads"):
+    for key in ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads"):
         check_value(path, is_int(cfg.get(key, 0), 0, MAX_DIM), p + key, f"an integer in 0..{MAX_DIM}", cfg.get(key))
     check_value(path, not cfg.get("clock_d_model") or bool(cfg.get("halt_clock")), p + "clock_d_model",
                 "0 unless halt_clock is set (the shape of the clock)", cfg.get("clock_d_model"))
-    check_value(path, cfg.get("clock_global_heads", 0) <= cfg.get("clock_n_head", 0), p + "clock_global_heads",
-                "at most clock_n_head", cfg.get("clock_global_heads"))
+    for key in ("clock_global_heads", "clock_wide_heads"):
+        check_value(path, cfg.get(key, 0) <= cfg.get("clock_n_head", 0), p + key, "at most clock_n_head", cfg.get(key))
     a = cfg["attn_scale"]
     check_value(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),
                 p + "attn_scale", "null or a finite number", a)

@@ -65,7 +65,7 @@ class LoopedConfig:
     # 2020), so a head can read "the position one back" alike at every length (0: every
     # earlier position and no positions, as in Fan et al.'s model)
     attn_window: int = 0
-    # the halting unit sits on a looped network of its own (a clock: this model's shape, a BOS
+    # the halting unit sits on a looped network of its own (a clock: this model's shape or a narrow one, a BOS
     # position and attn_window = halt_clock), so the answering trunk trains exactly as without
     # halting (`rasp train --halt-target clock`; 0: the unit reads this model's own states)
     halt_clock: int = 0
@@ -77,6 +77,10 @@ class LoopedConfig:
     # the clock's unit is then one per input, the sum of a score at every position, so a loop
     # whose count is a count over the input (of a token, up to a token found by search) can be timed
     clock_global_heads: int = 0
+    # heads of the clock's block that see every earlier position, its unit still read at every
+    # position (the model is done when all say so): a head can find a token anywhere before a
+    # position (the first 0 that ends a carry chain) where the window sees two back
+    clock_wide_heads: int = 0
     # heads of each block, from the first, exempt from attn_window (a clock's global heads)
     global_heads: int = 0
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
@@ -158,11 +162,13 @@ class CausalSelfAttention(nn.Module):
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         if self.rel_bias is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
-        elif not self.global_heads:
-            y = self.banded(q, k, v)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.relative_bias(n, x.device, q.dtype),
-                                               scale=self.scale)
+        else:       # the unwindowed heads (the first global_heads) see all n, the others a band
+            g = self.global_heads
+            y = self.banded(q[:, g:], k[:, g:], v[:, g:])
+            if g:
+                wide = F.scaled_dot_product_attention(q[:, :g], k[:, :g], v[:, :g], scale=self.scale,
+                                                      attn_mask=self.relative_bias(n, x.device, q.dtype)[:g])
+                y = torch.cat([wide, y], 1)
         return self.o(y.transpose(1, 2).reshape(B, n, -1))
 
     def banded(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -172,13 +178,17 @@ class CausalSelfAttention(nn.Module):
         halting clock's loop costs a fraction of the dense attention's on a CPU)."""
         assert self.rel_bias is not None
         n, window = q.shape[2], self.rel_bias.shape[1] - 1
+        bias = self.rel_bias[self.global_heads:]         # the windowed heads' (the last ones)
         back = lambda t, o: F.pad(t, (0, 0, o, 0))[:, :, :n] if o else t      # noqa: E731  position i sees i - o
         offsets = range(window + 1)
         scores = torch.stack([(q * back(k, o)).sum(-1) for o in offsets], -1) * self.scale
-        scores = scores + self.rel_bias.to(q.dtype)[None, :, None, :]
+        scores = scores + bias.to(q.dtype)[None, :, None, :]
         before_start = torch.arange(n, device=q.device)[:, None] < torch.tensor(list(offsets), device=q.device)
         p = torch.softmax(scores.masked_fill(before_start, float("-inf")), -1)
-        return sum(p[..., o, None] * back(v, o) for o in offsets)
+        out = p[..., 0, None] * v
+        for o in offsets[1:]:
+            out = out + p[..., o, None] * back(v, o)
+        return out
 
     def relative_bias(self, n: int, device, dtype) -> torch.Tensor:
         """[n_head, n, n]: the learned bias of each offset back inside the window, -inf
@@ -458,17 +468,18 @@ def clock_config(cfg: LoopedConfig) -> LoopedConfig:
     positions back, and one output row, which is the halting unit.
 
     With `clock_d_model`, a narrow clock of one block instead (clock_n_head heads, the
-    first clock_global_heads of them unwindowed) and, with global heads, two output rows:
+    first clock_global_heads or clock_wide_heads of them unwindowed) and, with global heads, two output rows:
     a score per position whose sum is the unit (`LoopedTransformer.clock_unit`), and a
     marker that passes one position per step, a step count made of positions."""
     clock = replace(cfg, out_vocab_size=1, bos=True, attn_window=cfg.halt_clock, halt_clock=0,
                     halt_unit=False, halt_marker=False, extra={}, clock_d_model=0, clock_n_head=0,
-                    clock_global_heads=0)
+                    clock_global_heads=0, clock_wide_heads=0)
     if not cfg.clock_d_model:
         return clock
     return replace(clock, d_model=cfg.clock_d_model, n_head=cfg.clock_n_head or 1, d_head=None, d_mlp=None,
                    n_prelude=0, n_body=1, n_postlude=0, block_shapes=[], position_features=[],
-                   global_heads=cfg.clock_global_heads, out_vocab_size=2 if cfg.clock_global_heads else 1)
+                   global_heads=cfg.clock_global_heads or cfg.clock_wide_heads,
+                   out_vocab_size=2 if cfg.clock_global_heads else 1)
 
 
 def gpt2_init_(model: LoopedTransformer, read_in: str = "linear",

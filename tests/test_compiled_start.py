@@ -240,3 +240,19 @@ def test_a_fine_tune_on_short_files_stays_exact_on_longer_inputs(tmp_path):
           "--eval-inputs", tmp_path / "held.txt", "--out", tmp_path / "ft")
     assert wrong_inputs(tmp_path / "ft", prog, held) == []
     assert wrong_inputs(tmp_path / "ft", prog, held, stop="oracle") == []
+
+
+def test_an_evaluation_past_the_compiled_size_says_nothing_promises_it(tmp_path, capsys):
+    """Trained on 1..4, compiled (and guarded) for sizes up to 8: `rasp eval` at 7..10 names
+    9 and 10 as beyond the compiled start's sizes, in its warning and its JSON; 7..8 are not."""
+    prog = write_program(tmp_path, "par.rasp")
+    train("--program", prog, "--init", "compiled", "--steps", "0", "--out", tmp_path / "run")
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "run"), "--lengths", "7:10", "--samples", "4", "--no-plots", *QUIET]) == 0
+    out = capsys.readouterr()
+    assert "warning: n = 9-10: beyond n = 8, the largest size this compiled start was built for" in out.err + out.out
+    assert json.loads((tmp_path / "run" / "eval_head.json").read_text())["beyond_compiled"] == [9, 10]
+    train("--program", prog, "--steps", "2", "--out", tmp_path / "random")
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "random"), "--lengths", "7:10", "--samples", "4", "--no-plots", *QUIET]) == 0
+    assert "beyond n =" not in "".join(capsys.readouterr())

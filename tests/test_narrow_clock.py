@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -90,3 +91,46 @@ def test_banded_attention_is_the_dense_windowed_attention(n, window, heads, seed
     for a, b in zip(g_band, g_dense):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     assert attn.global_heads == 0           # the forward takes the banded path for such a head
+
+
+@pytest.mark.parametrize("wide", [0, 1, 2])
+def test_a_block_with_unwindowed_heads_attends_as_the_dense_mask_says(wide):
+    """The forward: the first `wide` heads see every earlier position, the rest their band."""
+    torch.manual_seed(wide)
+    cfg = LoopedConfig(vocab_size=3, d_model=8, n_head=2, bos=True, attn_window=2, global_heads=wide)
+    attn = CausalSelfAttention(cfg, 2, 4)
+    with torch.no_grad():
+        attn.rel_bias.normal_()
+    x = torch.randn(2, 7, 8)
+    split = lambda t: t.view(2, 7, 2, 4).transpose(1, 2)      # noqa: E731
+    q, k, v = split(attn.q(x)), split(attn.k(x)), split(attn.v(x))
+    dense = F.scaled_dot_product_attention(q, k, v, attn_mask=attn.relative_bias(7, x.device, q.dtype),
+                                           scale=attn.scale)
+    torch.testing.assert_close(attn(x), attn.o(dense.transpose(1, 2).reshape(2, 7, -1)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_wide_clock_has_one_unwindowed_head_and_reads_every_position(capsys, tmp_path):
+    import rasp
+    _train(capsys, "--steps", "5", "--clock-reach", "wide", "--out", str(tmp_path / "w"))
+    model = rasp.load(tmp_path / "w").module
+    assert (model.cfg.clock_wide_heads, model.cfg.clock_global_heads) == (1, 0)
+    assert model.clock.cfg.global_heads == 1 and model.clock.cfg.out_vocab_size == 1
+    tokens = torch.tensor([[0, 1, 1, 2, 3, 3]])
+    assert model.done_every(tokens, 4).shape == (4, 1, 6)       # a unit at every position
+    assert objectives.halting_target(model.cfg) == "clock"
+
+
+def test_a_run_of_the_full_clock_is_still_the_clock_recipe_when_resumed():
+    """`--resume --recipe clock` on a run recorded before the clock's shape was part of the
+    recipe (no clock_width, clock_every) is accepted; another recipe is refused."""
+    from types import SimpleNamespace
+    from rasp.errors import RaspError
+    from trainer.settings.resolve import refuse_changed_run
+    old = {k: v for k, v in RECIPES["clock"].items() if k not in ("clock_width", "clock_every")}
+    run = {"hparams": old}
+    refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="clock"), run)
+    with pytest.raises(RaspError, match="the run has clock"):
+        refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="fan"), run)
+    narrow = {"hparams": dict(RECIPES["clock"], clock_width=16)}
+    with pytest.raises(RaspError, match="its own halting settings"):
+        refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="clock"), narrow)

@@ -89,3 +89,18 @@ def run_coverage(run: dict, step) -> tuple:
     task, hp = task_of(run), HParams.from_dict(run["hparams"])
     missing = unchecked_sizes(task, hp, run["init"], step)
     return missing, coverage_note(missing, guard_sizes(task, hp)[-1])
+
+
+def compiled_top(run: dict) -> Optional[int]:
+    """The largest size a compiled start was built for and its guard checks (None: not one)."""
+    if run.get("init") != "compiled":
+        return None
+    from trainer.settings.hparams import HParams
+    from trainer.tasks.program import task_of
+    return guard_sizes(task_of(run), HParams.from_dict(run["hparams"]))[-1]
+
+
+def beyond_compiled(run: dict, lengths) -> list:
+    """The sizes among `lengths` past a compiled start's `compiled_top` (none for another run)."""
+    top = compiled_top(run)
+    return [] if top is None else sorted(int(n) for n in lengths if n > top)

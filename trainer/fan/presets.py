@@ -1,5 +1,5 @@
 """The presets of Fan et al.'s tasks: the paper's hyper-parameters (App. E /
-docs/tasks.md) and a small CPU preset (parity, default recipe: 575 s on an idle 2-core machine, bench/BENCH.md).
+docs/tasks.md) and a small CPU preset (parity, default recipe: 140 s on an idle 2-core machine, bench/BENCH.md).
 CLI flags override fields (trainer/settings/hparams.py: the one HParams class)."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def paper(task: Task) -> HParams:
 
 
 def cpu(task: Task) -> HParams:
-    # The same recipe, small enough for 2 CPU cores (about 10 minutes for parity); lengths stop at 10.
+    # The same recipe, small enough for 2 CPU cores (parity: 140 s on an idle machine); lengths stop at 10.
     p = task.paper
     # Many narrow heads matter for parity (the paper uses 64): 16 heads of width 4 reach
     # 0.99 in-distribution in 2000 steps where 4 heads stall at 0.93.  Copy did

@@ -97,17 +97,27 @@ def clock_shape(hp) -> dict:
     """The LoopedConfig fields of a halting clock's shape (none: a copy of the answering
     model's), from `--clock-reach` and `--clock-width`."""
     width = min(getattr(hp, "clock_width", 0), hp.d_model)        # never wider than the answering model
-    if getattr(hp, "clock_reach", "window") == "global":
+    reach = getattr(hp, "clock_reach", "window")
+    if reach == "global":
         return global_clock(hp.d_model, width)
+    if reach == "wide":
+        width = width or min(GLOBAL_CLOCK_WIDTH, hp.d_model)
+        return dict(clock_d_model=width, clock_n_head=head_count(width, max(2, width // CLOCK_HEAD_WIDTH)),
+                    clock_wide_heads=1)
     return dict(clock_d_model=width, clock_n_head=max(1, width // CLOCK_HEAD_WIDTH)) if width else {}
+
+
+def head_count(width: int, most: int) -> int:
+    """The most heads, up to `most`, that split `width` evenly."""
+    return max(h for h in range(1, most + 1) if width % h == 0)
 
 
 def global_clock(d_model: int, width: int = 0) -> dict:
     """The LoopedConfig fields of a clock with global reach beside a model d_model wide
     (`width` wide where given)."""
     width = width or min(GLOBAL_CLOCK_WIDTH, d_model)
-    heads = max(h for h in range(1, GLOBAL_CLOCK_HEADS + 1) if width % h == 0)
-    return dict(clock_d_model=width, clock_n_head=heads, clock_global_heads=GLOBAL_CLOCK_GLOBAL_HEADS)
+    return dict(clock_d_model=width, clock_n_head=head_count(width, GLOBAL_CLOCK_HEADS),
+                clock_global_heads=GLOBAL_CLOCK_GLOBAL_HEADS)
 
 
 def build_looped(spec: ModelSpec, hp, data) -> nn.Module:

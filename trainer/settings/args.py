@@ -32,8 +32,9 @@ TRAIN_COMMON = ("--task", "--program", "--model", "--out", "--preset", "--recipe
 
 # what each --recipe value does (--help-all lists them below the groups)
 RECIPE_HELP = {
-    "clock": "marker's unit on a looped network of its own, with a BOS position and attention to the two "
-             "positions before each, beside an answering model trained as fan's",
+    "clock": "marker's unit on a looped network of its own (one block 32 wide, taught on every 4th step), with "
+             "a BOS position and attention to the two positions before each, beside an answering model trained "
+             "as fan's",
     "marker": "a 'done' unit taught at every position whether a marker moved one position per step has passed "
               "it; --stop head reads it",
     "halting": "the answer at T(n) and the steps after it, no commitment before T(n); a confidence threshold "
@@ -119,7 +120,7 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--out", required=True, type=validate.out_dir, metavar="DIR",
                    help="the run directory (created; --resume continues it)")
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
-                   help="the recipe: cpu (parity: 10 min on 2 idle cores) or paper (the papers' sizes and steps); default cpu")
+                   help="the recipe: cpu (parity: 140 s on 2 idle cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
                    help=f"how a looped model learns when it is done (--help-all says what each does); "
                         f"default {DEFAULT_RECIPE}")

@@ -29,7 +29,7 @@ PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison 
 RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
 DEFAULT_RECIPE = "clock"
 MARKER_TARGETS = ("marker", "clock")
-CLOCK_REACHES = ("window", "global")   # --clock-reach: what a halting clock sees (trainer/models/looped.py)   # --halt-target values taught per position (a marker that passes one a step)
+CLOCK_REACHES = ("window", "wide", "global")   # --clock-reach: what a halting clock sees (trainer/models/looped.py)   # --halt-target values taught per position (a marker that passes one a step)
 KINDS = BOTH
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
@@ -123,13 +123,14 @@ class HParams:
         "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
                       "the loop runs longer than any trained input needed (the clock recipe: 10)"))
     clock_reach: str = _set("window", used_if=(CLOCK_UNIT,), kinds=FAN, choices=CLOCK_REACHES, added=True, **_flag(
-        "halting", 8, "--halt-target clock: window (the clock is a copy of the answering model that sees two "
-                      "positions back, every position saying done) or global (a narrow one-block clock, width 32, "
+        "halting", 8, "--halt-target clock: window (the clock sees two "
+                      "positions back, every position saying done), wide (one head of it sees every earlier "
+                      "position, so a position can find a token anywhere before it; every position saying done) or global (a narrow one-block clock, width 32, "
                       "one head of it seeing every earlier position, done when the sum of its score over the "
                       "positions is positive: it can weigh the steps run against a count over the input)"))
     clock_width: int = _set(0, used_if=(CLOCK_UNIT,), kinds=FAN, lo=0, hi=MAX_SIZE, added=True, **_flag(
         "halting", 9, "--halt-target clock: the clock's width (at most the model's); such a clock has one block of heads 8 wide "
-                      "(0: the answering model's width and layers, or 32 for --clock-reach global; the clock "
+                      "(0: the answering model's width and layers, or 32 for --clock-reach wide and global; the clock "
                       "recipe: 32, a fraction of the step's cost)"))
     clock_every: int = _set(1, used_if=(CLOCK_UNIT,), kinds=FAN, lo=1, hi=LONG, added=True, **_flag(
         "halting", 10, "--halt-target clock: train the clock on every this-th step only (its own "
