@@ -183,7 +183,7 @@ class CausalSelfAttention(nn.Module):
         offsets = range(window + 1)
         scores = torch.stack([(q * back(k, o)).sum(-1) for o in offsets], -1) * self.scale
         scores = scores + bias.to(q.dtype)[None, :, None, :]
-        before_start = torch.arange(n, device=q.device)[:, None] < torch.tensor(list(offsets), device=q.device)
+        before_start = torch.arange(n, device=q.device)[:, None] < torch.arange(window + 1, device=q.device)
         p = torch.softmax(scores.masked_fill(before_start, float("-inf")), -1)
         out = p[..., 0, None] * v
         for o in offsets[1:]:

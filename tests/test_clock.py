@@ -34,15 +34,25 @@ def _weights(run):
     return load_file(path)
 
 
+def trunk_beside_fan(capsys, folder, steps: int, seed: int, *clock_flags) -> tuple:
+    """Train Fan et al.'s recipe and a clock recipe (`clock_flags`) for the same steps from the
+    same seed, check that every weight the two share is equal, bit for bit, and that the rest
+    are the clock's; -> (the clock run's weights, its clock's weight names)."""
+    common = ["--steps", str(steps), "--seed", str(seed)]
+    _train(capsys, *common, "--recipe", "fan", "--out", str(folder / "fan"))
+    _train(capsys, *common, *clock_flags, "--out", str(folder / "clock"))
+    fan, clock = _weights(folder / "fan"), _weights(folder / "clock")
+    extra = set(clock) - set(fan)
+    assert extra and all(k.startswith("clock.") for k in extra)
+    for k, v in fan.items():
+        assert torch.equal(v, clock[k]), k
+    return clock, extra
+
+
 def test_the_answering_model_trains_exactly_as_fan_et_al_s_beside_a_clock(capsys, tmp_path):
     """Same seed, same steps: every weight the two runs share is equal, bit for bit, so the
     clock's loss, initialisation and gradient clipping never touch the answering trunk."""
-    _train(capsys, "--steps", "12", "--seed", "5", "--recipe", "fan", "--out", str(tmp_path / "fan"))
-    _train(capsys, "--steps", "12", "--seed", "5", "--recipe", "clock", "--out", str(tmp_path / "clock"))
-    fan, clock = _weights(tmp_path / "fan"), _weights(tmp_path / "clock")
-    assert set(clock) - set(fan) and all(k.startswith("clock.") for k in set(clock) - set(fan))
-    for k, v in fan.items():
-        assert torch.equal(v, clock[k]), k
+    clock, _ = trunk_beside_fan(capsys, tmp_path, 12, 5, "--recipe", "clock")
     trained = [k for k in clock if k.startswith("clock.body")]
     assert any(float(clock[k].abs().sum()) for k in trained)
 

@@ -13,7 +13,7 @@ from model import LoopedConfig, LoopedTransformer
 from model.files import check_config
 from rasp.errors import RaspFileError
 from trainer.settings.hparams import HParams
-from test_clock import _train, _weights
+from test_clock import _train, trunk_beside_fan
 
 GLOBAL = dict(vocab_size=3, d_model=8, n_head=2, halt_unit=True, halt_marker=True, halt_clock=2,
               clock_d_model=8, clock_n_head=2, clock_global_heads=1)
@@ -54,16 +54,10 @@ def test_only_a_global_head_reads_past_the_window(global_heads):
 def test_the_answering_model_trains_bit_for_bit_as_beside_the_window_clock(capsys, tmp_path):
     """Same seed, same steps, Fan et al.'s recipe against the clock recipe with the global
     clock: every weight they share is equal."""
-    _train(capsys, "--steps", "12", "--seed", "5", "--recipe", "fan", "--out", str(tmp_path / "fan"))
-    _train(capsys, "--steps", "12", "--seed", "5", "--clock-reach", "global", "--out", str(tmp_path / "g"))
-    fan, clock = _weights(tmp_path / "fan"), _weights(tmp_path / "g")
-    extra = set(clock) - set(fan)
-    assert extra and all(k.startswith("clock.") for k in extra)
-    for k, v in fan.items():
-        assert torch.equal(v, clock[k]), k
+    clock, extra = trunk_beside_fan(capsys, tmp_path, 12, 5, "--clock-reach", "global")
     assert any(float(clock[k].abs().sum()) for k in extra if k.startswith("clock.body"))
     assert clock["clock.embed.weight"].shape[1] == 16        # at most the answering model's width (32 beside 64)
-    run = json.loads((tmp_path / "g" / "run.json").read_text())
+    run = json.loads((tmp_path / "clock" / "run.json").read_text())
     assert run["hparams"]["clock_reach"] == "global"
 
 

@@ -17,20 +17,14 @@ from model.looped import CausalSelfAttention
 from trainer.fan import objectives
 from trainer.fan.presets import RECIPES
 from trainer.settings.hparams import HParams
-from test_clock import _train, _weights
+from test_clock import _train, trunk_beside_fan
 
 
 def test_the_recipe_trains_a_narrow_clock_and_the_answering_model_as_fan_et_al_s(capsys, tmp_path):
-    _train(capsys, "--steps", "8", "--seed", "3", "--recipe", "fan", "--out", str(tmp_path / "fan"))
-    _train(capsys, "--steps", "8", "--seed", "3", "--clock-width", "8", "--out", str(tmp_path / "n"))
-    fan, narrow = _weights(tmp_path / "fan"), _weights(tmp_path / "n")
-    extra = set(narrow) - set(fan)
-    assert extra and all(k.startswith("clock.") for k in extra)
-    for k, v in fan.items():
-        assert (v == narrow[k]).all(), k
+    narrow, extra = trunk_beside_fan(capsys, tmp_path, 8, 3, "--clock-width", "8")
     assert narrow["clock.embed.weight"].shape[1] == 8
     assert not any(k.startswith("clock.body.1.") for k in extra)       # one block
-    hp = json.loads((tmp_path / "n" / "run.json").read_text())["hparams"]
+    hp = json.loads((tmp_path / "clock" / "run.json").read_text())["hparams"]
     assert (hp["clock_width"], hp["clock_every"]) == (8, RECIPES["clock"]["clock_every"])
 
 

@@ -80,27 +80,26 @@ def coverage_note(missing: list, top: int) -> Optional[str]:
             "neither --inputs nor --eval-inputs holds one), so the fine-tuned weights may answer them wrong")
 
 
+def coverage(task, hp, init: str, step) -> tuple:
+    """(unchecked sizes, note) of a compiled start fine-tuned to `step`."""
+    missing = unchecked_sizes(task, hp, init, step)
+    return missing, coverage_note(missing, guard_sizes(task, hp)[-1])
+
+
 def run_coverage(run: dict, step) -> tuple:
-    """(unchecked sizes, note) of a run's checkpoint at `step` (run.json's description)."""
+    """`coverage` of a run's checkpoint at `step` (run.json's description)."""
     if run.get("init") != "compiled" or not step:
         return [], None
     from trainer.settings.hparams import HParams
     from trainer.tasks.program import task_of
-    task, hp = task_of(run), HParams.from_dict(run["hparams"])
-    missing = unchecked_sizes(task, hp, run["init"], step)
-    return missing, coverage_note(missing, guard_sizes(task, hp)[-1])
+    return coverage(task_of(run), HParams.from_dict(run["hparams"]), run["init"], step)
 
 
-def compiled_top(run: dict) -> Optional[int]:
-    """The largest size a compiled start was built for and its guard checks (None: not one)."""
-    if run.get("init") != "compiled":
-        return None
-    from trainer.settings.hparams import HParams
-    from trainer.tasks.program import task_of
-    return guard_sizes(task_of(run), HParams.from_dict(run["hparams"]))[-1]
-
-
-def beyond_compiled(run: dict, lengths) -> list:
-    """The sizes among `lengths` past a compiled start's `compiled_top` (none for another run)."""
-    top = compiled_top(run)
-    return [] if top is None else sorted(int(n) for n in lengths if n > top)
+def beyond_compiled(task, hp, init: str, lengths) -> tuple:
+    """(the sizes among `lengths` past the largest a compiled start was built for and its
+    guard checks, the warning line on them); nothing for another start."""
+    top = guard_sizes(task, hp)[-1]
+    beyond = sorted(int(n) for n in lengths if n > top) if init == "compiled" else []
+    return beyond, (f"n = {size_list(beyond)}: beyond n = {top}, the largest size this compiled start was built "
+                    "for and its guard checked; nothing promises the answers there (a fine-tune may have changed "
+                    "them)") if beyond else None

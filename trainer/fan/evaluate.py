@@ -22,7 +22,7 @@ from trainer.run.progress import bar as progress_bar
 from trainer.settings import evaluation
 from trainer.settings.hparams import HParams
 from trainer.fan.evalfile import bands, describe_inputs, document, rows
-from trainer.fan.coverage import beyond_compiled, compiled_top, run_coverage, size_list
+from trainer.fan.coverage import beyond_compiled, coverage
 from trainer.fan.data import scored_once
 from trainer.fan.halting import saved_or_fit
 from rasp.stop import CALIBRATED, RULES, THRESHOLD, unknown_rule
@@ -139,10 +139,10 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
             "inputs": inputs_origin(data.task, False), "trained_sizes": trained_sizes(data.task, hp)}
     if halting is not None:
         head["calibration"] = halting.record
-    missing, note = run_coverage(run, step)         # a fine-tuned compiled start's unchecked sizes
+    missing, note = coverage(data.task, hp, run["init"], step)     # a fine-tuned compiled start's unchecked sizes
     if missing:
         head["never_checked"] = missing
-    beyond = beyond_compiled(run, [r["length"] for r in fresh])
+    beyond, past_note = beyond_compiled(data.task, hp, run["init"], [r["length"] for r in fresh])
     if beyond:
         head["beyond_compiled"] = beyond
     earlier = _earlier_rows(path, head, fresh[0] if fresh else None)
@@ -151,11 +151,7 @@ def evaluate_run(run_dir, lengths, rule: str = "oracle", samples: int = evaluati
     result = document(head, sorted(kept + fresh, key=lambda r: r["length"]), head["trained_sizes"])
     checkpoint.write_json_atomic(path, result)
     warnings = halting_warnings(rule, fresh, head.get("calibration"), head["train_range"]) if spec.adaptive else []
-    warnings += [f"warning: {note}"] if note else []
-    if beyond:
-        warnings.append(f"warning: n = {size_list(beyond)}: beyond n = {compiled_top(run)}, the largest size this "
-                        f"compiled start was built for and its guard checked; nothing promises the answers there "
-                        f"(a fine-tune may have changed them)")
+    warnings += [f"warning: {line}" for line in (note, past_note) if line]
     result.update(json=str(path), kept=len(kept), warnings=warnings)
     if plots:
         from trainer.run import plots as P

@@ -20,8 +20,7 @@ from trainer.fan import objectives, stopping
 from trainer.settings import validate
 from trainer.settings.setting import Chosen
 from trainer.fan.compiled import has_clock
-from trainer.fan.coverage import (coverage_note, exact_size_batches, guard_sizes, never_checked, size_list,
-                                  unchecked_sizes)
+from trainer.fan.coverage import coverage, exact_size_batches, guard_sizes, never_checked, size_list
 from trainer.fan.data import TaskData, scored_once
 from trainer.fan.evalfile import describe_origin
 from trainer.fan.halting import clock_stops
@@ -264,10 +263,8 @@ class FanKind(RunKind):
 
     def summary_fields(self) -> dict:
         # a compiled start's sizes its fine-tune could not check (no input of them)
-        task, hp = self.data.task, self.hp
-        missing = unchecked_sizes(task, hp, self.cfg.init, hp.steps)
-        return {"never_checked": missing, "never_checked_note": coverage_note(missing, guard_sizes(task, hp)[-1])} \
-            if missing else {}
+        missing, note = coverage(self.data.task, self.hp, self.cfg.init, self.hp.steps)
+        return {"never_checked": missing, "never_checked_note": note} if missing else {}
 
     def plot_title(self) -> str:
         return f"{self.cfg.task} / {self.cfg.model} ({self.cfg.init} init)"
