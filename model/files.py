@@ -157,7 +157,10 @@ def load_tensors(path, expected: dict, dtype: str = "F32", device="cpu") -> dict
     for name, t in tensors.items():
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise RaspFileError(path, f"tensor {name!r} holds NaN or infinite values (damaged)")
-    return tensors
+    # in memory of torch's own (aligned): a tensor read from the file may start at any byte, and
+    # a CPU matrix product's rounding can depend on where its operands start, so a resumed run
+    # would drift from the uninterrupted one in the last bits
+    return {name: t.clone() for name, t in tensors.items()}
 
 
 # ---- model configs --------------------------------------------------------------

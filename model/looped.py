@@ -173,21 +173,23 @@ class CausalSelfAttention(nn.Module):
 
     def banded(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Attention of every head to the attn_window positions before each and itself only:
-        the scores of those few offsets [B, H, n, window + 1] instead of all n x n pairs
+        the scores of those few offsets [B, H, window + 1, n] instead of all n x n pairs
         (the same function as `relative_bias`'s dense mask, up to float rounding; a
-        halting clock's loop costs a fraction of the dense attention's on a CPU)."""
+        halting clock's loop costs a fraction of the dense attention's on a CPU).  The
+        offsets lie on the second-last axis: a softmax over a last axis of 3 runs about
+        20 times slower on a CPU than over the same values laid out this way."""
         assert self.rel_bias is not None
         n, window = q.shape[2], self.rel_bias.shape[1] - 1
         bias = self.rel_bias[self.global_heads:]         # the windowed heads' (the last ones)
         back = lambda t, o: F.pad(t, (0, 0, o, 0))[:, :, :n] if o else t      # noqa: E731  position i sees i - o
         offsets = range(window + 1)
-        scores = torch.stack([(q * back(k, o)).sum(-1) for o in offsets], -1) * self.scale
-        scores = scores + bias.to(q.dtype)[None, :, None, :]
-        before_start = torch.arange(n, device=q.device)[:, None] < torch.arange(window + 1, device=q.device)
-        p = torch.softmax(scores.masked_fill(before_start, float("-inf")), -1)
-        out = p[..., 0, None] * v
+        scores = torch.stack([(q * back(k, o)).sum(-1) for o in offsets], -2) * self.scale
+        scores = scores + bias.to(q.dtype)[None, :, :, None]
+        before_start = torch.arange(n, device=q.device) < torch.arange(window + 1, device=q.device)[:, None]
+        p = torch.softmax(scores.masked_fill(before_start, float("-inf")), -2)[..., None]
+        out = p[:, :, 0] * v
         for o in offsets[1:]:
-            out = out + p[..., o, None] * back(v, o)
+            out = out + p[:, :, o] * back(v, o)
         return out
 
     def relative_bias(self, n: int, device, dtype) -> torch.Tensor:
@@ -320,7 +322,7 @@ class LoopedTransformer(nn.Module):
         r = self.readout(h)
         return torch.cat([self.unembed(r), self.done_logits(r)[..., None]], dim=-1)
 
-    def done_every(self, tokens: torch.Tensor, max_steps: int, r: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def done_every(self, tokens: torch.Tensor, max_steps, r: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The halting unit's logits after every step 1..max_steps [T, B, n]: run on the
         clock, or read off this model's read-out states r [T, B, n, d] (`all_steps` with
         read=readout), which a model without a clock needs."""
@@ -343,10 +345,11 @@ class LoopedTransformer(nn.Module):
         b0 = b[0] if b is not None else out.new_zeros(())
         return (out[..., 0] - b0).sum(-1) + b0
 
-    def clock_targets(self, tokens: torch.Tensor, done_steps: int) -> torch.Tensor:
+    def clock_targets(self, tokens: torch.Tensor, done_steps) -> torch.Tensor:
         """What a clock's loss reads after every step 1..done_steps: its unit at every
         position [T, B, n]; a clock with global heads, both its rows [T, B, n, 2] (the
-        unit is their first row's sum, `clock_unit`; the second is its marker)."""
+        unit is their first row's sum, `clock_unit`; the second is its marker).
+        `done_steps`: an int, or each sample's own count [B] (zeros after it: `all_steps`)."""
         assert self.clock is not None
         if self.cfg.clock_global_heads:
             return self.clock.all_steps(tokens, done_steps)
@@ -366,7 +369,7 @@ class LoopedTransformer(nn.Module):
 
     # -- running ----------------------------------------------------------
     def forward(self, tokens: torch.Tensor, steps, read=None, every: bool = False,
-                done_steps: Optional[int] = None):
+                done_steps=None):
         """Logits at each sample's own step count.  `steps` is an int or a
         LongTensor [B] (0 allowed: the answer is decoded from h_0).  `read`
         replaces `decode` (e.g. `readout`: the states a separate head reads).
@@ -375,7 +378,8 @@ class LoopedTransformer(nn.Module):
         DistributedDataParallel wrapper sees the call); with `done_steps`, the
         pair (those logits, the halting unit's after every step 1..done_steps)
         (`steps_and_done`).  A model with a clock also takes `done_steps`
-        without `every`: (the logits at each sample's own step, the clock's).
+        without `every`: (the logits at each sample's own step, the clock's),
+        `done_steps` an int or each sample's own count [B] (`clock_targets`).
         """
         if every:
             most = int(steps.max()) if torch.is_tensor(steps) else int(steps)
@@ -396,26 +400,37 @@ class LoopedTransformer(nn.Module):
         steps, order = steps.sort(descending=True, stable=True)
         e = e[order]
         h = self.initial_state(e)
-        most = int(steps[0]) if len(steps) else 0
-        running = (steps[:, None] >= torch.arange(1, most + 1, device=steps.device)).sum(0).tolist()
         finished = []                   # the samples done after each step, last ones first
-        for k in running:
+        for k in still_running(steps):
             finished.append(h[k:])
             h = self.step(h[:k], e[:k])
         finished.append(h)
         return torch.cat(finished[::-1])[order.argsort()]
 
-    def all_steps(self, tokens: torch.Tensor, max_steps: int, read=None) -> torch.Tensor:
+    def all_steps(self, tokens: torch.Tensor, max_steps, read=None) -> torch.Tensor:
         """Logits after every step 1..max_steps: [max_steps, B, n, out_vocab]
-        (`read` replaces `decode`, as in `forward`)."""
+        (`read` replaces `decode`, as in `forward`).  `max_steps` may be a LongTensor
+        [B], each sample's own count: a sample leaves the loop after its own last step
+        (as in `final_states`), and its rows after it are zeros, for a loss that never
+        reads them (a halting clock's, taught up to T(n) + halt_past per input)."""
         read = read or self.decode
         e = self.encode(tokens)
+        if not torch.is_tensor(max_steps):
+            h = self.initial_state(e)
+            outs = []
+            for _ in range(max_steps):
+                h = self.step(h, e)
+                outs.append(read(h))
+            return torch.stack(outs)
+        steps, order = max_steps.sort(descending=True, stable=True)
+        e = e[order]
         h = self.initial_state(e)
         outs = []
-        for _ in range(max_steps):
-            h = self.step(h, e)
-            outs.append(read(h))
-        return torch.stack(outs)
+        for k in still_running(steps):
+            h = self.step(h[:k], e[:k])
+            r = read(h)
+            outs.append(F.pad(r, (0, 0) * (r.dim() - 1) + (0, len(steps) - k)))    # zero rows for the finished
+        return torch.stack(outs)[:, order.argsort()]
 
     def steps_and_done(self, tokens: torch.Tensor, answer_steps: int, done_steps: int):
         """(logits after every step 1..answer_steps [answer_steps, B, n, out_vocab],
@@ -459,6 +474,12 @@ class LoopedTransformer(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def still_running(steps: torch.Tensor) -> list:
+    """For step counts sorted longest first: how many samples run step 1, 2, ... max."""
+    most = int(steps[0]) if len(steps) else 0
+    return (steps[:, None] >= torch.arange(1, most + 1, device=steps.device)).sum(0).tolist()
 
 
 def clock_config(cfg: LoopedConfig) -> LoopedConfig:

@@ -88,8 +88,9 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
     T = batch.steps
     module = getattr(model, "module", model)        # a DistributedDataParallel wrapper's model
     if halt and not settle and not unsure and getattr(module, "clock", None) is not None:
-        # the answer at T(n) only, from a trunk the clock does not read: each input runs its own T(n)
-        at_t, done = model(batch.tokens, T, done_steps=int((T + halt_past).max()))
+        # the answer at T(n) only, from a trunk the clock does not read: each input runs its own
+        # T(n), and the clock its own T(n) + halt_past, the last step its loss is taught at
+        at_t, done = model(batch.tokens, T, done_steps=T + halt_past)
         loss, acc = loss_and_accuracy(at_t, batch, reduction, tokens_per_shard)
         return loss + halt * unit_loss(module, done, T, batch.mask, halt_past), acc
     if halt:        # [T + settle, B, L, V], [T + halt_past, B, L]

@@ -476,7 +476,8 @@ def restore_optimizer(ckpt: Path, optimizer, state: dict):
         tensors = load_file(str(path))
         torch.set_rng_state(tensors.pop("rng.torch"))
         dev = next(iter(optimizer.param_groups[0]["params"])).device
-        tensors = {k: (v if k.endswith(".step") else v.to(dev)) for k, v in tensors.items()}
+        # copies in aligned memory, as model.files.load_tensors makes the weights'
+        tensors = {k: (v if k.endswith(".step") else v.to(dev, copy=True)) for k, v in tensors.items()}
         optimizer.load_state_dict(_optimizer_join(tensors, state["optimizer"]))
     except (KeyError, ValueError, RuntimeError, TypeError) as e:
         raise RaspFileError(path, f"does not fit the model's optimizer ({type(e).__name__}: {str(e)[:80]})") \
