@@ -123,6 +123,7 @@ def steps_per_second(task: str, model: str, preset: str, device: str, seconds: f
     import torch
     from trainer.start import train_kind
     from trainer.run.device import autocast, check_device
+    from trainer.run.loop import adamw
     from trainer.settings.args import add_train_args
     from rasp.options import ArgumentParser
     p = ArgumentParser(prog="bench")
@@ -136,7 +137,7 @@ def steps_per_second(task: str, model: str, preset: str, device: str, seconds: f
     kind.seed_rng()
     model_, _ = kind.initial_model(dev)
     model_.to(dev)
-    opt = torch.optim.AdamW(kind.param_groups(model_), lr=kind.hp.lr, **kind.adam_options())
+    opt = adamw(kind, model_, kind.hp.lr)
     at = kind.hp.curriculum_end() if kind.hp.kind == "fan" else 0       # the longest training inputs
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)

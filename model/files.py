@@ -177,7 +177,8 @@ def is_int(x, lo, hi) -> bool:
 
 
 OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker", "attn_window", "halt_clock", "clock_d_model",
-                 "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads"}     # fields added later: files written before them still load
+                 "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads",
+                 "clock_d_mlp"}     # fields added later: files written before them still load
 
 
 def check_config(cfg: dict, path, where: str = ""):
@@ -216,7 +217,8 @@ def check_config(cfg: dict, path, where: str = ""):
                     cfg.get(key))
     check_value(path, not cfg.get("halt_clock") or cfg.get("halt_unit") is True, p + "halt_clock",
                 "0 unless halt_unit is true (the clock holds the halting unit)", cfg.get("halt_clock"))
-    for key in ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads"):
+    for key in ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads",
+                "clock_d_mlp"):
         check_value(path, is_int(cfg.get(key, 0), 0, MAX_DIM), p + key, f"an integer in 0..{MAX_DIM}", cfg.get(key))
     check_value(path, not cfg.get("clock_d_model") or bool(cfg.get("halt_clock")), p + "clock_d_model",
                 "0 unless halt_clock is set (the shape of the clock)", cfg.get("clock_d_model"))

@@ -73,6 +73,7 @@ class LoopedConfig:
     # d_model clock_d_model with clock_n_head heads, costs a fraction of the answering step
     clock_d_model: int = 0
     clock_n_head: int = 0
+    clock_d_mlp: int = 0                 # a narrow clock's MLP units (0: 4 * clock_d_model)
     # heads of the clock's block that see every earlier position, not only the window (0: none);
     # the clock's unit is then one per input, the sum of a score at every position, so a loop
     # whose count is a count over the input (of a token, up to a token found by search) can be timed
@@ -488,16 +489,17 @@ def clock_config(cfg: LoopedConfig) -> LoopedConfig:
     weighting of them tells the first from the rest), local attention of halt_clock
     positions back, and one output row, which is the halting unit.
 
-    With `clock_d_model`, a narrow clock of one block instead (clock_n_head heads, the
+    With `clock_d_model`, a narrow clock of one block instead (clock_n_head heads, clock_d_mlp MLP units, the
     first clock_global_heads or clock_wide_heads of them unwindowed) and, with global heads, two output rows:
     a score per position whose sum is the unit (`LoopedTransformer.clock_unit`), and a
     marker that passes one position per step, a step count made of positions."""
     clock = replace(cfg, out_vocab_size=1, bos=True, attn_window=cfg.halt_clock, halt_clock=0,
                     halt_unit=False, halt_marker=False, extra={}, clock_d_model=0, clock_n_head=0,
-                    clock_global_heads=0, clock_wide_heads=0)
+                    clock_d_mlp=0, clock_global_heads=0, clock_wide_heads=0)
     if not cfg.clock_d_model:
         return clock
-    return replace(clock, d_model=cfg.clock_d_model, n_head=cfg.clock_n_head or 1, d_head=None, d_mlp=None,
+    return replace(clock, d_model=cfg.clock_d_model, n_head=cfg.clock_n_head or 1, d_head=None,
+                   d_mlp=cfg.clock_d_mlp or None,
                    n_prelude=0, n_body=1, n_postlude=0, block_shapes=[], position_features=[],
                    global_heads=cfg.clock_global_heads or cfg.clock_wide_heads,
                    out_vocab_size=2 if cfg.clock_global_heads else 1)

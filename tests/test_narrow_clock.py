@@ -128,3 +128,73 @@ def test_a_run_of_the_full_clock_is_still_the_clock_recipe_when_resumed():
     narrow = {"hparams": dict(RECIPES["clock"], clock_width=16)}
     with pytest.raises(RaspError, match="its own halting settings"):
         refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="clock"), narrow)
+
+
+def _clock_model(seed: int = 0, **cfg) -> LoopedTransformer:
+    torch.manual_seed(seed)
+    return LoopedTransformer(LoopedConfig(vocab_size=4, d_model=16, n_head=2, n_body=1, halt_unit=True,
+                                          halt_marker=True, halt_clock=2, clock_d_model=8, clock_n_head=1, **cfg))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=6), st.integers(1, 7), st.integers(0, 2 ** 16))
+def test_a_clock_run_to_each_inputs_own_step_equals_the_full_run_up_to_it(steps, n, seed):
+    """`all_steps` with a count per sample: each sample's rows up to its own count are those of
+    the loop run to the longest count for all (values and gradients), zeros after it."""
+    model = _clock_model()
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 4, (len(steps), n), generator=g)
+    own = torch.tensor(steps)
+    most = max(steps)
+    weights = torch.randn(most, len(steps), n, generator=g)
+    ran = (torch.arange(1, most + 1)[:, None] <= own[None])[..., None]          # [T, B, 1]
+    early = model.clock.all_steps(tokens, own)[..., 0]
+    assert torch.equal(early[~ran.expand_as(early)], torch.zeros(int((~ran).sum()) * n))
+    grads = []
+    for out in (early, model.clock.all_steps(tokens, most)[..., 0]):
+        model.zero_grad()
+        (out * weights * ran).sum().backward()
+        grads.append([p.grad.clone() for p in model.clock.parameters()])
+    full = model.clock.all_steps(tokens, most)[..., 0]
+    torch.testing.assert_close(early * ran, full * ran, rtol=1e-5, atol=1e-6)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_clock_loss_is_the_same_when_each_input_stops_at_its_own_horizon():
+    """settle_loss runs each input's clock to T(n) + halt_past only: the loss equals the one
+    on the loop run to the batch's longest horizon (the steps past an input's horizon are
+    never taught)."""
+    from types import SimpleNamespace
+    model = _clock_model(1)
+    g = torch.Generator().manual_seed(3)
+    T = torch.tensor([1, 4, 2, 6, 3])
+    tokens = torch.randint(0, 4, (5, 7), generator=g)
+    mask = torch.zeros(5, 7, dtype=torch.bool)
+    mask[:, -2:] = True
+    batch = SimpleNamespace(tokens=tokens, steps=T, mask=mask, targets=torch.randint(0, 4, (5, 7), generator=g))
+    past = 3
+    own = objectives.settle_loss(model, batch, 0, 0.0, halt=1.0, halt_past=past)[0]
+    done = model.clock_targets(tokens, int((T + past).max()))
+    at_t = model(tokens, T)
+    longest = objectives.loss_and_accuracy(at_t, batch)[0] + objectives.unit_loss(model, done, T, mask, past)
+    torch.testing.assert_close(own, longest, rtol=1e-5, atol=1e-6)
+
+
+def test_clock_mlp_sets_a_narrow_clocks_units_and_old_configs_load_without_it(tmp_path):
+    from model.files import check_config
+    from rasp.errors import RaspError
+    from trainer.models.looped import clock_shape
+    from trainer.settings.validate import check_hparams
+    from trainer.tasks import get_task
+    hp = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_width": 16, "clock_mlp": 24})
+    assert clock_shape(hp) == dict(clock_d_model=16, clock_n_head=2, clock_d_mlp=24)
+    model = _clock_model(clock_d_mlp=24)
+    assert model.clock.body[0].mlp.up.out_features == 24
+    assert _clock_model().clock.body[0].mlp.up.out_features == 32         # 0: four times the width
+    cfg = json.loads(model.cfg.to_json())
+    del cfg["clock_d_mlp"]                        # a file written before the field
+    assert check_config(cfg, tmp_path / "config.json").clock_d_mlp == 0
+    full = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_mlp": 24})
+    with pytest.raises(RaspError, match="--clock-mlp 24: .*give --clock-width"):
+        check_hparams(full, get_task("parity"))

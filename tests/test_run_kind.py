@@ -20,7 +20,7 @@ ATTRIBUTES = sorted(RunKind.__annotations__)          # cfg, hp
 CONTRACT = set(METHODS) | set(ATTRIBUTES)
 USERS = (loop, guard)                                 # the modules that hold a kind
 # the functions of USERS a kind may be handed to (each analysed here in turn)
-KIND_TAKERS = {"_train", "_summary", "Guard"}
+KIND_TAKERS = {"_train", "_summary", "Guard", "adamw"}
 
 
 def kind_uses(source: str) -> tuple:
@@ -72,7 +72,7 @@ def test_the_check_catches_an_undeclared_call():
 
 
 def test_the_loop_is_typed_with_the_contract():
-    for fn in (loop.train, loop._train, loop._summary, guard.Guard.__init__):
+    for fn in (loop.train, loop._train, loop._summary, loop.adamw, guard.Guard.__init__):
         assert inspect.signature(fn).parameters["kind"].annotation in ("RunKind", RunKind)
 
 

@@ -84,6 +84,11 @@ RECIPES = {"fan": _FAN, "halting": {**_FAN, "settle": 2, "unsure": 1.0},
            "marker": {**_FAN, "halt": 1.0, "halt_target": "marker"},
            "clock": {**_FAN, "halt": 1.0, "halt_target": "clock", "halt_past": 10, **CLOCK_COST}}
 assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
+# the clock recipe's earlier versions (the fields that differed): a run recorded with one is still the
+# clock recipe on --resume, and keeps the clock it was trained with (a field a run lacks reads as
+# its default, which is the full clock: 0 wide, taught on every step)
+EARLIER_CLOCKS = (dict(halt_past=10, clock_width=0, clock_every=1),          # before issue 56
+                  )
 
 
 def recipe_settings(recipe: str, spec, init: str, asked: bool = False) -> dict:

@@ -95,16 +95,21 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
 
 def clock_shape(hp) -> dict:
     """The LoopedConfig fields of a halting clock's shape (none: a copy of the answering
-    model's), from `--clock-reach` and `--clock-width`."""
+    model's), from `--clock-reach`, `--clock-width` and `--clock-mlp` (a narrow clock's)."""
     width = min(getattr(hp, "clock_width", 0), hp.d_model)        # never wider than the answering model
     reach = getattr(hp, "clock_reach", "window")
     if reach == "global":
-        return global_clock(hp.d_model, width)
-    if reach == "wide":
+        shape = global_clock(hp.d_model, width)
+    elif reach == "wide":
         width = width or min(GLOBAL_CLOCK_WIDTH, hp.d_model)
-        return dict(clock_d_model=width, clock_n_head=head_count(width, max(2, width // CLOCK_HEAD_WIDTH)),
-                    clock_wide_heads=1)
-    return dict(clock_d_model=width, clock_n_head=max(1, width // CLOCK_HEAD_WIDTH)) if width else {}
+        shape = dict(clock_d_model=width, clock_n_head=head_count(width, max(2, width // CLOCK_HEAD_WIDTH)),
+                     clock_wide_heads=1)
+    elif width:
+        shape = dict(clock_d_model=width, clock_n_head=max(1, width // CLOCK_HEAD_WIDTH))
+    else:
+        return {}
+    mlp = getattr(hp, "clock_mlp", 0)
+    return {**shape, "clock_d_mlp": mlp} if mlp else shape
 
 
 def head_count(width: int, most: int) -> int:

@@ -94,6 +94,17 @@ def n_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def adamw(kind: RunKind, model, lr: float) -> torch.optim.AdamW:
+    """The kind's AdamW over its parameter groups, fused into one kernel per step where torch
+    has one for the parameters' device (a CPU from torch 2.4; CUDA): the same update without a
+    Python loop over the tensors, which cost 2-3% of a small model's CPU step.  A resumed run
+    keeps the implementation its checkpoint recorded (torch restores the group's `fused`)."""
+    try:
+        return torch.optim.AdamW(kind.param_groups(model), lr=lr, fused=True, **kind.adam_options())
+    except (RuntimeError, ValueError):          # no fused kernel here: torch's default loop (fresh groups)
+        return torch.optim.AdamW(kind.param_groups(model), lr=lr, **kind.adam_options())
+
+
 def _train(kind: RunKind, d, loggers) -> dict:
     cfg, hp, out = kind.cfg, kind.hp, Path(kind.cfg.out)
     device = torch.device(d.device if d.on else cfg.device)
@@ -148,7 +159,7 @@ def _train(kind: RunKind, d, loggers) -> dict:
     use_tf32(hp.tf32 == "on")
     if hp.compile == "on":
         model.compile()         # in place: the module, its state_dict and checkpoints stay as they are
-    opt = torch.optim.AdamW(kind.param_groups(model), lr=hp.lr, **kind.adam_options())
+    opt = adamw(kind, model, hp.lr)
     if ckpt is not None:
         checkpoint.restore_optimizer(ckpt, opt, state)          # also the torch RNG
     # a clock trained on every k-th step only (--clock-every) leaves its parameters unused on the others

@@ -132,6 +132,9 @@ class HParams:
         "halting", 9, "--halt-target clock: the clock's width (at most the model's); such a clock has one block of heads 8 wide "
                       "(0: the answering model's width and layers, or 32 for --clock-reach wide and global; the clock "
                       "recipe: 32, a fraction of the step's cost)"))
+    clock_mlp: int = _set(0, used_if=(CLOCK_UNIT,), kinds=FAN, lo=0, hi=MAX_SIZE, added=True, **_flag(
+        "halting", 11, "--halt-target clock with --clock-width: the units of the clock's MLP (0: 4 times its "
+                       "width; the clock recipe: 64)"))
     clock_every: int = _set(1, used_if=(CLOCK_UNIT,), kinds=FAN, lo=1, hi=LONG, added=True, **_flag(
         "halting", 10, "--halt-target clock: train the clock on every this-th step only (its own "
                        "parameters; the answering model trains on every step; the clock recipe: 4)"))

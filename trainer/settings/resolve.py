@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional
 from rasp.errors import Loc, RaspError
 from rasp.options import ArgumentParser
 from trainer.benchmark.presets import parse_set
-from trainer.fan.presets import CLOCK_COST, RECIPES, make_hparams, recipe_settings
+from trainer.fan.presets import EARLIER_CLOCKS, RECIPES, make_hparams, recipe_settings
 from trainer.settings.args import add_train_args
 from trainer.settings.hparams import DEFAULT_RECIPE, SETTINGS, HParams, setting_of
 from trainer.settings.setting import Chosen
@@ -40,10 +40,9 @@ def refuse_changed_run(args, run: dict):
     if "recipe" in given:
         fields_of = run.get("hparams") or {}
         recorded = HParams.from_dict(fields_of)       # a field it lacks: its default
-        # a run recorded before the clock's shape was part of its recipe had the full clock
-        had = next((name for name, fields in RECIPES.items()
-                    if all(getattr(recorded, k) == v for k, v in fields.items()
-                           if k in fields_of or k not in CLOCK_COST)), "its own halting settings")
+        versions = [*RECIPES.items(), *(("clock", {**RECIPES["clock"], **e}) for e in EARLIER_CLOCKS)]
+        had = next((name for name, fields in versions if all(getattr(recorded, k) == v for k, v in fields.items())),
+                   "its own halting settings")
         if had != args.recipe:
             raise RaspError(f"--resume: --recipe {args.recipe} (the run has {had}); a resumed run keeps its "
                             "recipe: leave it out, or start a new run with another --out")
