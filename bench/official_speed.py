@@ -88,6 +88,7 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     import torch
     from trainer.fan.kind import FanKind, RunConfig
     from trainer.fan.presets import RECIPES, make_hparams
+    from trainer.run.loop import adamw
     from trainer.settings.hparams import DEFAULT_RECIPE
     from trainer.tasks import get_task
     torch.set_num_threads(1)
@@ -101,7 +102,7 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     full = kinds["with_clock"]
     torch.manual_seed(seed)
     model, _ = full.initial_model(cpu)
-    opt = torch.optim.AdamW(full.param_groups(model), lr=full.hp.lr)
+    opt = adamw(full, model, full.hp.lr)         # as a training run makes it
     groups = model.clip_groups()
     # whole cycles of --clock-every steps (one teaches the clock, the others skip it), spread
     # over the curriculum, so the mean is that of a run's steps
