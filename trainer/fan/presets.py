@@ -1,5 +1,5 @@
 """The presets of Fan et al.'s tasks: the paper's hyper-parameters (App. E /
-docs/tasks.md) and a small CPU preset (parity, default recipe: 140 s on an idle 2-core machine, bench/BENCH.md).
+docs/tasks.md) and a small CPU preset (parity, default recipe: 125 s on an idle 2-core machine, bench/BENCH.md).
 CLI flags override fields (trainer/settings/hparams.py: the one HParams class)."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def paper(task: Task) -> HParams:
 
 
 def cpu(task: Task) -> HParams:
-    # The same recipe, small enough for 2 CPU cores (parity: 140 s on an idle machine); lengths stop at 10.
+    # The same recipe, small enough for 2 CPU cores (parity: 125 s on an idle machine); lengths stop at 10.
     p = task.paper
     # Many narrow heads matter for parity (the paper uses 64): 16 heads of width 4 reach
     # 0.99 in-distribution in 2000 steps where 4 heads stall at 0.93.  Copy did
@@ -75,7 +75,7 @@ PRESETS = dict(zip(PRESET_NAMES, (paper, cpu)))
 # seven forgot it from step T(n)+3 on and stopped late beyond the trained lengths, where the
 # loop runs more steps than any trained input needed (bench/BENCH.md, "A clock of its own").
 # The clock's shape and schedule (issue 56): one block 32 wide, taught on every 4th step, costs
-# about a fifth of a training step; the full-width clock taught on every step cost 2-3 times the
+# about a quarter of a training step; the full-width clock taught on every step cost 2-3 times the
 # answering model's step (bench/BENCH.md, "A clock at a fifth of a step").  Runs recorded before these two
 # settings have the full clock (their defaults), and are still told apart as the clock recipe.
 CLOCK_COST = dict(clock_width=32, clock_every=4)
