@@ -238,7 +238,12 @@ class LoopedTransformer(nn.Module):
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size + (1 if cfg.bos else 0), cfg.d_model)
+        # built on the meta device, the model is a shape whose every tensor a file will give:
+        # nothing to initialise, and torch's normal_ on a meta tensor imports its compiler
+        # (2 s of `rasp run RUN`'s start on a CPU)
+        on_meta = torch.empty(()).is_meta
+        rows = cfg.vocab_size + (1 if cfg.bos else 0)
+        self.embed = nn.Embedding(rows, cfg.d_model, _weight=torch.empty(rows, cfg.d_model) if on_meta else None)
         shapes = iter(cfg.shapes())
         with warnings.catch_warnings():     # a block without heads or units has empty Linears
             warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op")
@@ -251,7 +256,8 @@ class LoopedTransformer(nn.Module):
             self.embed_bias = nn.Parameter(torch.zeros(cfg.d_model))
         n_out = cast(int, cfg.out_vocab_size)      # LoopedConfig.__post_init__ fills in None
         self.unembed = nn.Linear(cfg.d_model, n_out, bias=cfg.bias)
-        self.apply(self._init_weights)
+        if not on_meta:
+            self.apply(self._init_weights)
         self.clock: Optional[LoopedTransformer] = None
         if cfg.halt_unit and cfg.halt_clock:
             with torch.random.fork_rng():     # its draws leave the rest of the initialisation as without it

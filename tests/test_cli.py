@@ -149,6 +149,18 @@ def test_interpreter_commands_load_no_torch_model_compiler_or_trainer(tmp_path, 
         assert "numpy" not in top          # only running a program needs the interpreter's arrays
 
 
+def test_running_a_saved_model_imports_no_torch_compiler(tmp_path):
+    """A model is built on the meta device to receive its file's tensors; initialising meta
+    tensors imports torch's compiler (torch._dynamo, 2 s of a CPU start), so it is not done."""
+    assert _modules_after(tmp_path, "compile", PARITY, "-o", str(tmp_path / "m"))[0] == 0
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _LOADED, "run", str(tmp_path / "m"), "--input", "1 0 1 1 > # #"],
+                          capture_output=True, text=True, env=env)
+    modules = next(l for l in done.stderr.splitlines() if l.startswith("MODULES")).split()[1:]
+    assert done.stdout.split() == ["0", "1", "1", "0", "1", "#", "#"], done.stderr
+    assert "torch" in modules and "torch._dynamo" not in modules
+
+
 def test_help_lists_every_command_without_importing_them(tmp_path):
     from rasp.cli import COMMANDS
     status, out, top = _modules_after(tmp_path, "--help")
