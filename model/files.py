@@ -176,9 +176,10 @@ def is_int(x, lo, hi) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
 
 
-OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker", "attn_window", "halt_clock", "clock_d_model",
-                 "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads",
-                 "clock_d_mlp"}     # fields added later: files written before them still load
+# a clock's sizes: integers 0..MAX_DIM, 0 where a file written before them lacks them
+CLOCK_SIZES = ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads", "clock_d_mlp")
+OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker", "attn_window", "halt_clock",
+                 *CLOCK_SIZES}     # fields added later: files written before them still load
 
 
 def check_config(cfg: dict, path, where: str = ""):
@@ -217,8 +218,7 @@ def check_config(cfg: dict, path, where: str = ""):
                     cfg.get(key))
     check_value(path, not cfg.get("halt_clock") or cfg.get("halt_unit") is True, p + "halt_clock",
                 "0 unless halt_unit is true (the clock holds the halting unit)", cfg.get("halt_clock"))
-    for key in ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads",
-                "clock_d_mlp"):
+    for key in CLOCK_SIZES:
         check_value(path, is_int(cfg.get(key, 0), 0, MAX_DIM), p + key, f"an integer in 0..{MAX_DIM}", cfg.get(key))
     check_value(path, not cfg.get("clock_d_model") or bool(cfg.get("halt_clock")), p + "clock_d_model",
                 "0 unless halt_clock is set (the shape of the clock)", cfg.get("clock_d_model"))

@@ -422,22 +422,20 @@ class LoopedTransformer(nn.Module):
         reads them (a halting clock's, taught up to T(n) + halt_past per input)."""
         read = read or self.decode
         e = self.encode(tokens)
-        if not torch.is_tensor(max_steps):
-            h = self.initial_state(e)
-            outs = []
-            for _ in range(max_steps):
-                h = self.step(h, e)
-                outs.append(read(h))
-            return torch.stack(outs)
-        steps, order = max_steps.sort(descending=True, stable=True)
-        e = e[order]
+        order = None
+        if torch.is_tensor(max_steps):
+            steps, order = max_steps.sort(descending=True, stable=True)
+            e, counts = e[order], still_running(steps)
+        else:
+            counts = [len(e)] * max_steps
         h = self.initial_state(e)
         outs = []
-        for k in still_running(steps):
+        for k in counts:
             h = self.step(h[:k], e[:k])
             r = read(h)
-            outs.append(F.pad(r, (0, 0) * (r.dim() - 1) + (0, len(steps) - k)))    # zero rows for the finished
-        return torch.stack(outs)[:, order.argsort()]
+            outs.append(r if k == len(e) else F.pad(r, (0, 0) * (r.dim() - 1) + (0, len(e) - k)))  # zeros: finished
+        out = torch.stack(outs)
+        return out if order is None else out[:, order.argsort()]
 
     def steps_and_done(self, tokens: torch.Tensor, answer_steps: int, done_steps: int):
         """(logits after every step 1..answer_steps [answer_steps, B, n, out_vocab],

@@ -98,8 +98,10 @@ def run_coverage(run: dict, step) -> tuple:
 def beyond_compiled(task, hp, init: str, lengths) -> tuple:
     """(the sizes among `lengths` past the largest a compiled start was built for and its
     guard checks, the warning line on them); nothing for another start."""
+    if init != "compiled":
+        return [], None
     top = guard_sizes(task, hp)[-1]
-    beyond = sorted(int(n) for n in lengths if n > top) if init == "compiled" else []
+    beyond = sorted(int(n) for n in lengths if n > top)
     return beyond, (f"n = {size_list(beyond)}: beyond n = {top}, the largest size this compiled start was built "
                     "for and its guard checked; nothing promises the answers there (a fine-tune may have changed "
                     "them)") if beyond else None

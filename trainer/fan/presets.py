@@ -87,8 +87,7 @@ assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
 # the clock recipe's earlier versions (the fields that differed): a run recorded with one is still the
 # clock recipe on --resume, and keeps the clock it was trained with (a field a run lacks reads as
 # its default, which is the full clock: 0 wide, taught on every step)
-EARLIER_CLOCKS = (dict(halt_past=10, clock_width=0, clock_every=1),          # before issue 56
-                  )
+EARLIER_CLOCKS = (dict(halt_past=10, clock_width=0, clock_every=1),)         # before issue 56
 
 
 def recipe_settings(recipe: str, spec, init: str, asked: bool = False) -> dict:
