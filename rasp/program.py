@@ -173,6 +173,13 @@ class Program:
         self.check_params(params)
         return execute(self.ir, batch, params, trace=trace, limits=limits)
 
+    def loop_needs(self, batch, result, params: Optional[dict] = None) -> list:
+        """Per input of `batch`, run as `result` (`run_batch`): the step from which
+        each position stops the first loop from being done, 0 where it does not
+        count (rasp/interpreter/needs.py)."""
+        from .interpreter import loop_needs
+        return loop_needs(self.ir, batch, result, params)
+
     def run(self, tokens, params: Optional[dict] = None) -> list:
         return self.run_batch([tokens], params).outputs[0]
 

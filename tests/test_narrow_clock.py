@@ -172,12 +172,13 @@ def test_the_clock_loss_is_the_same_when_each_input_stops_at_its_own_horizon():
     tokens = torch.randint(0, 4, (5, 7), generator=g)
     mask = torch.zeros(5, 7, dtype=torch.bool)
     mask[:, -2:] = True
-    batch = SimpleNamespace(tokens=tokens, steps=T, mask=mask, targets=torch.randint(0, 4, (5, 7), generator=g))
+    batch = SimpleNamespace(tokens=tokens, steps=T, mask=mask, need=None,
+                            targets=torch.randint(0, 4, (5, 7), generator=g))
     past = 3
     own = objectives.settle_loss(model, batch, 0, 0.0, halt=1.0, halt_past=past)[0]
     done = model.clock_targets(tokens, int((T + past).max()))
     at_t = model(tokens, T)
-    longest = objectives.loss_and_accuracy(at_t, batch)[0] + objectives.unit_loss(model, done, T, mask, past)
+    longest = objectives.loss_and_accuracy(at_t, batch)[0] + objectives.unit_loss(model, done, batch, past)
     torch.testing.assert_close(own, longest, rtol=1e-5, atol=1e-6)
 
 

@@ -31,11 +31,13 @@ The modules, by job:
     nodes       EVAL: how each node kind computes its value
     elementwise the operators on arrays (rasp/operators.py has them on ints)
     hosts       HostValues: params and loop counts per input; int64 overflow checks
+    needs       loop_needs: the positions the first loop waits on (a halting clock's targets)
     ranges      Ranges: value intervals and the narrowest dtype of every node
     reductions  dense_reduce and the fast aggregate rules (RULES)
 """
 from .driver import BatchResult, check_requires, execute
-from .hosts import HostValues, check_param_names, host_values, int64_overflow, pad_batch
+from .hosts import HostValues, check_param_names, host_values, int64_overflow, pad_batch, prefix_values
+from .needs import loop_needs
 
-__all__ = ["BatchResult", "HostValues", "check_param_names", "check_requires", "execute",
-           "host_values", "int64_overflow", "pad_batch"]
+__all__ = ["BatchResult", "HostValues", "check_param_names", "check_requires", "execute", "host_values",
+           "int64_overflow", "loop_needs", "pad_batch", "prefix_values"]

@@ -20,6 +20,8 @@ class BatchResult:
     outputs: list                    # list[list[int]], each as long as its input
     steps: np.ndarray                # [B, len(ir.loops)] iterations each loop ran
     trace: Optional[list] = None     # list[TraceEvent] for input 0, when asked
+    # an `until stable` first loop: per input, the last step it changed each position (0: never)
+    settled: Optional[list] = None
 
 
 GROUP_WORK = 2**16                   # padded tokens per length group (see length_groups)
@@ -38,12 +40,15 @@ def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
             pass        # run as one batch: the error names the same input as always
         else:
             outputs = [None] * len(batch)
+            settled = [None] * len(batch) if parts[0][1].settled is not None else None
             steps = np.empty((len(batch), len(ir.loops)), dtype=np.int64)
             for idx, res in parts:
-                for out, b in zip(res.outputs, idx):
-                    outputs[b] = out
+                for i, b in enumerate(idx):
+                    outputs[b] = res.outputs[i]
+                    if settled is not None:
+                        settled[b] = res.settled[i]
                 steps[idx] = res.steps
-            return BatchResult(outputs, steps, None)
+            return BatchResult(outputs, steps, None, settled)
     return execute_as_one(ir, batch, params, trace, limits)
 
 
@@ -81,7 +86,12 @@ def execute_as_one(ir, batch, params, trace, limits) -> BatchResult:
         outputs = out.tolist()
     else:
         outputs = [out[b, :n].tolist() for b, n in enumerate(lengths.tolist())]
-    return BatchResult(outputs, run.steps, run.events)
+    first = ir.loops[0] if ir.loops else None
+    settled = None
+    if first is not None and first.until_stable:
+        last = run.settled.get(first, np.zeros((run.B, run.N), dtype=np.int64))
+        settled = [last[b, :n] for b, n in enumerate(lengths.tolist())]
+    return BatchResult(outputs, run.steps, run.events, settled)
 
 
 def check_requires(ir: ProgramIR, batch: list, params: Optional[dict] = None) -> None:

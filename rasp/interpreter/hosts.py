@@ -57,7 +57,9 @@ class HostValues:
     Division by zero and int64 overflow are errors, reported only for the
     inputs that need the value (`checked(..., rows)`)."""
 
-    def __init__(self, ir: ProgramIR, tokens: np.ndarray, lengths: np.ndarray, overrides: dict):
+    def __init__(self, ir: ProgramIR, tokens: np.ndarray, lengths: np.ndarray, overrides: dict,
+                 strict: bool = True):
+        """strict=False: a value in error is 0 instead of raised (`prefix_values`)."""
         check_param_names(ir, overrides)
         self.ir, self.tokens, self.lengths = ir, tokens, lengths
         self.valid = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
@@ -68,7 +70,12 @@ class HostValues:
             if name in overrides:
                 self.params[name] = np.full(len(lengths), int(overrides[name]), dtype=np.int64)
             else:
-                self.params[name] = self.checked(p.expr, p.loc, everyone)
+                self.params[name] = self.checked(p.expr, p.loc, everyone) if strict else self.or_zero(p.expr)
+
+    def or_zero(self, e: HostExpr) -> np.ndarray:
+        """Values of `e`, 0 where it is in error."""
+        v, err = self.value(e)
+        return v if err is None else np.where(err != 0, 0, v)
 
     def checked(self, e: HostExpr, loc, rows: np.ndarray) -> np.ndarray:
         """Values of `e`; an error in it is raised for the first input in `rows`."""
@@ -159,3 +166,15 @@ def host_values(ir: ProgramIR, batch: list, e: HostExpr, loc=None, params: Optio
     tokens, lengths = pad_batch(batch)
     hosts = HostValues(ir, tokens, lengths, params or {})
     return hosts.checked(e, loc, np.ones(len(batch), dtype=bool))
+
+
+def prefix_values(ir: ProgramIR, batch: list, e: HostExpr, params: Optional[dict] = None) -> list:
+    """Per input x, [len(x)] values of host expression `e` on each prefix x[:i+1]
+    (0 where it is in error there: a prefix need not satisfy the program's contract)."""
+    if not batch:
+        return []
+    tokens, lengths = pad_batch(batch)
+    rows = np.repeat(np.arange(len(batch)), lengths)                     # one row per prefix
+    ends = np.concatenate([np.arange(1, n + 1) for n in lengths.tolist()])
+    hosts = HostValues(ir, tokens[rows], ends, params or {}, strict=False)
+    return np.split(hosts.or_zero(e), np.cumsum(lengths)[:-1])

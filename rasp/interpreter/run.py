@@ -35,6 +35,7 @@ class Run:
         self.env: dict = {}
         self.final: dict = {}          # LoopVar -> value after its loop's latest run
         self.ran: dict = {}            # Loop -> [B] iterations in its latest run
+        self.settled: dict = {}        # `until stable` Loop -> [B, N] last step a position changed in its latest run
         self.steps = np.zeros((self.B, len(ir.loops)), dtype=np.int64)
         self.limits = limits
         self.events = [] if trace else None
@@ -190,6 +191,7 @@ class Run:
         state = {v: None if v.init is None else self.as_kind(self.value(v.init), v.kind)
                  for v in loop.vars}
         ran = np.zeros(self.B, dtype=np.int64)
+        settled = np.zeros((self.B, self.N), dtype=np.int64) if loop.until_stable else None
         active = count > 0
         t = 0
         self.step_path.append(0)
@@ -209,12 +211,12 @@ class Run:
                     self.env[var.state] = state[var]
                 self.block(loop.body)
                 new = {v: self.as_kind(self.value(v.update), v.kind) for v in loop.vars}
-                changed = np.zeros(self.B, dtype=bool)
+                changed = np.zeros((self.B, self.N), dtype=bool)
                 all_active = bool(active.all())
                 for var in loop.vars:
                     old = state[var]
                     if loop.until_stable and var.kind != SELECTOR:
-                        changed |= True if old is None else self.differs(old, new[var])
+                        changed |= self.valid if old is None else self.changed_at(old, new[var])
                     if old is None or all_active:
                         state[var] = new[var]
                     else:       # inputs whose count ran out keep their state
@@ -224,14 +226,18 @@ class Run:
                 ran += active
                 meter.flush(active)
                 meter.check_loop(loop, active, before, upper_before, count, t, self.fail)
+                if loop.until_stable:
+                    settled[changed & active[:, None]] = t
                 active = active & (t < count)
                 if loop.until_stable:
-                    active &= changed
+                    active &= changed.any(axis=1)
         finally:
             self.step_path.pop()
             self.live = outer_live
         self.steps[:, loop.index] += ran
         self.ran[loop] = ran
+        if settled is not None:
+            self.settled[loop] = settled
         for var in loop.vars:
             self.final[var] = state[var]
 
@@ -239,9 +245,9 @@ class Run:
         self.fail(f"the loop ran more than {self.limits.max_steps} steps ({self.limits.advice('--max-steps')})",
                   loop.loc, rows)
 
-    def differs(self, old, new) -> np.ndarray:
-        """[B] bool: the s-op changed at some valid position."""
-        return ((old != new) & self.valid).any(axis=1)
+    def changed_at(self, old, new) -> np.ndarray:
+        """[B, N] bool: the value changed at that valid position (a scalar: at all of them)."""
+        return self.sop(old != new) & self.valid
 
     def as_kind(self, v, kind):
         if kind == SOP:

@@ -18,7 +18,7 @@ scored.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -37,9 +37,13 @@ class Batch:
                                # T(n) + k, its scored step)
     lengths: torch.Tensor      # [B] problem size n
     prompt_len: torch.Tensor   # [B] NTP: tokens up to and including `>`
+    # [B, L] the step from which each position stops the loop from being done, 0 where it does
+    # not count (a halting clock's targets: `TaskData(needs=True)`); None: the first T(n) positions
+    need: Optional[torch.Tensor] = None
 
     def to(self, device) -> "Batch":
-        return Batch(**{f.name: to_device(getattr(self, f.name), device) for f in fields(self)})
+        return Batch(**{f.name: None if getattr(self, f.name) is None else to_device(getattr(self, f.name), device)
+                        for f in fields(self)})
 
     def __len__(self):
         return self.tokens.shape[0]
@@ -62,12 +66,15 @@ MIN_STEPS = 1
 
 
 class TaskData:
-    def __init__(self, task: Task, labeler, layout: str = "fap", pause: int = 0):
+    def __init__(self, task: Task, labeler, layout: str = "fap", pause: int = 0, needs: bool = False):
+        """needs: the batches it labels carry `Batch.need` (a halting clock's targets; FAP
+        layout without pauses, a labeler that runs a program)."""
         if layout not in ("fap", "ntp"):
             raise ValueError(layout)
         if layout == "ntp" and task.target != "fap":
             raise RaspError(f"next-token prediction needs a full-answer task; {task.name} is {task.target}")
         self.task, self.labeler, self.layout, self.pause = task, labeler, layout, pause
+        self.needs = needs and layout == "fap" and not pause and hasattr(labeler, "program")
         sym = labeler.symbols
         missing = [s for s in task.symbols if s not in sym]
         if missing:
@@ -115,11 +122,17 @@ class TaskData:
         mask covers every position from `=` to the end of the padded row) also
         scores the padding, with target `#`; FAP layout only.  `labels`:
         (outputs, T) already computed by the labeler (default: computed here)."""
-        outputs, steps = labels if labels is not None else self.labeler(inputs)
+        needs = None
+        if labels is not None:
+            outputs, steps = labels
+        elif self.needs:
+            outputs, steps, needs = self.labeler(inputs, needs=True)
+        else:
+            outputs, steps = self.labeler(inputs)
         with on_host():         # built on the host, moved by Batch.to
-            return self._make_batch(inputs, lengths, outputs, steps, pad_to, score_padding)
+            return self._make_batch(inputs, lengths, outputs, steps, pad_to, score_padding, needs)
 
-    def _make_batch(self, inputs, lengths, outputs, steps, pad_to, score_padding) -> Batch:
+    def _make_batch(self, inputs, lengths, outputs, steps, pad_to, score_padding, needs=None) -> Batch:
         rows = [self._layout(x, y) for x, y in zip(inputs, outputs)]
         L = max([pad_to] + [len(r[0]) for r in rows])
         pad = self.in_id[self.sym["#"]] if "#" in self.sym else 0     # right padding is never read
@@ -141,8 +154,15 @@ class TaskData:
             msk[i, :len(m)] = m
         plen = torch.tensor([r[3] for r in rows], dtype=torch.long)
         steps = np.maximum(np.asarray(steps, dtype=np.int64), MIN_STEPS)       # a 0-step loop: MIN_STEPS
+        need = None
+        if needs is not None:
+            need = np.zeros((B, L), dtype=np.int64)
+            for i, n in enumerate(needs):
+                need[i, :len(n)] = n
+            need = torch.from_numpy(need)
         return Batch(torch.from_numpy(tok), torch.from_numpy(tgt), torch.from_numpy(msk),
-                     torch.as_tensor(steps, dtype=torch.long), torch.as_tensor(list(lengths), dtype=torch.long), plen)
+                     torch.as_tensor(steps, dtype=torch.long), torch.as_tensor(list(lengths), dtype=torch.long), plen,
+                     need)
 
     def _scored_from(self, x) -> int:
         t = self.task.target

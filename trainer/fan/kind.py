@@ -63,7 +63,42 @@ def build_data(task, spec, hp, labeler=None) -> TaskData:
     """`task`: a registered task's name, or a Task (task_of(run) of a run trained from a program)."""
     task = get_task(task) if isinstance(task, str) else task
     labeler = labeler or ProgramLabeler(task.program_path, source=task.source or None)
-    return TaskData(task, labeler, spec.layout(), spec.pause_count(hp))
+    data = TaskData(task, labeler, spec.layout(), spec.pause_count(hp), needs=clock_reads_needs(spec, hp))
+    if data.needs and counts_first_positions(data):
+        data.needs = False
+    return data
+
+
+def clock_reads_needs(spec, hp) -> bool:
+    """Whether a model's halting clock may be taught each position's need (Batch.need)."""
+    return (spec.adaptive and bool(getattr(hp, "halt", 0.0)) and getattr(hp, "halt_target", "answer") == "clock"
+            and getattr(hp, "clock_reach", "window") != "global")
+
+
+PROBE_SIZES, PROBE_PER_SIZE = 16, 8
+
+
+def counts_first_positions(data) -> bool:
+    """Whether the task's loop counts, on every input of a fixed probe (sizes up to 16 of
+    the training draw or file), a run of positions from the first on: a count of the
+    query's size (parity's n, addition's n + 1), which the clock is taught as the first
+    T(n) positions, each done one step after the one before (trainer/fan/objectives.py
+    `first_positions`).  Otherwise (a count of ones, an `until stable` loop) each position
+    is taught its own need, wherever the loop counts."""
+    rng = np.random.default_rng(0)
+    pools = data.file_inputs(True)
+    if pools is not None:
+        groups = [group[:PROBE_PER_SIZE] for _, group in sorted(pools.items())[:PROBE_SIZES]]
+    else:
+        lo = data.task.min_n
+        groups = [data.sample_inputs(rng, [n] * PROBE_PER_SIZE) for n in range(lo, lo + PROBE_SIZES)]
+    for inputs in groups:
+        _, _, needs = data.labeler(inputs, needs=True)
+        for need in needs:
+            counted = need > 0
+            if counted[int(counted.sum()):].any():      # a counted position after one that is not
+                return False
+    return True
 
 
 def in_distribution_files(data, hp) -> Optional[tuple]:

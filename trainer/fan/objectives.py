@@ -92,7 +92,7 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         # T(n), and the clock its own T(n) + halt_past, the last step its loss is taught at
         at_t, done = model(batch.tokens, T, done_steps=T + halt_past)
         loss, acc = loss_and_accuracy(at_t, batch, reduction, tokens_per_shard)
-        return loss + halt * unit_loss(module, done, T, batch.mask, halt_past), acc
+        return loss + halt * unit_loss(module, done, batch, halt_past), acc
     if halt:        # [T + settle, B, L, V], [T + halt_past, B, L]
         every, done = model(batch.tokens, T + settle, every=True, done_steps=int((T + halt_past).max()))
     else:
@@ -109,17 +109,17 @@ def settle_loss(model, batch, settle: int, unsure: float, reduction: str = "samp
         before = (t < T[None, :, None]) & batch.mask[None]
         loss = loss + unsure * (kl * before).sum() / before.sum().clamp(min=1)
     if halt:
-        loss = loss + halt * unit_loss(module, done, T, batch.mask, halt_past)
+        loss = loss + halt * unit_loss(module, done, batch, halt_past)
     return loss, acc
 
 
-def unit_loss(module, done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, halt_past: int) -> torch.Tensor:
+def unit_loss(module, done: torch.Tensor, batch, halt_past: int) -> torch.Tensor:
     """The loss of the model's halting unit on what it said after every step (`done`:
-    `clock_targets` for a model with a clock), by what it is taught."""
+    `clock_targets` for a model with a clock), by what it is taught, on `batch`."""
     target = halting_target(module.cfg)
     if target == "global":
-        return global_clock_loss(module.clock_unit(done), done[..., 1], T, halt_past)
-    return halting_unit_loss(done, T, mask, target, halt_past)
+        return global_clock_loss(module.clock_unit(done), done[..., 1], batch.steps, halt_past)
+    return halting_unit_loss(done, batch.steps, batch.mask, target, halt_past, batch.need)
 
 
 def halting_target(cfg) -> str:
@@ -129,8 +129,16 @@ def halting_target(cfg) -> str:
     return "marker" if getattr(cfg, "halt_marker", False) else "answer"
 
 
+def first_positions(T: torch.Tensor, length: int) -> torch.Tensor:
+    """[B, length] the clock's targets where the loop counts the first T(n) positions:
+    position i < T(n) is done from step i + 1 on (a marker passing one position per
+    step), the others at every step (0)."""
+    i = torch.arange(length, device=T.device)
+    return torch.where(i < T[:, None], i + 1, 0)
+
+
 def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, target: str,
-                      halt_past: int) -> torch.Tensor:
+                      halt_past: int, need=None) -> torch.Tensor:
     """The binary cross-entropy of the halting unit's logits done [T', B, L]
     (after steps 1..T') at every step up to T(n) + halt_past.
 
@@ -157,7 +165,12 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
       back alike at every length.  The positions from T(n) on are "done"
       at every step: the window keeps the clock from counting the input,
       which is what failed beyond the trained lengths.  The answering
-      trunk never sees this loss.
+      trunk never sees this loss.  Where the batch carries `need` [B, L]
+      (the program's own: rasp/interpreter/needs.py), position i is done
+      from step need_i on: the positions the loop counts, wherever they
+      are (the ones of `loop count(seq, 1)`, a run still eroding); the
+      first T(n) positions with need_i = i + 1 where the loop counts the
+      query's positions, the same targets as without it.
     For marker and clock, the AND of all positions, softened (minus the
     log-sum-exp of the negated logits, below their minimum), is also
     taught "t >= T(n)", so the position that decides is the one trained
@@ -171,8 +184,10 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
         return F.binary_cross_entropy_with_logits(z.float(), reached, reduction="none")[taught].mean()
     i = torch.arange(done.shape[-1], device=T.device)
     outside = (i >= T[:, None])[None]                                   # [1, B, L]: past the loop's count
-    if target == "clock":       # it cannot count them: they are done at every step
-        passed = (t[..., None] > i) | outside                           # [T', B, L]
+    if target == "clock":
+        if need is None:
+            need = first_positions(T, done.shape[-1])
+        passed = t[..., None] >= need[None]                             # [T', B, L]
     else:
         passed = (t[..., None] > i) | (outside & (t >= T[None])[..., None])
     z = done.float()

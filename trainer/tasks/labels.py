@@ -38,14 +38,16 @@ class ProgramLabeler:
         self.symbols = dict(ir.symbols)
         self.vocab = sorted(int(v) for v in ir.vocab)
 
-    def __call__(self, inputs: Sequence[Sequence[int]], limits=None, where: str = "input"):
+    def __call__(self, inputs: Sequence[Sequence[int]], limits=None, where: str = "input", needs: bool = False):
         """(outputs, T per input); `limits` (rasp.RunLimits) and `where` as
-        `Program.run_batch` takes them (a user's inputs: `rasp run RUN`)."""
+        `Program.run_batch` takes them (a user's inputs: `rasp run RUN`).
+        needs: also, per input, the step from which each position stops the
+        first loop from being done (`Program.loop_needs`: a clock's targets)."""
         if not len(inputs):             # a mixed split can give one of its parts no examples
-            return [], np.zeros(0, np.int64)
+            return ([], np.zeros(0, np.int64)) + (([],) if needs else ())
+        batch = [list(map(int, x)) for x in inputs]
         try:
-            res = self.program.run_batch([list(map(int, x)) for x in inputs], limits=limits or LABEL_LIMITS,
-                                         where=where)
+            res = self.program.run_batch(batch, limits=limits or LABEL_LIMITS, where=where)
         except RaspRuntimeError as e:
             if limits is not None or e.input_index is None or isinstance(e, RaspRequireError):
                 raise                   # a user's inputs (`rasp run RUN`), numbered as given
@@ -56,7 +58,8 @@ class ProgramLabeler:
         steps = np.asarray(res.steps).reshape(len(inputs), -1)
         # the first loop in source order; 0 for a loop-free program (flip-flop)
         steps = steps[:, 0].astype(np.int64) if steps.shape[1] else np.zeros(len(inputs), np.int64)
-        return [list(map(int, o)) for o in res.outputs], steps
+        outputs = [list(map(int, o)) for o in res.outputs]
+        return (outputs, steps, self.program.loop_needs(batch, res)) if needs else (outputs, steps)
 
 
 class FunctionLabeler:
