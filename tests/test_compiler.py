@@ -142,6 +142,36 @@ def test_two_input_map_is_compact():
     assert mlp_units <= 2 * 10 * 1      # 10 values of one input x 1 non-default output, 2 units each
 
 
+# One s-op on both sides of a map is a map of that one operand, f(x, x) (the fuzzer's
+# `seq == seq` was an internal error: a token map the embedding computes got two operands).
+SAME_OPERAND = {
+    "eq_input": "output seq == seq",
+    "ne_input": "output seq != seq",
+    "add_input": "output seq + seq",
+    "sub_input": "output seq - seq",
+    "and_shifted": "x = shift_right(seq, 1)\noutput x & x",
+    "lt_shifted": "x = shift_right(seq, 1)\noutput (x < x) + x",
+    "eq_number": "c = cumsum(seq)\noutput c == c",
+    "add_number": "c = cumsum(seq)\noutput c + c",
+    "sub_number": "c = cumsum(seq)\noutput c - c",
+    "mul_number": "c = cumsum(seq)\noutput c * c",
+    "where_same_branches": "output where(seq == 1, cumsum(seq), cumsum(seq))",
+    "loop_cat": "x = seq\nloop len(seq):\n    y = shift_right(x, 1)\n    x = ((y & y) + (x == x) - (y - y)) % 3\noutput x",
+    "loop_number": "c = cumsum(seq)\nloop 2:\n    c = (c * c) % 5 + (c == c)\noutput c",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAME_OPERAND))
+def test_same_operand_on_both_sides_exhaustive(name):
+    assert_exhaustive(SAME_OPERAND[name], [0, 1, 2], 5, seed=3)
+
+
+def test_same_operand_map_of_the_input_needs_no_units():
+    """`seq == seq` is a token map of one operand: linear forms, no MLP units."""
+    cm = compile_program(loads("input seq: {0, 1, 2}\noutput seq == seq\n"), 4)
+    assert not [s for stage in cm.layout.values() for layer in stage for s in layer if s.startswith("mlp:")]
+
+
 # ---- one loop-carried update ------------------------------------------------------------
 
 def test_loop_carried_update_many_iterations():

@@ -172,3 +172,21 @@ class CrafterBase:
                 return None
             return int(op(*args))
         return f
+
+    def one_operand(self, node):
+        """(x, g) when every non-constant input of the map is the same s-op x,
+        read more than once (seq == seq, x & x, c * c): the map is then the
+        one-operand map g(v) = f(v, v) of x.  The constructions that take each
+        operand on its own would treat x's two reads as independent inputs: a
+        product table over value pairs that never occur (which a token map the
+        embedding computes cannot hold), or a refusal of a product of two
+        numbers.  None for any other map."""
+        reads = [i for i in node.inputs if not isinstance(i, ir.Const)]
+        if len(reads) < 2 or any(i is not reads[0] for i in reads):
+            return None
+        f, x = self.fn(node), reads[0]
+        consts = [None if i is x else i.value for i in node.inputs]
+
+        def g(v):
+            return f(*[v if c is None else c for c in consts])
+        return x, g

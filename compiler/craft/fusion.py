@@ -141,7 +141,7 @@ class FusionMixin(CrafterBase):
         """Units the map would use on its own (one-hot inputs)."""
         args = [i for i in node.inputs if not isinstance(i, ir.Const)
                 and not (isinstance(i, ir.Full) and isinstance(i.inputs[0], ir.Const))]
-        if len(args) <= 1:
+        if len(args) <= 1 or self.one_operand(node) is not None:     # one-hot tables of one operand: linear
             return 0
         if node.op == "where" and args[0] is node.inputs[0]:
             return 2 * sum(len(self.vals(b)) for b in node.inputs[1:] if b in args)

@@ -42,8 +42,9 @@ class MapsMixin(CrafterBase):
 
     def embedded_map(self, node):
         """A token map as dims the embedding writes (plan_embedded_maps)."""
-        args = [self.rep(i) for i in node.inputs]
-        rep, units = M.cat_map(self.fn(node), args, sorted(self.vals(node)), self.alloc)
+        same = self.one_operand(node)       # seq == seq: a map of the input alone too
+        f, inputs = (same[1], (same[0],)) if same else (self.fn(node), node.inputs)
+        rep, units = M.cat_map(f, [self.rep(i) for i in inputs], sorted(self.vals(node)), self.alloc)
         assert not units                  # one one-hot operand: linear forms
         out = {}
         for w, lin in rep.vals.items():
@@ -70,11 +71,16 @@ class MapsMixin(CrafterBase):
             rep, units = M.cat_map(f, args, sorted(self.vals(node)), self.alloc, explicit=self.is_update(node))
             self.mlp(self.op_label(node.op, node) + " [fused]", units, self.unit_writes(units))
             return rep
-        args = [self.rep(i) for i in node.inputs]
         if any(isinstance(i, ir.Host) or (isinstance(i, ir.Map) and i.kind == ir.SCALAR) for i in node.inputs):
             raise self.error(node, f"{self.what(node)} uses a param/host value; a causal transformer "
                              "cannot compute it (params may only be loop counts)")
-        f, op = self.fn(node), node.op
+        inputs, f, op = node.inputs, self.fn(node), node.op
+        same = self.one_operand(node)
+        # a number plus or minus itself stays a linear form (2c, 0): no table
+        if same is not None and not (op in ("add", "sub") and isinstance(self.rep(same[0]), Num)):
+            (x, f), op = same, "map"          # f(x, x): a map of one operand, by the paths below
+            inputs = (x,)
+        args = [self.rep(i) for i in inputs]
         nonconst = [a for a in args if not isinstance(a, int)]
         out_vals = sorted(self.vals(node))
         want_cat = self.is_cat(node)
@@ -127,7 +133,7 @@ class MapsMixin(CrafterBase):
                 a[i] = v
                 return f(*a)
             # steps only between the values the operand can take (its value set at L)
-            return self.tabulate(node, x, g, want_cat, points=sorted(self.vals(node.inputs[i])))
+            return self.tabulate(node, x, g, want_cat, points=sorted(self.vals(inputs[i])))
         if op in ("lt", "le", "gt", "ge") and set(out_vals) == {0, 1} and self.compare_widths_exact() \
                 and all(i in self.width_raw and self.pg.stage.get(i) == self.stage for i in node.inputs):
             return self.compare_widths(node, op, want_cat)
