@@ -40,12 +40,12 @@ def execute(ir: ProgramIR, batch: list, params: Optional[dict] = None, *,
             pass        # run as one batch: the error names the same input as always
         else:
             outputs = [None] * len(batch)
-            settled = [None] * len(batch) if parts[0][1].settled is not None else None
+            settled: Optional[list] = [None] * len(batch) if parts[0][1].settled is not None else None
             steps = np.empty((len(batch), len(ir.loops)), dtype=np.int64)
             for idx, res in parts:
                 for i, b in enumerate(idx):
                     outputs[b] = res.outputs[i]
-                    if settled is not None:
+                    if settled is not None and res.settled is not None:
                         settled[b] = res.settled[i]
                 steps[idx] = res.steps
             return BatchResult(outputs, steps, None, settled)

@@ -35,6 +35,7 @@ def loop_needs(ir: ProgramIR, batch: list, result: BatchResult, params: Optional
     does not count."""
     first = ir.loops[0]
     if first.until_stable:
+        assert result.settled is not None, "an `until stable` loop's run records where it settled"
         reach = [last + 1 for last in result.settled]
     else:
         reach = prefix_values(ir, batch, first.count, params)

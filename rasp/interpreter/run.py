@@ -226,7 +226,7 @@ class Run:
                 ran += active
                 meter.flush(active)
                 meter.check_loop(loop, active, before, upper_before, count, t, self.fail)
-                if loop.until_stable:
+                if settled is not None:
                     settled[changed & active[:, None]] = t
                 active = active & (t < count)
                 if loop.until_stable:
