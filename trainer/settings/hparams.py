@@ -116,9 +116,10 @@ class HParams:
         "halting", 5, "what the --halt unit is taught: answer (on the answer's averaged state, whether the step "
                       "has reached T(n)) or marker (at every position i < T(n), whether a marker moved one position "
                       "per step has passed it, t > i; at the later ones, t >= T(n); the model is done when every "
-                      "position says so) or clock (the marker, taught to a looped network of its own with a "
-                      "BOS position and attention to the two positions before each; the later positions are done "
-                      "at every step; the answering model trains exactly as Fan et al.'s)"))
+                      "position says so) or clock (a looped network of its own with a BOS position and attention "
+                      "to the two positions before each, taught at every position the step from which the program's "
+                      "loop no longer waits on it: the marker where the loop counts the first positions, the later "
+                      "ones done at every step; the answering model trains exactly as Fan et al.'s)"))
     halt_past: int = _set(2, used_if=(HALT_UNIT,), kinds=FAN, lo=0, hi=MAX_N, added=True, **_flag(
         "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
                       "the loop runs longer than any trained input needed (the clock recipe: 10)"))
