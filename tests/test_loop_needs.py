@@ -86,3 +86,21 @@ def test_where_the_loop_counts_the_first_positions_the_clock_keeps_its_marker():
         assert not (batch.need == first_positions(batch.steps, batch.tokens.shape[1])).all()
     fan = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_reach": "global"})
     assert not build_data(task_of_record(program_record("programs/unary_ones.rasp")), spec, fan).needs
+
+
+def test_the_clock_loss_reads_each_positions_need_and_without_one_the_first_positions():
+    import torch
+    from trainer.fan.objectives import first_positions, halting_unit_loss
+    g = torch.Generator().manual_seed(0)
+    T = torch.tensor([1, 3, 5, 2])
+    done = torch.randn(9, 4, 6, generator=g)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    marker = first_positions(T, 6)
+    assert marker[2].tolist() == [1, 2, 3, 4, 5, 0]
+    loss = halting_unit_loss(done, T, mask, "clock", 3)
+    torch.testing.assert_close(halting_unit_loss(done, T, mask, "clock", 3, marker), loss)
+    ones = torch.tensor([[1, 0, 0, 0, 0, 0], [0, 1, 0, 2, 3, 0], [1, 2, 0, 3, 4, 5], [0, 0, 1, 0, 2, 0]])
+    assert not torch.allclose(halting_unit_loss(done, T, mask, "clock", 3, ones), loss)
+    # where --past-t scores a later step, the clock is still taught the program's own count
+    later = halting_unit_loss(done, T + 2, mask, "clock", 1, ones)
+    torch.testing.assert_close(later, halting_unit_loss(done, T, mask, "clock", 3, ones))

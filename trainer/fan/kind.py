@@ -64,7 +64,7 @@ def build_data(task, spec, hp, labeler=None) -> TaskData:
     task = get_task(task) if isinstance(task, str) else task
     labeler = labeler or ProgramLabeler(task.program_path, source=task.source or None)
     data = TaskData(task, labeler, spec.layout(), spec.pause_count(hp), needs=clock_reads_needs(spec, hp))
-    if data.needs and counts_first_positions(data):
+    if data.needs and counts_first_positions(data, hp.max_train_n):
         data.needs = False
     return data
 
@@ -78,9 +78,9 @@ def clock_reads_needs(spec, hp) -> bool:
 PROBE_SIZES, PROBE_PER_SIZE = 16, 8
 
 
-def counts_first_positions(data) -> bool:
-    """Whether the task's loop counts, on every input of a fixed probe (sizes up to 16 of
-    the training draw or file), a run of positions from the first on: a count of the
+def counts_first_positions(data, max_train_n: int) -> bool:
+    """Whether the task's loop counts, on every input of a fixed probe (the first 16
+    training sizes, drawn or from the file), a run of positions from the first on: a count of the
     query's size (parity's n, addition's n + 1), which the clock is taught as the first
     T(n) positions, each done one step after the one before (trainer/fan/objectives.py
     `first_positions`).  Otherwise (a count of ones, an `until stable` loop) each position
@@ -91,7 +91,8 @@ def counts_first_positions(data) -> bool:
         groups = [group[:PROBE_PER_SIZE] for _, group in sorted(pools.items())[:PROBE_SIZES]]
     else:
         lo = data.task.min_n
-        groups = [data.sample_inputs(rng, [n] * PROBE_PER_SIZE) for n in range(lo, lo + PROBE_SIZES)]
+        groups = [data.sample_inputs(rng, [n] * PROBE_PER_SIZE)
+                  for n in range(lo, max(lo, min(lo + PROBE_SIZES - 1, max_train_n)) + 1)]
     for inputs in groups:
         _, _, needs = data.labeler(inputs, needs=True)
         for need in needs:

@@ -187,6 +187,8 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
     if target == "clock":
         if need is None:
             need = first_positions(T, done.shape[-1])
+        else:       # the program's own count, also where --past-t scores the answer later
+            reached = (t >= need.amax(-1)[None]).float()
         passed = t[..., None] >= need[None]                             # [T', B, L]
     else:
         passed = (t[..., None] > i) | (outside & (t >= T[None])[..., None])
