@@ -315,6 +315,10 @@ def increment(tokens):
     return [(value >> i) & 1 for i in range(n)]
 
 
+def spread(tokens):
+    return [max(tokens[:i + 1]) for i in range(len(tokens))]
+
+
 def longest_run(tokens):
     best = run = 0
     for b in query(tokens):
@@ -429,6 +433,10 @@ def sample_increment(rng, n):
     return _bits(rng, n)
 
 
+def sample_spread(rng, n):
+    return [rng.randint(0, 3) for _ in range(n)]
+
+
 def sample_longest_run(rng, n, k=None):
     return sample_parity(rng, n, k)
 
@@ -505,6 +513,13 @@ def loop_count(task, tokens):
     if task == "increment":         # the carry chain, and the step that changes nothing
         r = (list(tokens) + [0]).index(0)
         return min(r, len(tokens) - 1) + 1
+    if task == "spread":            # the farthest a running maximum travels, and the step that changes nothing
+        last = farthest = 0
+        for i, t in enumerate(tokens):
+            if t >= max(tokens[:i + 1]):
+                last = i                # the latest occurrence of the running maximum
+            farthest = max(farthest, i - last)
+        return min(farthest, len(tokens) - 1) + 1
     q = query(tokens)
     if task in ("parity", "copy", "binary_sum", "unique_set"):
         return len(q)
@@ -533,7 +548,7 @@ REFERENCES = {
     "flip_flop": flip_flop, "word_z60": word_z60, "word_s3": word_s3,
     "words_z60": words_z60, "words_a4z5": words_a4z5, "words_a5": words_a5, "words_s5": words_s5,
     "words_mixed": words_mixed, "copying": copying, "ones_mod3": ones_mod3,
-    "unary_ones": unary_ones, "increment": increment, "longest_run": longest_run,
+    "unary_ones": unary_ones, "increment": increment, "longest_run": longest_run, "spread": spread,
 }
 
 SAMPLERS = {name: globals()["sample_" + name] for name in REFERENCES}
@@ -543,7 +558,7 @@ FAP_TASKS = {"parity", "padded_parity", "copy", "addition", "binary_sum", "multi
              "unique_set", "sort_unique", "count", "reverse", "sort",
              "induction_copy", "ones_mod3", "unary_ones", "longest_run"}
 TASKS_WITH_T = ("parity", "padded_parity", "copy", "addition", "binary_sum", "multiplication",
-                "unique_set", "unary_ones", "increment", "longest_run")
+                "unique_set", "unary_ones", "increment", "longest_run", "spread")
 
 
 if __name__ == "__main__":          # a quick look at a few samples
