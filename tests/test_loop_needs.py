@@ -52,11 +52,14 @@ def test_loop_needs_equal_the_loop_counts_of_the_prefixes(name, bits):
     assert int(need.max(initial=0)) == T         # every position is done from T on, and one not before
 
 
-def test_needs_of_a_batch_of_mixed_lengths_are_those_of_each_input_alone():
+def test_needs_of_a_batch_of_mixed_lengths_are_those_of_each_input_alone(monkeypatch):
+    from rasp.interpreter import driver
+    monkeypatch.setattr(driver, "GROUP_WORK", 64)        # a batch this size runs in length groups
     program = rasp.loads(PROGRAMS["running"])
     rng = np.random.default_rng(0)
     batch = [rng.integers(0, 2, size=int(n)).tolist() for n in rng.integers(1, 30, size=200)]
-    together = program.loop_needs(batch, program.run_batch(batch))       # run in length groups
+    assert len(driver.length_groups([len(x) for x in batch])) > 1
+    together = program.loop_needs(batch, program.run_batch(batch))
     for x, need in zip(batch, together):
         np.testing.assert_array_equal(need, program.loop_needs([x], program.run_batch([x]))[0])
 
