@@ -1,12 +1,12 @@
 """Which positions a program's first loop waits on, and until which step: what a
-halting clock is taught per position (trainer/fan/objectives.py).
+trained model's halting clock is taught at each position.
 
 The program is causal: its values at positions 0..i depend on the input up to i
 only.  So the loop's count on the prefix x[:i+1] is the step from which
-positions 0..i are done, `reach_i`, and it never decreases along the input (a
-count that would is capped by the next ones: the running maximum, at most T).
-Position i is *counting* where reach rises there, `need_i = reach_i`, and 0
-elsewhere.  So every position is done from T on, and before T the position
+positions 0..i are done, `reach_i`.  It is taken as a running maximum along the
+input, capped at the whole input's count T (a count that a longer prefix lowers
+does not lower it).  Position i is *counting* where reach rises there,
+`need_i = reach_i`, and 0 elsewhere.  So every position is done from T on, and before T the position
 where reach first gets to T is not.  Where reach rises wherever a loop counts
 positions (`loop n`, n the query's size), the counting positions are the first
 T, with need_i = i + 1: a marker that passes one position per step.
