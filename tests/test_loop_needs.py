@@ -78,13 +78,13 @@ def test_where_the_loop_counts_the_first_positions_the_clock_keeps_its_marker():
         data = build_data(task, spec, hp)
         assert not data.needs
         data.needs = True         # what it would be taught otherwise: the same on parity, not on addition
-        batch = data.batch(rng, [6] * 8)
+        batch = data.batch(rng, [6] * 8, taught=True)
         same = bool((batch.need == first_positions(batch.steps, batch.tokens.shape[1])).all())
         assert same == (task == "parity")
     for name in ("unary_ones", "longest_run"):
         data = build_data(task_of_record(program_record(f"programs/{name}.rasp")), spec, hp)
         assert data.needs
-        batch = data.batch(rng, [7] * 16)
+        batch = data.batch(rng, [7] * 16, taught=True)
         assert batch.need is not None and (batch.need.max(1).values == batch.steps).all()
         assert not (batch.need == first_positions(batch.steps, batch.tokens.shape[1])).all()
     fan = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_reach": "global"})

@@ -34,10 +34,11 @@ def never_checked(task, sizes) -> list:
     return [int(n) for n in sizes if not task.draw_exact(rng, int(n), 1, {})]
 
 
-def exact_size_batches(data, counts: dict, rng, chunks: int = 4) -> list:
+def exact_size_batches(data, counts: dict, rng, chunks: int = 4, taught: bool = False) -> list:
     """Batches of inputs of exactly each size n, counts[n] of them (fewer where a file
     holds fewer; none where it holds none), sorted by size and cut into `chunks`
-    batches of similar sizes (a batch runs to its longest input's T)."""
+    batches of similar sizes (a batch runs to its longest input's T; `taught`: as
+    `TaskData.make_batch` takes it)."""
     inputs, sizes = [], []
     for n in sorted(counts):
         if data.task.draw_exact is None:
@@ -47,7 +48,7 @@ def exact_size_batches(data, counts: dict, rng, chunks: int = 4) -> list:
         inputs += got
         sizes += [int(n)] * len(got)
     cuts = [c for c in np.array_split(np.arange(len(inputs)), min(chunks, len(inputs))) if len(c)]
-    return [data.make_batch([inputs[i] for i in c], [sizes[i] for i in c]) for c in cuts]
+    return [data.make_batch([inputs[i] for i in c], [sizes[i] for i in c], taught=taught) for c in cuts]
 
 
 def size_list(sizes: list) -> str:

@@ -67,8 +67,8 @@ MIN_STEPS = 1
 
 class TaskData:
     def __init__(self, task: Task, labeler, layout: str = "fap", pause: int = 0, needs: bool = False):
-        """needs: the batches it labels carry `Batch.need` (a halting clock's targets; FAP
-        layout without pauses, a labeler that runs a program)."""
+        """needs: the batches a loss is computed on carry `Batch.need` (a halting clock's
+        targets; FAP layout without pauses, a labeler that runs a program)."""
         if layout not in ("fap", "ntp"):
             raise ValueError(layout)
         if layout == "ntp" and task.target != "fap":
@@ -96,8 +96,9 @@ class TaskData:
     def sample_inputs(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True):
         return self.task.draw(rng, lengths, self.sym, train)     # checked against the program's `require`
 
-    def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True) -> Batch:
-        return self.make_batch(self.sample_inputs(rng, lengths, train), lengths)
+    def batch(self, rng: np.random.Generator, lengths: Sequence[int], train: bool = True,
+              taught: bool = False) -> Batch:
+        return self.make_batch(self.sample_inputs(rng, lengths, train), lengths, taught=taught)
 
     def file_inputs(self, train: bool, lo: int = 0, hi: int = 1 << 62):
         """{size n: the distinct inputs of that size} of the file the task reads
@@ -116,16 +117,18 @@ class TaskData:
 
     # -- labelling and layout --------------------------------------------
     def make_batch(self, inputs: list, lengths: Sequence[int], pad_to: int = 0,
-                   score_padding: bool = False, labels=None) -> Batch:
+                   score_padding: bool = False, labels=None, taught: bool = False) -> Batch:
         """Right-pad with `#` to the longest row (or `pad_to`).  score_padding
         (Fan et al.'s training batches, generate_training_data.py:15-29: their
         mask covers every position from `=` to the end of the padded row) also
         scores the padding, with target `#`; FAP layout only.  `labels`:
-        (outputs, T) already computed by the labeler (default: computed here)."""
+        (outputs, T) already computed by the labeler (default: computed here).
+        `taught`: a batch a loss is computed on (training, the guard), which carries
+        `Batch.need` where the data teaches them; an evaluation's does not."""
         needs = None
         if labels is not None:
             outputs, steps = labels
-        elif self.needs:
+        elif taught and self.needs:
             outputs, steps, needs = self.labeler(inputs, needs=True)
         else:
             outputs, steps = self.labeler(inputs)

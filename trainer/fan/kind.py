@@ -237,7 +237,7 @@ class FanKind(RunKind):
         hp, data = self.hp, self.data
         lengths = sample_lengths(self.rng, step, hp, data.task.min_n, hp.batch_size)
         inputs = data.sample_inputs(self.rng, lengths, train=True)
-        batch = data.make_batch(inputs[shard], lengths[shard], **train_padding(hp, data, step))
+        batch = data.make_batch(inputs[shard], lengths[shard], taught=True, **train_padding(hp, data, step))
         if hp.past_t:       # drawn only then, so a run without it keeps its random stream
             batch.steps = batch.steps + past_t_offsets(self.rng, hp.past_t, hp.batch_size)[shard]
         return batch.to(device)
@@ -327,13 +327,14 @@ def guard_batch(data, hp, device):
     exact = data.task.draw_exact is not None        # inputs from files: each size drawn as itself
     if hi <= hp.max_train_n and not exact:
         lengths = rng.integers(data.task.min_n, hp.max_train_n + 1, size=hp.guard_samples)
-        return [data.batch(rng, lengths, train=True).to(device)]
+        return [data.batch(rng, lengths, train=True, taught=True).to(device)]
     # labels at every length come from the task program (the interpreter), as in training
     lengths = np.sort(np.resize(np.arange(data.task.min_n, hi + 1), max(hp.guard_samples, hi)))
     if exact:       # a size no file holds is left out (coverage.never_checked names it)
         sizes, counts = np.unique(lengths, return_counts=True)
-        return [b.to(device) for b in exact_size_batches(data, dict(zip(sizes.tolist(), counts.tolist())), rng)]
-    return [data.batch(rng, chunk, train=True).to(device) for chunk in np.array_split(lengths, 4)]
+        by_size = dict(zip(sizes.tolist(), counts.tolist()))
+        return [b.to(device) for b in exact_size_batches(data, by_size, rng, taught=True)]
+    return [data.batch(rng, chunk, train=True, taught=True).to(device) for chunk in np.array_split(lengths, 4)]
 
 
 def _guard_eval(spec, hp, net, gb, clock_extra: int = 0):

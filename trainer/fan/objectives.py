@@ -182,8 +182,6 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
     if target == "answer":
         z = stopping.masked_mean(done, mask)                            # [T', B]: the unit on the mean state
         return F.binary_cross_entropy_with_logits(z.float(), reached, reduction="none")[taught].mean()
-    i = torch.arange(done.shape[-1], device=T.device)
-    outside = (i >= T[:, None])[None]                                   # [1, B, L]: past the loop's count
     if target == "clock":
         if need is None:
             need = first_positions(T, done.shape[-1])
@@ -191,6 +189,8 @@ def halting_unit_loss(done: torch.Tensor, T: torch.Tensor, mask: torch.Tensor, t
             reached = (t >= need.amax(-1)[None]).float()
         passed = t[..., None] >= need[None]                             # [T', B, L]
     else:
+        i = torch.arange(done.shape[-1], device=T.device)
+        outside = (i >= T[:, None])[None]                               # [1, B, L]: past the loop's count
         passed = (t[..., None] > i) | (outside & (t >= T[None])[..., None])
     z = done.float()
     per_position = F.binary_cross_entropy_with_logits(z, passed.float(), reduction="none")[taught].mean()

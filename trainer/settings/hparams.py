@@ -135,7 +135,7 @@ class HParams:
                       "recipe: 32, a fraction of the step's cost)"))
     clock_mlp: int = _set(0, used_if=(CLOCK_UNIT,), kinds=FAN, lo=0, hi=MAX_SIZE, added=True, **_flag(
         "halting", 11, "--halt-target clock with --clock-width: the units of the clock's MLP (0: 4 times its "
-                       "width; the clock recipe: 64)"))
+                       "width, as in the clock recipe)"))
     clock_every: int = _set(1, used_if=(CLOCK_UNIT,), kinds=FAN, lo=1, hi=LONG, added=True, **_flag(
         "halting", 10, "--halt-target clock: train the clock on every this-th step only (its own "
                        "parameters; the answering model trains on every step; the clock recipe: 4)"))
