@@ -43,7 +43,7 @@ from trainer.fan.kind import build_data
 from trainer.models import get_model_spec
 from trainer.run import checkpoint
 from trainer.run.checkpoint import write_json_atomic
-from trainer.settings.hparams import HParams
+from trainer.settings.hparams import HParams, clock_plan
 from trainer.tasks.program import task_of
 
 OUT = "clock_stops.json"
@@ -63,7 +63,7 @@ def train(argv) -> int:
 
     def clock_steps_only(spec, hp, model, batch, tokens_per_shard=None, step=None):
         """A step the clock skips (`--clock-every`) trains only the trunk: nothing, here."""
-        if step is not None and not objectives.clock_due(hp, step):
+        if step is not None and not objectives.clock_due(hp, step, batch.need is not None):
             return torch.zeros((), requires_grad=True), torch.zeros(())
         return full_step(spec, hp, model, batch, tokens_per_shard, step)
     objectives.train_step_outputs = clock_steps_only
@@ -88,7 +88,7 @@ def stops(run_dir: Path, lengths, samples: int, seed: int) -> dict:
                         "steps_off": float((chosen - b.steps).abs().float().mean()),
                         "oracle_step": float(b.steps.float().mean())}
     doc = {"run": str(run_dir), "task": run["task"], "seed": hp.seed, "step": step, "samples": samples,
-           "clock_reach": getattr(hp, "clock_reach", "window"), "max_train_n": hp.max_train_n,
+           "clock_reach": clock_plan(hp, data.needs)[0], "max_train_n": hp.max_train_n,
            "clock_params": sum(p.numel() for p in model.clock.parameters()) if model.clock is not None else 0,
            "seconds": time.perf_counter() - t0, "load": os.getloadavg()[0], "lengths": rows}
     write_json_atomic(run_dir / OUT, doc)

@@ -89,7 +89,7 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     from trainer.fan.kind import FanKind, RunConfig
     from trainer.fan.presets import RECIPES, make_hparams
     from trainer.run.loop import adamw
-    from trainer.settings.hparams import DEFAULT_RECIPE
+    from trainer.settings.hparams import DEFAULT_RECIPE, clock_plan
     from trainer.tasks import get_task
     torch.set_num_threads(1)
     cpu = torch.device("cpu")
@@ -106,7 +106,7 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     groups = model.clip_groups()
     # whole cycles of --clock-every steps (one teaches the clock, the others skip it), spread
     # over the curriculum, so the mean is that of a run's steps
-    every = getattr(full.hp, "clock_every", 1)
+    every = clock_plan(full.hp, full.data.needs)[1]
     starts = [round(i * (cur["steps"] - every) / max(batches - 1, 1)) // every * every for i in range(batches)]
     drawn = [(step, full.train_batch(step, slice(None), cpu)) for s in starts for step in range(s, s + every)]
 

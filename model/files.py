@@ -177,7 +177,8 @@ def is_int(x, lo, hi) -> bool:
 
 
 # a clock's sizes: integers 0..MAX_DIM, 0 where a file written before them lacks them
-CLOCK_SIZES = ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads", "clock_d_mlp")
+CLOCK_SIZES = ("clock_d_model", "clock_n_head", "clock_global_heads", "global_heads", "clock_wide_heads", "clock_d_mlp",
+               "clock_max_heads", "max_heads")
 OPTIONAL_KEYS = {"block_shapes", "halt_unit", "halt_marker", "attn_window", "halt_clock",
                  *CLOCK_SIZES}     # fields added later: files written before them still load
 
@@ -222,7 +223,7 @@ def check_config(cfg: dict, path, where: str = ""):
         check_value(path, is_int(cfg.get(key, 0), 0, MAX_DIM), p + key, f"an integer in 0..{MAX_DIM}", cfg.get(key))
     check_value(path, not cfg.get("clock_d_model") or bool(cfg.get("halt_clock")), p + "clock_d_model",
                 "0 unless halt_clock is set (the shape of the clock)", cfg.get("clock_d_model"))
-    for key in ("clock_global_heads", "clock_wide_heads"):
+    for key in ("clock_global_heads", "clock_wide_heads", "clock_max_heads"):
         check_value(path, cfg.get(key, 0) <= cfg.get("clock_n_head", 0), p + key, "at most clock_n_head", cfg.get(key))
     a = cfg["attn_scale"]
     check_value(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),

@@ -82,8 +82,15 @@ class LoopedConfig:
     # position (the model is done when all say so): a head can find a token anywhere before a
     # position (the first 0 that ends a carry chain) where the window sees two back
     clock_wide_heads: int = 0
+    # heads of the clock's block that read the running maximum of their values over every earlier
+    # position (`max_heads`), its unit still read at every position: an OR over the prefix ("some
+    # earlier 1 is not done yet") that does not thin out with the input's length as a softmax does
+    clock_max_heads: int = 0
     # heads of each block, from the first, exempt from attn_window (a clock's global heads)
     global_heads: int = 0
+    # heads of each windowed block after the global ones whose output at position i is the
+    # elementwise maximum of their values at the positions before i (no query or key is read)
+    max_heads: int = 0
     extra: dict = field(default_factory=dict)  # free-form metadata (token maps, compiler info)
 
     def __post_init__(self):
@@ -154,6 +161,7 @@ class CausalSelfAttention(nn.Module):
         self.o = nn.Linear(inner, cfg.d_model, bias=cfg.bias)
         self.rel_bias = nn.Parameter(torch.zeros(n_head, cfg.attn_window + 1)) if cfg.attn_window else None
         self.global_heads = min(cfg.global_heads, n_head)
+        self.max_heads = min(cfg.max_heads, n_head - self.global_heads) if cfg.attn_window else 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, n, _ = x.shape
@@ -163,9 +171,11 @@ class CausalSelfAttention(nn.Module):
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         if self.rel_bias is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
-        else:       # the unwindowed heads (the first global_heads) see all n, the others a band
-            g = self.global_heads
-            y = self.banded(q[:, g:], k[:, g:], v[:, g:])
+        else:       # the unwindowed heads (the first global_heads) see all n, the running maxima next, the others a band
+            g, m = self.global_heads, self.global_heads + self.max_heads
+            y = self.banded(q[:, m:], k[:, m:], v[:, m:])
+            if m > g:
+                y = torch.cat([running_max(v[:, g:m]), y], 1)
             if g:
                 wide = F.scaled_dot_product_attention(q[:, :g], k[:, :g], v[:, :g], scale=self.scale,
                                                       attn_mask=self.relative_bias(n, x.device, q.dtype)[:g])
@@ -181,7 +191,7 @@ class CausalSelfAttention(nn.Module):
         20 times slower on a CPU than over the same values laid out this way."""
         assert self.rel_bias is not None
         n, window = q.shape[2], self.rel_bias.shape[1] - 1
-        bias = self.rel_bias[self.global_heads:]         # the windowed heads' (the last ones)
+        bias = self.rel_bias[self.global_heads + self.max_heads:]       # the windowed heads' (the last ones)
         back = lambda t, o: F.pad(t, (0, 0, o, 0))[:, :, :n] if o else t      # noqa: E731  position i sees i - o
         offsets = range(window + 1)
         scores = torch.stack([(q * back(k, o)).sum(-1) for o in offsets], -2) * self.scale
@@ -206,6 +216,14 @@ class CausalSelfAttention(nn.Module):
         windowed = torch.arange(bias.shape[0], device=device) >= self.global_heads
         outside = (back < 0)[None] | ((back > window)[None] & windowed[:, None, None])
         return bias.masked_fill(outside, float("-inf")).to(dtype)
+
+
+def running_max(v: torch.Tensor) -> torch.Tensor:
+    """[B, H, n, d]: at each position i >= 1 the elementwise maximum of v over the positions
+    before it (0..i-1), at position 0 its own value (a clock's BOS, which every later
+    position's maximum includes, so it sets the floor)."""
+    before = torch.cummax(v, dim=2).values[:, :, :-1]
+    return torch.cat([v[:, :, :1], before], 2)
 
 
 class MLP(nn.Module):
@@ -499,13 +517,13 @@ def clock_config(cfg: LoopedConfig) -> LoopedConfig:
     marker that passes one position per step, a step count made of positions."""
     clock = replace(cfg, out_vocab_size=1, bos=True, attn_window=cfg.halt_clock, halt_clock=0,
                     halt_unit=False, halt_marker=False, extra={}, clock_d_model=0, clock_n_head=0,
-                    clock_d_mlp=0, clock_global_heads=0, clock_wide_heads=0)
+                    clock_d_mlp=0, clock_global_heads=0, clock_wide_heads=0, clock_max_heads=0)
     if not cfg.clock_d_model:
         return clock
     return replace(clock, d_model=cfg.clock_d_model, n_head=cfg.clock_n_head or 1, d_head=None,
                    d_mlp=cfg.clock_d_mlp or None,
                    n_prelude=0, n_body=1, n_postlude=0, block_shapes=[], position_features=[],
-                   global_heads=cfg.clock_global_heads or cfg.clock_wide_heads,
+                   global_heads=cfg.clock_global_heads or cfg.clock_wide_heads, max_heads=cfg.clock_max_heads,
                    out_vocab_size=2 if cfg.clock_global_heads else 1)
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from trainer.fan import stopping
 from rasp.stop import THRESHOLD
 from trainer.fan.halting import trajectory
-from trainer.settings.hparams import HParams
+from trainer.settings.hparams import HParams, clock_plan
 
 
 def iterations(spec, hp, batch) -> torch.Tensor:
@@ -32,7 +32,7 @@ def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None)
     recipe in force at the end)."""
     reduction = getattr(hp, "loss_reduction", "sample")
     settle, unsure, halt = getattr(hp, "settle", 0), getattr(hp, "unsure", 0.0), getattr(hp, "halt", 0.0)
-    if halt and not clock_due(hp, step):
+    if halt and not clock_due(hp, step, batch.need is not None):
         halt = 0.0
     if spec.adaptive and (settle or unsure or halt) and (step is None or step >= getattr(hp, "halting_from", 0)):
         return settle_loss(model, batch, settle, unsure, reduction, tokens_per_shard, halt,
@@ -40,12 +40,13 @@ def train_step_outputs(spec, hp, model, batch, tokens_per_shard=None, step=None)
     return loss_and_accuracy(model(batch.tokens, iterations(spec, hp, batch)), batch, reduction, tokens_per_shard)
 
 
-def clock_due(hp, step) -> bool:
-    """Whether a halting clock trains on optimiser step `step` (`--clock-every`): the clock
+def clock_due(hp, step, needs: bool = False) -> bool:
+    """Whether a halting clock trains on optimiser step `step` (`--clock-every`, or every
+    step where `--clock-reach auto` teaches each position's need, `needs`: clock_plan): the clock
     has parameters of its own, so on the other steps it is not run and its optimiser state
     stands still (no gradient: AdamW skips it); the answering model trains on every step.
     A step outside training (None) scores the clock."""
-    every = getattr(hp, "clock_every", 1)
+    every = clock_plan(hp, needs)[1]
     return step is None or every <= 1 or getattr(hp, "halt_target", "answer") != "clock" or step % every == 0
 
 

@@ -78,7 +78,9 @@ PRESETS = dict(zip(PRESET_NAMES, (paper, cpu)))
 # about a quarter of a training step; the full-width clock taught on every step cost 2-3 times the
 # answering model's step (bench/BENCH.md, "A clock at a fifth of a step").  Runs recorded before these two
 # settings have the full clock (their defaults), and are still told apart as the clock recipe.
-CLOCK_COST = dict(clock_width=32, clock_every=4)
+# Where the loop counts elsewhere than the query's first positions, the recipe's clock (`auto`) is
+# the max clock taught on every step (trainer/settings/hparams.py clock_plan).
+CLOCK_COST = dict(clock_width=32, clock_every=4, clock_reach="auto")
 _FAN = dict(past_t=0, settle=0, unsure=0.0, halt=0.0, halt_target="answer", halt_past=2)
 RECIPES = {"fan": _FAN, "halting": {**_FAN, "settle": 2, "unsure": 1.0},
            "marker": {**_FAN, "halt": 1.0, "halt_target": "marker"},
@@ -87,7 +89,8 @@ assert tuple(sorted(RECIPES)) == tuple(sorted(RECIPE_NAMES))
 # the clock recipe's earlier versions (the fields that differed): a run recorded with one is still the
 # clock recipe on --resume, and keeps the clock it was trained with (a field a run lacks reads as
 # its default, which is the full clock: 0 wide, taught on every step)
-EARLIER_CLOCKS = (dict(halt_past=10, clock_width=0, clock_every=1),)         # before issue 56
+EARLIER_CLOCKS = (dict(halt_past=10, clock_width=0, clock_every=1, clock_reach="window"),    # before issue 56
+                  dict(halt_past=10, clock_width=32, clock_every=4, clock_reach="window"))   # before the max clock
 
 
 def recipe_settings(recipe: str, spec, init: str, asked: bool = False) -> dict:

@@ -29,7 +29,7 @@ import torch.nn as nn
 from model import LoopedConfig, LoopedTransformer, gpt2_init_
 from trainer.models.base import MODELS, EncoderOutput, EncoderSpec, register_encoder
 from trainer.registry import FAN
-from trainer.settings.hparams import MARKER_TARGETS
+from trainer.settings.hparams import MARKER_TARGETS, clock_plan
 
 # positions back a halting clock attends to (--halt-target clock): its marker moves one
 # position per step, and a window that sees no farther than two back cannot count the input
@@ -89,21 +89,22 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         halt_unit=halting is not None,
         halt_marker=halting in MARKER_TARGETS,
         halt_clock=CLOCK_WINDOW if halting == "clock" else 0,
-        **(clock_shape(hp) if halting == "clock" else {}),
+        **(clock_shape(hp, getattr(data, "needs", False)) if halting == "clock" else {}),
         extra={**data.meta(), "model": spec.name})
 
 
-def clock_shape(hp) -> dict:
+def clock_shape(hp, needs: bool = False) -> dict:
     """The LoopedConfig fields of a halting clock's shape (none: a copy of the answering
-    model's), from `--clock-reach`, `--clock-width` and `--clock-mlp` (a narrow clock's)."""
+    model's), from `--clock-reach` (`needs`: the clock is taught each position's need,
+    which `auto` reads: clock_plan), `--clock-width` and `--clock-mlp` (a narrow clock's)."""
     width = min(getattr(hp, "clock_width", 0), hp.d_model)        # never wider than the answering model
-    reach = getattr(hp, "clock_reach", "window")
+    reach = clock_plan(hp, needs)[0]
     if reach == "global":
         shape = global_clock(hp.d_model, width)
-    elif reach == "wide":
+    elif reach in ("wide", "max"):
         width = width or min(GLOBAL_CLOCK_WIDTH, hp.d_model)
         shape = dict(clock_d_model=width, clock_n_head=head_count(width, max(2, width // CLOCK_HEAD_WIDTH)),
-                     clock_wide_heads=1)
+                     **{"clock_wide_heads" if reach == "wide" else "clock_max_heads": 1})
     elif width:
         shape = dict(clock_d_model=width, clock_n_head=max(1, width // CLOCK_HEAD_WIDTH))
     else:

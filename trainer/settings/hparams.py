@@ -29,8 +29,26 @@ PRESET_NAMES = ("paper", "cpu")     # trainer/fan/presets.py and the comparison 
 RECIPE_NAMES = ("clock", "marker", "halting", "fan")   # how a looped model learns when it is done (trainer/fan/presets.py RECIPES)
 DEFAULT_RECIPE = "clock"
 MARKER_TARGETS = ("marker", "clock")
-CLOCK_REACHES = ("window", "wide", "global")   # --clock-reach: what a halting clock sees (trainer/models/looped.py)   # --halt-target values taught per position (a marker that passes one a step)
+CLOCK_REACHES = ("auto", "window", "wide", "max", "global")   # --clock-reach: what a halting clock sees (trainer/models/looped.py)
 KINDS = BOTH
+
+
+def clock_plan(hp, needs: bool) -> tuple:
+    """(reach, every): what a halting clock sees and on every how many optimiser steps it
+    is taught, for a run whose clock is taught each position's need (`needs`: the loop
+    counts positions other than the query's first ones, trainer/fan/kind.py) or the marker.
+    `--clock-reach auto`, the clock recipe's, resolves here: the window clock taught on
+    every --clock-every-th step where the marker is taught (Fan et al.'s tasks train as
+    before), and where needs are taught the max clock taught on every step: a count over
+    the whole input (`loop count(seq, 1)`) is timed by a chain, "every earlier 1 was done
+    a step ago", which a running maximum reads alike at any length and a window cannot,
+    and taught on every 4th step that chain held on 0.68-0.74 of the inputs beyond the
+    training sizes against 0.94-1.00 on every step (bench/BENCH.md, "A clock that chains")."""
+    reach = getattr(hp, "clock_reach", "window")
+    every = getattr(hp, "clock_every", 1)
+    if reach != "auto":
+        return reach, every
+    return ("max", 1) if needs else ("window", every)
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
 MAX_N = 2000                 # training problem sizes (the paper's largest is 20)
@@ -124,9 +142,12 @@ class HParams:
         "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
                       "the loop runs longer than any trained input needed (the clock recipe: 10)"))
     clock_reach: str = _set("window", used_if=(CLOCK_UNIT,), kinds=FAN, choices=CLOCK_REACHES, added=True, **_flag(
-        "halting", 8, "--halt-target clock: window (the clock sees two "
+        "halting", 8, "--halt-target clock: auto (the clock recipe's: window where the loop counts the query's "
+                      "first positions, max taught on every step where it counts elsewhere), window (the clock sees two "
                       "positions back, every position saying done), wide (one head of it sees every earlier "
-                      "position, so a position can find a token anywhere before it; every position saying done) or global (a narrow one-block clock, width 32, "
+                      "position, so a position can find a token anywhere before it; every position saying done), "
+                      "max (one head of it reads the largest of its values over every earlier position: 'some "
+                      "earlier 1 is not done yet' at any length; every position saying done) or global (a narrow one-block clock, width 32, "
                       "one head of it seeing every earlier position, done when the sum of its score over the "
                       "positions is positive: it can weigh the steps run against a count over the input)"))
     clock_width: int = _set(0, used_if=(CLOCK_UNIT,), kinds=FAN, lo=0, hi=MAX_SIZE, added=True, **_flag(
@@ -138,7 +159,8 @@ class HParams:
                        "width, as in the clock recipe)"))
     clock_every: int = _set(1, used_if=(CLOCK_UNIT,), kinds=FAN, lo=1, hi=LONG, added=True, **_flag(
         "halting", 10, "--halt-target clock: train the clock on every this-th step only (its own "
-                       "parameters; the answering model trains on every step; the clock recipe: 4)"))
+                       "parameters; the answering model trains on every step; the clock recipe: 4, and every "
+                       "step where --clock-reach auto picks max)"))
     halting_from: int = _set(0, used_if=(HALTING_LOSS,), kinds=FAN, lo=0, hi=LONG, added=True, **_flag(
         "halting", 7, "the step from which --settle, --unsure and --halt apply; before it the loss is Fan et al.'s "
                       "(0: from the start)"))

@@ -100,7 +100,7 @@ def check_hparams(hp, task):
         raise RaspError(f"--start-n {hp.start_n} is above --max-train-n {hp.max_train_n}")
     if hp.max_train_n < task.min_n:
         raise RaspError(f"--max-train-n {hp.max_train_n}: task {task.name} starts at n = {task.min_n}")
-    if getattr(hp, "clock_mlp", 0) and not getattr(hp, "clock_width", 0) and getattr(hp, "clock_reach", "window") == "window":
+    if getattr(hp, "clock_mlp", 0) and not getattr(hp, "clock_width", 0) and getattr(hp, "clock_reach", "window") in ("window", "auto"):
         raise RaspError(f"--clock-mlp {hp.clock_mlp}: sets a narrow clock's MLP; with --clock-width 0 the clock is a "
                         "copy of the answering model's shape: give --clock-width too")
 
