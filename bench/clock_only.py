@@ -88,7 +88,7 @@ def stops(run_dir: Path, lengths, samples: int, seed: int) -> dict:
                         "steps_off": float((chosen - b.steps).abs().float().mean()),
                         "oracle_step": float(b.steps.float().mean())}
     doc = {"run": str(run_dir), "task": run["task"], "seed": hp.seed, "step": step, "samples": samples,
-           "clock_reach": clock_plan(hp, data.needs)[0], "max_train_n": hp.max_train_n,
+           "clock_reach": clock_plan(hp, data.needs, data.count_by_size)[0], "max_train_n": hp.max_train_n,
            "clock_params": sum(p.numel() for p in model.clock.parameters()) if model.clock is not None else 0,
            "seconds": time.perf_counter() - t0, "load": os.getloadavg()[0], "lengths": rows}
     write_json_atomic(run_dir / OUT, doc)

@@ -225,6 +225,7 @@ def check_config(cfg: dict, path, where: str = ""):
                 "0 unless halt_clock is set (the shape of the clock)", cfg.get("clock_d_model"))
     for key in ("clock_global_heads", "clock_wide_heads", "clock_max_heads"):
         check_value(path, cfg.get(key, 0) <= cfg.get("clock_n_head", 0), p + key, "at most clock_n_head", cfg.get(key))
+    check_value(path, cfg.get("max_heads", 0) <= cfg["n_head"], p + "max_heads", "at most n_head", cfg.get("max_heads"))
     a = cfg["attn_scale"]
     check_value(path, a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)),
                 p + "attn_scale", "null or a finite number", a)

@@ -64,32 +64,36 @@ def test_the_max_clock_is_one_narrow_block_whose_first_head_is_a_max_head():
 def test_clock_plan_resolves_auto_by_what_the_loop_counts():
     hp = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_reach": "auto", "clock_every": 4})
     assert clock_plan(hp, needs=False) == ("window", 4)
-    assert clock_plan(hp, needs=True) == ("max", 1)
+    assert clock_plan(hp, needs=False, by_size=False) == ("max", 4)
+    assert clock_plan(hp, needs=True) == clock_plan(hp, needs=True, by_size=False) == ("max", 1)
     for reach in ("window", "wide", "max", "global"):
         given_hp = HParams.from_dict({"halt": 1.0, "halt_target": "clock", "clock_reach": reach, "clock_every": 4})
-        assert clock_plan(given_hp, needs=True) == clock_plan(given_hp, needs=False) == (reach, 4)
+        assert clock_plan(given_hp, needs=True) == clock_plan(given_hp, needs=False, by_size=False) == (reach, 4)
 
 
-def test_the_recipe_builds_a_max_clock_for_a_count_of_ones_and_a_window_clock_for_parity():
-    """The default recipe's models: parity's clock as before (no max head, every 4th step),
-    unary_ones' with a max head, taught on every step."""
+@pytest.mark.parametrize("name, needs, by_size", [("parity", False, True), ("unary_ones", True, False),
+                                                  ("increment", False, False), ("longest_run", True, False)])
+def test_the_recipe_builds_the_clock_the_loop_needs(name, needs, by_size):
+    """The default recipe's models: parity's clock as before (no max head, every 4th step);
+    a count of ones and an erosion: a max head, taught each position's need on every step;
+    a carry chain (the first positions, as many as the chain is long): a max head, taught
+    the marker on every 4th step."""
     from trainer.fan.kind import build_data
     from trainer.fan.objectives import clock_due
     from trainer.fan.presets import make_hparams, RECIPES
     from trainer.models.looped import get_model_spec
-    from trainer.tasks import get_task
+    from trainer.tasks import TASKS, get_task
     from trainer.tasks.program import program_record, task_of_record
     spec = get_model_spec("looped")
-    rng = np.random.default_rng(0)
-    for task, needs in ((get_task("parity"), False), (task_of_record(program_record("programs/unary_ones.rasp")), True)):
-        hp = make_hparams("cpu", task, **RECIPES["clock"])
-        data = build_data(task, spec, hp)
-        assert data.needs == needs
-        model = spec.make(hp, data)
-        assert model.cfg.clock_max_heads == int(needs) and model.cfg.clock_d_model == 32
-        batch = data.batch(rng, [5] * 4, taught=True)
-        assert [clock_due(hp, step, batch.need is not None) for step in range(4)] == \
-            ([True] * 4 if needs else [True, False, False, False])
+    task = get_task(name) if name in TASKS else task_of_record(program_record(f"programs/{name}.rasp"))
+    hp = make_hparams("cpu", task, **RECIPES["clock"])
+    data = build_data(task, spec, hp)
+    assert (data.needs, data.count_by_size) == (needs, by_size)
+    model = spec.make(hp, data)
+    assert model.cfg.clock_max_heads == int(needs or not by_size) and model.cfg.clock_d_model == 32
+    batch = data.batch(np.random.default_rng(0), [5] * 4, taught=True)
+    assert [clock_due(hp, step, batch.need is not None) for step in range(4)] == \
+        ([True] * 4 if needs else [True, False, False, False])
 
 
 def test_model_files_check_the_max_heads():
@@ -103,3 +107,5 @@ def test_model_files_check_the_max_heads():
         check_config({**clock, "clock_max_heads": 3}, "m.json")
     with pytest.raises(RaspFileError, match="max_heads: expected an integer"):
         check_config({**cfg, "max_heads": -1}, "m.json")
+    with pytest.raises(RaspFileError, match="max_heads: expected at most n_head"):
+        check_config({**cfg, "max_heads": 3}, "m.json")

@@ -75,6 +75,8 @@ class TaskData:
             raise RaspError(f"next-token prediction needs a full-answer task; {task.name} is {task.target}")
         self.task, self.labeler, self.layout, self.pause = task, labeler, layout, pause
         self.needs = needs and layout == "fap" and not pause and hasattr(labeler, "program")
+        # the loop's count is the same on every input of a size (trainer/fan/kind.py probe_counts)
+        self.count_by_size = True
         sym = labeler.symbols
         missing = [s for s in task.symbols if s not in sym]
         if missing:

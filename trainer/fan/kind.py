@@ -64,8 +64,9 @@ def build_data(task, spec, hp, labeler=None) -> TaskData:
     task = get_task(task) if isinstance(task, str) else task
     labeler = labeler or ProgramLabeler(task.program_path, source=task.source or None)
     data = TaskData(task, labeler, spec.layout(), spec.pause_count(hp), needs=clock_reads_needs(spec, hp))
-    if data.needs and counts_first_positions(data, hp.max_train_n):
-        data.needs = False
+    if data.needs:
+        first, data.count_by_size = probe_counts(data, hp.max_train_n)
+        data.needs = not first
     return data
 
 
@@ -78,13 +79,20 @@ def clock_reads_needs(spec, hp) -> bool:
 PROBE_SIZES, PROBE_PER_SIZE = 16, 8
 
 
-def counts_first_positions(data, max_train_n: int) -> bool:
-    """Whether the task's loop counts, on every input of a fixed probe (the first 16
-    training sizes, drawn or from the file), a run of positions from the first on: a count of the
-    query's size (parity's n, addition's n + 1), which the clock is taught as the first
-    T(n) positions, each done one step after the one before (trainer/fan/objectives.py
-    `first_positions`).  Otherwise (a count of ones, an `until stable` loop) each position
-    is taught its own need, wherever the loop counts."""
+def probe_counts(data, max_train_n: int) -> tuple:
+    """(first positions, by size) of the task's loop on a fixed probe (the first 16 training
+    sizes, 8 inputs each, drawn or from the file):
+
+    * first positions: on every input the loop counts a run of positions from the first on,
+      as a count of the query's size does (parity's n, addition's n + 1) and a carry chain
+      does (`programs/increment.rasp`).  The clock is then taught the first T(n) positions,
+      each done one step after the one before (trainer/fan/objectives.py `first_positions`);
+      otherwise (a count of ones, an erosion until stable) each position is taught its own
+      need, wherever the loop counts.
+    * by size: the count is the same on every input of a size.  Where it is not (a carry
+      chain that ends at the first 0, parity of the bits before a padding), a position after
+      the counted ones may have to know what came anywhere before it, which the window
+      clock cannot see (trainer/settings/hparams.py `clock_plan`)."""
     rng = np.random.default_rng(0)
     pools = data.file_inputs(True)
     if pools is not None:
@@ -93,13 +101,14 @@ def counts_first_positions(data, max_train_n: int) -> bool:
         lo = data.task.min_n
         groups = [data.sample_inputs(rng, [n] * PROBE_PER_SIZE)
                   for n in range(lo, max(lo, min(lo + PROBE_SIZES - 1, max_train_n)) + 1)]
+    first, by_size = True, True
     for inputs in groups:
         _, _, needs = data.labeler(inputs, needs=True)
+        by_size &= len({int(need.max(initial=0)) for need in needs}) <= 1
         for need in needs:
             counted = need > 0
-            if counted[int(counted.sum()):].any():      # a counted position after one that is not
-                return False
-    return True
+            first &= not counted[int(counted.sum()):].any()      # no counted position after one that is not
+    return first, by_size
 
 
 def in_distribution_files(data, hp) -> Optional[tuple]:

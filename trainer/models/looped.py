@@ -89,16 +89,17 @@ def looped_config(spec: ModelSpec, hp, data) -> LoopedConfig:
         halt_unit=halting is not None,
         halt_marker=halting in MARKER_TARGETS,
         halt_clock=CLOCK_WINDOW if halting == "clock" else 0,
-        **(clock_shape(hp, getattr(data, "needs", False)) if halting == "clock" else {}),
+        **(clock_shape(hp, getattr(data, "needs", False), getattr(data, "count_by_size", True))
+           if halting == "clock" else {}),
         extra={**data.meta(), "model": spec.name})
 
 
-def clock_shape(hp, needs: bool = False) -> dict:
+def clock_shape(hp, needs: bool = False, by_size: bool = True) -> dict:
     """The LoopedConfig fields of a halting clock's shape (none: a copy of the answering
-    model's), from `--clock-reach` (`needs`: the clock is taught each position's need,
-    which `auto` reads: clock_plan), `--clock-width` and `--clock-mlp` (a narrow clock's)."""
+    model's), from `--clock-reach` (`auto` reads what the loop counts: clock_plan),
+    `--clock-width` and `--clock-mlp` (a narrow clock's)."""
     width = min(getattr(hp, "clock_width", 0), hp.d_model)        # never wider than the answering model
-    reach = clock_plan(hp, needs)[0]
+    reach = clock_plan(hp, needs, by_size)[0]
     if reach == "global":
         shape = global_clock(hp.d_model, width)
     elif reach in ("wide", "max"):

@@ -33,22 +33,29 @@ CLOCK_REACHES = ("auto", "window", "wide", "max", "global")   # --clock-reach: w
 KINDS = BOTH
 
 
-def clock_plan(hp, needs: bool) -> tuple:
+def clock_plan(hp, needs: bool, by_size: bool = True) -> tuple:
     """(reach, every): what a halting clock sees and on every how many optimiser steps it
     is taught, for a run whose clock is taught each position's need (`needs`: the loop
-    counts positions other than the query's first ones, trainer/fan/kind.py) or the marker.
-    `--clock-reach auto`, the clock recipe's, resolves here: the window clock taught on
-    every --clock-every-th step where the marker is taught (Fan et al.'s tasks train as
-    before), and where needs are taught the max clock taught on every step: a count over
-    the whole input (`loop count(seq, 1)`) is timed by a chain, "every earlier 1 was done
-    a step ago", which a running maximum reads alike at any length and a window cannot,
-    and taught on every 4th step that chain held on 0.68-0.74 of the inputs beyond the
-    training sizes against 0.94-1.00 on every step (bench/BENCH.md, "A clock that chains")."""
+    counts positions other than the query's first ones) or the marker, and whose loop count
+    is the same on every input of a size (`by_size`; trainer/fan/kind.py probe_counts).
+    `--clock-reach auto`, the clock recipe's, resolves here:
+
+    * a count by size, taught as the marker (Fan et al.'s tasks): the window clock, taught on
+      every --clock-every-th step, as before;
+    * a count that depends on the content: the max clock, whose running maximum reads "some
+      earlier position is still counting" alike at every length where the window sees two
+      positions back (a count of ones is timed by a chain, "every earlier 1 was done a step
+      ago"; a carry chain's end by "a 0 came before me");
+    * taught each position's need, on every step: taught on every 4th, that chain held on
+      0.68-0.74 of the inputs beyond the training sizes, against 0.94-1.00 on every step
+      (bench/BENCH.md, "A clock with a running maximum")."""
     reach = getattr(hp, "clock_reach", "window")
     every = getattr(hp, "clock_every", 1)
     if reach != "auto":
         return reach, every
-    return ("max", 1) if needs else ("window", every)
+    return ("window" if by_size and not needs else "max"), (1 if needs else every)
+
+
 MAX_SIZE = 1 << 16           # widths, heads, layers: far above anything trainable here
 MAX_SEED = 2 ** 32 - 1       # NumPy and PyTorch both take it
 MAX_N = 2000                 # training problem sizes (the paper's largest is 20)
