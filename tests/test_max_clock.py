@@ -74,10 +74,10 @@ def test_clock_plan_resolves_auto_by_what_the_loop_counts():
 @pytest.mark.parametrize("name, needs, by_size", [("parity", False, True), ("unary_ones", True, False),
                                                   ("increment", False, False), ("longest_run", True, False)])
 def test_the_recipe_builds_the_clock_the_loop_needs(name, needs, by_size):
-    """The default recipe's models: parity's clock as before (no max head, every 4th step);
+    """The default recipe's models: parity's clock as before (no max head, every 6th step);
     a count of ones and an erosion: a max head, taught each position's need on every step;
     a carry chain (the first positions, as many as the chain is long): a max head, taught
-    the marker on every 4th step."""
+    the marker on every 6th step."""
     from trainer.fan.kind import build_data
     from trainer.fan.objectives import clock_due
     from trainer.fan.presets import make_hparams, RECIPES
@@ -92,8 +92,8 @@ def test_the_recipe_builds_the_clock_the_loop_needs(name, needs, by_size):
     model = spec.make(hp, data)
     assert model.cfg.clock_max_heads == int(needs or not by_size) and model.cfg.clock_d_model == 32
     batch = data.batch(np.random.default_rng(0), [5] * 4, taught=True)
-    assert [clock_due(hp, step, batch.need is not None) for step in range(4)] == \
-        ([True] * 4 if needs else [True, False, False, False])
+    assert [clock_due(hp, step, batch.need is not None) for step in range(7)] == \
+        ([True] * 7 if needs else [True] + [False] * 5 + [True])
 
 
 def test_model_files_check_the_max_heads():

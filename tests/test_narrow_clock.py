@@ -116,16 +116,17 @@ def test_a_wide_clock_has_one_unwindowed_head_and_reads_every_position(capsys, t
 
 def test_a_run_of_the_full_clock_is_still_the_clock_recipe_when_resumed():
     """`--resume --recipe clock` on a run recorded before the clock's shape was part of the
-    recipe (no clock_width, clock_every, clock_reach), or before the max clock (clock_reach
-    window), is accepted; another recipe is refused."""
+    recipe (no clock_width, clock_every, clock_reach), before the max clock (clock_reach
+    window, every 4th step) or before every 6th step, is accepted; another recipe is refused."""
     from types import SimpleNamespace
     from rasp.errors import RaspError
     from trainer.settings.resolve import refuse_changed_run
     old = {k: v for k, v in RECIPES["clock"].items() if k not in ("clock_width", "clock_every", "clock_reach")}
     run = {"hparams": old}
     refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="clock"), run)
-    window = {"hparams": dict(RECIPES["clock"], clock_reach="window")}
-    refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="clock"), window)
+    for reach in ("window", "auto"):        # taught on every 4th step, before and after the max clock
+        every4 = {"hparams": dict(RECIPES["clock"], clock_reach=reach, clock_every=4)}
+        refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="clock"), every4)
     with pytest.raises(RaspError, match="the run has clock"):
         refuse_changed_run(SimpleNamespace(given=frozenset({"recipe"}), recipe="fan"), run)
     narrow = {"hparams": dict(RECIPES["clock"], clock_width=16)}
