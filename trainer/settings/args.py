@@ -32,9 +32,11 @@ TRAIN_COMMON = ("--task", "--program", "--model", "--out", "--preset", "--recipe
 
 # what each --recipe value does (--help-all lists them below the groups)
 RECIPE_HELP = {
-    "clock": "a looped network of its own (one block 32 wide, taught on every 4th step), with a BOS position "
-             "and attention to the two positions before each, taught at every position the step from which the "
-             "program's loop no longer waits on it (docs/tasks.md), beside an answering model trained as fan's",
+    "clock": "a looped network of its own (one block 32 wide, taught on every 6th step), with a BOS position "
+             "and attention to the two positions before each (one head a running maximum over every earlier "
+             "position where the loop's count depends on the content, then taught on every step), taught at every "
+             "position the step from which the program's loop no longer waits on it (docs/tasks.md), beside an "
+             "answering model trained as fan's",
     "marker": "a 'done' unit taught at every position whether a marker moved one position per step has passed "
               "it; --stop head reads it",
     "halting": "the answer at T(n) and the steps after it, no commitment before T(n); a confidence threshold "
