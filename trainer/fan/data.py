@@ -77,6 +77,7 @@ class TaskData:
         self.needs = needs and layout == "fap" and not pause and hasattr(labeler, "program")
         # the loop's count is the same on every input of a size (trainer/fan/kind.py probe_counts)
         self.count_by_size = True
+        self._row_lengths: dict = {}       # row_length's, per size
         sym = labeler.symbols
         missing = [s for s in task.symbols if s not in sym]
         if missing:
@@ -113,9 +114,12 @@ class TaskData:
 
     def row_length(self, n: int) -> int:
         """FAP-layout input length of a row of problem size n (the probe draws
-        from its own generator; multiplication's n1 is drawn: the longest of a few)."""
-        rng = np.random.default_rng(0)
-        return max(len(x) for x in self.sample_inputs(rng, [n] * 4, True)) + self.pause
+        from its own generator; multiplication's n1 is drawn: the longest of a few).
+        Kept per n: every training batch asks it, and the probe always draws the same."""
+        if n not in self._row_lengths:
+            rng = np.random.default_rng(0)
+            self._row_lengths[n] = max(len(x) for x in self.sample_inputs(rng, [n] * 4, True)) + self.pause
+        return self._row_lengths[n]
 
     # -- labelling and layout --------------------------------------------
     def make_batch(self, inputs: list, lengths: Sequence[int], pad_to: int = 0,
