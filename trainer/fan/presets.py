@@ -49,7 +49,7 @@ def paper(task: Task) -> HParams:
 
 
 def cpu(task: Task) -> HParams:
-    # The same recipe, small enough for 2 CPU cores (parity: 125 s on an idle machine); lengths stop at 10.
+    # The same recipe, small enough for 2 CPU cores (parity: 122 s on an idle machine); lengths stop at 10.
     p = task.paper
     # Many narrow heads matter for parity (the paper uses 64): 16 heads of width 4 reach
     # 0.99 in-distribution in 2000 steps where 4 heads stall at 0.93.  Copy did

@@ -122,7 +122,7 @@ def add_train_args(p: argparse.ArgumentParser):
     p.add_argument("--out", required=True, type=validate.out_dir, metavar="DIR",
                    help="the run directory (created; --resume continues it)")
     p.add_argument("--preset", action=Given, default="cpu", choices=list(PRESET_NAMES),
-                   help="the recipe: cpu (parity: 125 s on 2 idle cores) or paper (the papers' sizes and steps); default cpu")
+                   help="the recipe: cpu (parity: 122 s on 2 idle cores) or paper (the papers' sizes and steps); default cpu")
     p.add_argument("--recipe", action=Given, default=None, choices=list(RECIPE_NAMES),
                    help=f"how a looped model learns when it is done (--help-all says what each does); "
                         f"default {DEFAULT_RECIPE}")

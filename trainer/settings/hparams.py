@@ -149,8 +149,9 @@ class HParams:
         "halting", 6, "steps after T(n) on which the --halt unit is also taught 'done', so it stays done when "
                       "the loop runs longer than any trained input needed (the clock recipe: 10)"))
     clock_reach: str = _set("window", used_if=(CLOCK_UNIT,), kinds=FAN, choices=CLOCK_REACHES, added=True, **_flag(
-        "halting", 8, "--halt-target clock: auto (the clock recipe's: window where the loop counts the query's "
-                      "first positions, max taught on every step where it counts elsewhere), window (the clock sees two "
+        "halting", 8, "--halt-target clock: auto (the clock recipe's: window where the loop's count is fixed by "
+                      "the size, max where it depends on the content, then taught on every step where each position "
+                      "waits on its own count), window (the clock sees two "
                       "positions back, every position saying done), wide (one head of it sees every earlier "
                       "position, so a position can find a token anywhere before it; every position saying done), "
                       "max (one head of it reads the largest of its values over every earlier position: 'some "
