@@ -33,19 +33,23 @@ def test_the_global_clock_is_one_narrow_block_with_two_rows_and_reads_its_last_p
     assert torch.equal(model.done_every(tokens, 5)[..., 0], model.clock_unit(every))
 
 
+def last_output_reads(model: LoopedTransformer, tokens: list, at: int, token: int) -> bool:
+    """Whether one step's output at the last position changes when the token at `at` does."""
+    a = torch.tensor([tokens])
+    b = a.clone()
+    b[0, at] = token
+    with torch.no_grad():
+        return not torch.equal(model.all_steps(a, 1)[0, 0, -1], model.all_steps(b, 1)[0, 0, -1])
+
+
 @pytest.mark.parametrize("global_heads", [0, 1])
 def test_only_a_global_head_reads_past_the_window(global_heads):
     """One clock step: the last position's output depends on a token five positions back
     exactly when a head sees past the two-position window."""
     torch.manual_seed(1)
-    cfg = LoopedConfig(vocab_size=3, d_model=8, n_head=2, bos=True, attn_window=2, global_heads=global_heads)
-    model = LoopedTransformer(cfg)
-    a = torch.tensor([[0, 1, 2, 1, 0, 1, 2]])
-    b = a.clone()
-    b[0, 1] = 0
-    with torch.no_grad():
-        out_a, out_b = model.all_steps(a, 1)[0, 0, -1], model.all_steps(b, 1)[0, 0, -1]
-    assert torch.equal(out_a, out_b) == (global_heads == 0)
+    model = LoopedTransformer(LoopedConfig(vocab_size=3, d_model=8, n_head=2, bos=True, attn_window=2,
+                                           global_heads=global_heads))
+    assert last_output_reads(model, [0, 1, 2, 1, 0, 1, 2], at=1, token=0) == (global_heads == 1)
     bias = model.body[0].attn.relative_bias(6, "cpu", torch.float32)
     assert bool(torch.isinf(bias[1, 5, 0])) and bool(torch.isinf(bias[:, 0, 1]).all())
     assert bool(torch.isfinite(bias[0, 5, 0])) == (global_heads == 1)
