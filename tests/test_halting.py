@@ -172,3 +172,30 @@ def test_a_saved_fit_rebuilds_both_rules_and_a_damaged_one_is_refused(tmp_path):
     del doc["head"]["std"]
     with pytest.raises(RaspFileError, match="not a halting fit"):
         Halting.from_json(doc, tmp_path / "halting.json", 5)
+
+
+@pytest.mark.parametrize("task,recipe", [("parity", "fan"), ("addition", "fan"), ("copy", "clock")])
+def test_training_evaluation_answers_at_t_as_the_oracle_rule_does(task, recipe):
+    """Training's periodic evaluation reads each input's answer at T(n) from its own steps
+    (`answer_at_t`); `evaluate_batch`'s oracle rule reads it from every step's read-out.
+    Both give the same tokens on every input (weights drawn wide, so the answers vary)."""
+    from trainer.fan.initialise import initial_model
+    from trainer.fan.kind import RunConfig, build_data
+    from trainer.fan.presets import RECIPES, make_hparams
+    from trainer.models import get_model_spec
+    from trainer.tasks import get_task
+    hp = make_hparams("cpu", get_task(task), "random", seed=1, max_train_n=6, **RECIPES[recipe])
+    spec = get_model_spec("looped")
+    data = build_data(task, spec, hp)
+    torch.manual_seed(1)
+    model, _ = initial_model(RunConfig(task=task, out="-", hp=hp), spec, hp, data, "cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:                 # matrices only: a large bias would answer alike everywhere
+                p.normal_(0, 1.0)
+    batch = data.batch(np.random.default_rng(2), [1, 6, 3, 6, 2, 5, 4, 1, 6, 3], train=False)
+    out = objectives.evaluate_batch(spec, hp, model, batch, "oracle", 0)
+    pred = objectives.answer_at_t(model, batch)
+    assert torch.equal(pred, out["pred"])
+    assert len({tuple(row) for row in pred.tolist()}) > 3            # the answers vary between inputs
+    assert torch.equal(objectives.oracle_correct(spec, hp, model, batch), out["correct"])

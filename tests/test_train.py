@@ -70,6 +70,9 @@ def test_looped_parity_learns(tmp_path):
     assert evals[-1]["eval_acc"] == s["final_eval_acc"]
     solved = [r["step"] for r in evals if r["eval_acc"] >= 1.0]
     assert s["first_step_at_100"] == (solved[0] if solved else None)
+    # the loop's seconds that went to its evaluations (3 here) and checkpoints are part of its own
+    assert 0 < s["seconds_evaluating"] and 0 < s["seconds_saving"]
+    assert s["seconds_evaluating"] + s["seconds_saving"] < s["seconds"]
     # eval artefacts: table rows, JSON, both plots
     res = evaluate_run(out, [1, 2, 3, 6], "confidence", samples=64)
     assert [r["length"] for r in eval_rows(res)] == [1, 2, 3, 6]

@@ -125,11 +125,21 @@ def in_distribution_files(data, hp) -> Optional[tuple]:
     return True, {}
 
 
-def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, device) -> float:
-    """Exact match over lengths uniform on 1..max_train_n, oracle stop; own RNG
-    so evaluating never changes the training stream.  Inputs from a file: each
-    distinct input of those sizes once (at most n_samples of them, drawn
-    without replacement), never one input twice."""
+def in_distribution_accuracy(spec, hp, model, batches: list) -> float:
+    """Exact match over lengths uniform on 1..max_train_n, oracle stop, on the batches
+    of `in_distribution_batches`."""
+    correct = total = 0
+    for batch in batches:
+        correct += int(objectives.oracle_correct(spec, hp, model, batch).sum())
+        total += len(batch)
+    return correct / max(total, 1)
+
+
+def in_distribution_batches(hp, data, seed: int, n_samples: int, device) -> list:
+    """The inputs of `in_distribution_accuracy`, one batch per size: lengths uniform on
+    1..max_train_n; own RNG so evaluating never changes the training stream, and the same
+    inputs at every evaluation of a run.  Inputs from a file: each distinct input of those
+    sizes once (at most n_samples of them, drawn without replacement), never one input twice."""
     rng = np.random.default_rng([seed, 12345])
     files = in_distribution_files(data, hp)
     if files is None:
@@ -138,13 +148,8 @@ def in_distribution_accuracy(spec, hp, model, data, seed: int, n_samples: int, d
     else:
         chosen = scored_once(rng, [(n, x) for n in sorted(files[1]) for x in files[1][n]], n_samples)
         groups = [(n, [x for m, x in chosen if m == n], 0) for n in sorted({m for m, _ in chosen})]
-    correct = total = 0
-    for n, inputs, k in groups:
-        batch = (data.batch(rng, [n] * k, train=False) if inputs is None else
-                 data.make_batch(inputs, [n] * len(inputs))).to(device)
-        correct += int(objectives.evaluate_batch(spec, hp, model, batch, "oracle", 0)["correct"].sum())
-        total += len(batch)
-    return correct / max(total, 1)
+    return [(data.batch(rng, [n] * k, train=False) if inputs is None else
+             data.make_batch(inputs, [n] * len(inputs))).to(device) for n, inputs, k in groups]
 
 
 def train_padding(hp, data, step: int) -> dict:
@@ -197,6 +202,7 @@ class FanKind(RunKind):
         validate.refuse_inert_teaching(cfg.hp, Chosen("fan", cfg.hp, self.spec, cfg.init))
         self.rng = None
         self.step = None        # the optimiser step under way (before_step); the loss reads it
+        self.eval_batches = None    # in_distribution_batches, drawn at the first evaluation
 
     # -- setting up ---------------------------------------------------------------
     def prepare(self, device):
@@ -260,8 +266,10 @@ class FanKind(RunKind):
 
     # -- measuring ----------------------------------------------------------------
     def evaluate(self, model) -> dict:
-        return {"eval_acc": in_distribution_accuracy(self.spec, self.hp, model, self.data, self.hp.seed,
-                                                     self.hp.eval_samples, self.device)}
+        if self.eval_batches is None:       # drawn and labelled once: every evaluation scores the same inputs
+            self.eval_batches = in_distribution_batches(self.hp, self.data, self.hp.seed, self.hp.eval_samples,
+                                                        self.device)
+        return {"eval_acc": in_distribution_accuracy(self.spec, self.hp, model, self.eval_batches)}
 
     def eval_description(self, row: dict) -> str:
         return (f"in-distribution exact match {row['eval_acc']:.3f} (oracle stop, {self.scored_inputs()}, "

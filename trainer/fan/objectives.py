@@ -243,6 +243,26 @@ def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard
 
 
 @torch.no_grad()
+def oracle_correct(spec, hp, model, batch) -> torch.Tensor:
+    """Exact match per sample under the oracle stop (training's periodic evaluation):
+    `evaluate_batch`'s "correct" with rule "oracle", for a looped model from each input's
+    answer at T(n) alone (`answer_at_t`)."""
+    if spec.objective == "ntp" or not spec.adaptive:
+        return evaluate_batch(spec, hp, model, batch, "oracle", 0)["correct"]
+    return ((answer_at_t(model, batch) == batch.targets) | ~batch.mask).all(-1)
+
+
+@torch.no_grad()
+def answer_at_t(model, batch) -> torch.Tensor:
+    """The tokens a looped model answers at each input's T(n) [B, L]: the prediction of
+    `evaluate_batch`'s "oracle" rule, from the input's own steps and one read-out instead of
+    every step's read-out and statistics."""
+    model.eval()
+    logits = model(batch.tokens, batch.steps.clamp(min=1))       # the step the oracle rule picks
+    return F.log_softmax(logits.float(), dim=-1).argmax(-1)         # as stopping.step_stats reads it
+
+
+@torch.no_grad()
 def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: float = THRESHOLD,
                    halting=None) -> dict:
     """Exact match per sample plus the chosen step, the iterations run and,

@@ -194,6 +194,9 @@ def _train(kind: RunKind, d, loggers) -> dict:
 
     bar = progress_bar(total=hp.steps, initial=step, enabled=cfg.progress and d.main, desc=f"{cfg.task}/{cfg.model}")
     t_start = t_last = time.perf_counter()
+    # the loop's seconds outside training steps (periodic evaluations, checkpoints): summary.json
+    # reports them, so a speed comparison with a loop that has neither can leave them out
+    aside = {"evaluating": 0.0, "saving": 0.0}
     last_step = step
     # logged rows (every rank: the stop rule must agree); evaluation-only rows -- the step-0
     # evaluation, or a periodic one between log rows -- carry no loss and are not among them
@@ -209,12 +212,14 @@ def _train(kind: RunKind, d, loggers) -> dict:
                     rejected += guard.confirm()
 
     def save(at: int):
+        t0 = time.perf_counter()
         verify(confirm=True)
         if d.main:
             checkpoint.save(out, at, model, opt, kind.state(at) | {
                 "accumulators": sums, "init_info": init_info, "guard": guard_state, "rejected": rejected,
                 "model_name": cfg.model, "task": cfg.task}, keep=hp.keep_ckpts)
         d.barrier()
+        aside["saving"] += time.perf_counter() - t0
 
     while step < hp.steps:
         lr = kind.lr_at(step) * guard_state["scale"]
@@ -273,7 +278,9 @@ def _train(kind: RunKind, d, loggers) -> dict:
                     tqdm.write(f"stopping at step {step} of {hp.steps}: {stopped}")
         if ((hp.eval_every and step % hp.eval_every == 0) or stopped) and d.main:
             verify()
+            t0 = time.perf_counter()
             row = (row or {"step": step}) | kind.evaluate(model)
+            aside["evaluating"] += time.perf_counter() - t0
         if row is not None and d.main:
             record(row)
             if history:                 # an evaluation before the first log row has no loss to show yet
@@ -292,6 +299,7 @@ def _train(kind: RunKind, d, loggers) -> dict:
     summary = None
     if d.main:
         summary = _summary(kind, model, opt, metrics_path, record, step, time.perf_counter() - t_start, init_info)
+        summary.update({f"seconds_{k}": v for k, v in aside.items()})
         checkpoint.write_json_atomic(out / "summary.json", summary)
         try:
             from trainer.run.plots import train_curves
