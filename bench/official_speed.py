@@ -14,9 +14,12 @@ share of a default-recipe step, timed in this process.
 Each round starts the three trainings at once; steps/s is each one's steps
 over its training loop's seconds (ours: summary.json, the loop with its
 periodic evaluations and checkpoints, as the command runs for a user; theirs:
-the loop only, which has neither), and, like for like, over the training
-steps' seconds (ours less summary.json's `seconds_evaluating` and
-`seconds_saving`).  The ratios are taken within a round (the same load for all
+the loop only, which has neither); like for like, over the training steps'
+seconds (ours less summary.json's `seconds_evaluating` and `seconds_saving`);
+and per CPU second of each loop (summary.json's `cpu_seconds`; theirs
+measured the same way): three runs on two cores do not end together, and the
+last one has a core to itself at the end, which steps/s over wall time
+credits to it.  The ratios are taken within a round (the same load for all
 three), and their median over rounds is printed.  The clock's share: full
 training steps (forward, backward, clipping, AdamW) of the default recipe
 against the same steps with the clock's loss left out (the answering model
@@ -78,12 +81,16 @@ def side_by_side(src: Path, out: Path, seed: int, cur: dict) -> dict:
             why = (out / f"{name}.stderr").read_text()[-3000:]
             sys.exit(f"error: the {name} run failed (exit {p.returncode}):\n{why}")
     summary = {n: read_json(out / n / "summary.json") for n in ("default", "fan")}
-    speed = {n: s["step"] / s["seconds"] for n, s in summary.items()}
+    theirs = read_json(out / f"official_seed{seed}" / "speed.json")
+    speed = {n: s["step"] / s["seconds"] for n, s in summary.items()} | {"official": theirs["steps_per_s"]}
     # like for like: the official loop times its training steps only (no evaluation, no checkpoint)
     stepping = {n: s["step"] / (s["seconds"] - s["seconds_evaluating"] - s["seconds_saving"])
-                for n, s in summary.items()}
-    speed["official"] = stepping["official"] = read_json(out / f"official_seed{seed}" / "speed.json")["steps_per_s"]
-    return {"steps_per_s": speed, "training_steps_per_s": stepping,
+                for n, s in summary.items()} | {"official": theirs["steps_per_s"]}
+    # per CPU second of each loop (ours with its evaluations): the run that ends last has the cores to
+    # itself at the end, which wall time credits to it
+    cpu = {n: s["step"] / s["cpu_seconds"] for n, s in summary.items()} | \
+        {"official": theirs["steps"] / theirs["train_cpu_seconds"]}
+    return {"steps_per_s": speed, "training_steps_per_s": stepping, "steps_per_cpu_s": cpu,
             "load": {"min": min(loads), "mean": statistics.mean(loads), "max": max(loads)}}
 
 
@@ -145,26 +152,33 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
 
 
 def report(rounds: list, clock: dict, cur: dict) -> str:
+    timings = {"steps_per_s": "wall, whole loop", "training_steps_per_s": "wall, training steps",
+               "steps_per_cpu_s": "CPU, whole loop"}
+    ratio = lambda r, key, a: r[key][a] / r[key]["official"]      # noqa: E731
     lines = [f"parity, cpu preset, {cur['steps']} steps, +1 length every {cur['interval']} steps, "
-             f"one torch thread each, {len(rounds)} round(s) of the three started together"]
-    for key, what in (("steps_per_s", "steps over the whole loop (ours with its evaluations every 100 steps and "
-                                      "checkpoints, as the command runs)"),
-                      ("training_steps_per_s", "steps over the training steps' seconds (ours without the "
-                                               "evaluations and checkpoints: like for like, as the official "
-                                               "loop is timed)")):
-        ratio = lambda r, a, b, key=key: r[key][a] / r[key][b]      # noqa: E731
-        lines += ["", what + ":", "",
-                  "| round | default steps/s | --recipe fan steps/s | official steps/s | default / official | "
-                  "fan / official | load (1 min: min / mean / max) |", "|---|---|---|---|---|---|---|"]
-        for i, r in enumerate(rounds):
-            s, load = r[key], r["load"]
-            lines.append(f"| {i + 1} | {s['default']:.2f} | {s['fan']:.2f} | {s['official']:.2f} | "
-                         f"{ratio(r, 'default', 'official'):.2f} | {ratio(r, 'fan', 'official'):.2f} | "
-                         f"{load['min']:.1f} / {load['mean']:.1f} / {load['max']:.1f} |")
-        if rounds:
-            med = {k: statistics.median(ratio(r, k, "official") for r in rounds) for k in ("default", "fan")}
-            lines += ["", f"median over rounds: default / official {med['default']:.2f} (target >= 1.5), "
-                      f"fan / official {med['fan']:.2f}"]
+             f"one torch thread each, {len(rounds)} round(s) of the three started together", "",
+             "steps/s over each one's training loop (wall; ours with its evaluations every 100 steps and its "
+             "checkpoints, as the command runs; theirs has neither):", "",
+             "| round | default steps/s | --recipe fan steps/s | official steps/s | load (1 min: min / mean / max) |",
+             "|---|---|---|---|---|"]
+    for i, r in enumerate(rounds):
+        s, load = r["steps_per_s"], r["load"]
+        lines.append(f"| {i + 1} | {s['default']:.2f} | {s['fan']:.2f} | {s['official']:.2f} | "
+                     f"{load['min']:.1f} / {load['mean']:.1f} / {load['max']:.1f} |")
+    lines += ["", "ratios to the official code by timing: wall, whole loop (as above); wall, training steps "
+              "(ours less its evaluations and checkpoints, like for like with theirs); CPU, whole loop (steps "
+              "per CPU second of each loop: the run that ends last has a core to itself at the end, which "
+              "wall time credits to it):", "",
+              "| round | " + " | ".join(f"default / official, {t}" for t in timings.values()) + " | " +
+              " | ".join(f"fan / official, {t}" for t in timings.values()) + " |", "|---" * 7 + "|"]
+    for i, r in enumerate(rounds):
+        lines.append(f"| {i + 1} | " + " | ".join(f"{ratio(r, k, who):.2f}" for who in ("default", "fan")
+                                                   for k in timings) + " |")
+    if rounds:
+        lines += [""] + [f"median over rounds, {t}: default / official "
+                         f"{statistics.median(ratio(r, k, 'default') for r in rounds):.2f} (target >= 1.5), "
+                         f"fan / official {statistics.median(ratio(r, k, 'fan') for r in rounds):.2f}"
+                         for k, t in timings.items()]
     c = clock["seconds_per_step"]
     lines += ["", f"the clock's share of a default step: {clock['share']:.2f} (target <= 0.20): "
               f"{c['with_clock'] * 1e3:.0f} ms a step with it, {c['answering_only'] * 1e3:.0f} ms without, "

@@ -72,7 +72,7 @@ def test_looped_parity_learns(tmp_path):
     assert s["first_step_at_100"] == (solved[0] if solved else None)
     # the loop's seconds that went to its evaluations (3 here) and checkpoints are part of its own
     assert 0 < s["seconds_evaluating"] and 0 < s["seconds_saving"]
-    assert s["seconds_evaluating"] + s["seconds_saving"] < s["seconds"]
+    assert s["seconds_evaluating"] + s["seconds_saving"] < s["seconds"] and s["cpu_seconds"] > 0
     # eval artefacts: table rows, JSON, both plots
     res = evaluate_run(out, [1, 2, 3, 6], "confidence", samples=64)
     assert [r["length"] for r in eval_rows(res)] == [1, 2, 3, 6]

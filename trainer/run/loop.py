@@ -194,6 +194,7 @@ def _train(kind: RunKind, d, loggers) -> dict:
 
     bar = progress_bar(total=hp.steps, initial=step, enabled=cfg.progress and d.main, desc=f"{cfg.task}/{cfg.model}")
     t_start = t_last = time.perf_counter()
+    cpu_start = time.process_time()
     # the loop's seconds outside training steps (periodic evaluations, checkpoints): summary.json
     # reports them, so a speed comparison with a loop that has neither can leave them out
     aside = {"evaluating": 0.0, "saving": 0.0}
@@ -299,7 +300,7 @@ def _train(kind: RunKind, d, loggers) -> dict:
     summary = None
     if d.main:
         summary = _summary(kind, model, opt, metrics_path, record, step, time.perf_counter() - t_start, init_info)
-        summary.update({f"seconds_{k}": v for k, v in aside.items()})
+        summary.update({f"seconds_{k}": v for k, v in aside.items()}, cpu_seconds=time.process_time() - cpu_start)
         checkpoint.write_json_atomic(out / "summary.json", summary)
         try:
             from trainer.run.plots import train_curves
