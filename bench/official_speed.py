@@ -6,7 +6,7 @@ together, one torch thread each, over the whole curriculum; then the clock's
 share of a default-recipe step, timed in this process.
 
     git clone https://github.com/truongbuu/looped-tf /path/looped-tf      # tested at 7570c59
-    python -m bench.official_speed --src /path/looped-tf/src [--quick] [--rounds R]
+    python -m bench.official_speed --src /path/looped-tf/src [--quick] [--rounds R] [--alone]
 
 `--quick`: the curriculum shortened to +1 length every 20 steps, 400 steps
 (lengths 1..10 as in the full one, which is +1 every 100 steps, 2000 steps;
@@ -19,7 +19,8 @@ seconds (ours less summary.json's `seconds_evaluating` and `seconds_saving`);
 and per CPU second of each loop (summary.json's `cpu_seconds`; theirs
 measured the same way): three runs on two cores do not end together, and the
 last one has a core to itself at the end, which steps/s over wall time
-credits to it.  The ratios are taken within a round (the same load for all
+credits to it.  `--alone`: the three of a round one after the other instead,
+so each has a core to itself throughout.  The ratios are taken within a round (the same load for all
 three), and their median over rounds is printed.  The clock's share: full
 training steps (forward, backward, clipping, AdamW) of the default recipe
 against the same steps with the clock's loss left out (the answering model
@@ -62,19 +63,26 @@ def commands(src: Path, out: Path, seed: int, cur: dict) -> dict:
                          "--out", str(out)]}
 
 
-def side_by_side(src: Path, out: Path, seed: int, cur: dict) -> dict:
-    """One round: the three trainings started together; -> steps/s of each and the
-    1-minute load, sampled every 5 s while they ran."""
+def side_by_side(src: Path, out: Path, seed: int, cur: dict, alone: bool = False) -> dict:
+    """One round: the three trainings started together (`alone`: one after the other);
+    -> steps/s of each and the 1-minute load, sampled every 5 s while they ran."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     theirs = dict(env, PYTHONPATH=os.pathsep.join([str(ROOT), str(src)]))    # their modules import each other
     errs = {name: open(out / f"{name}.stderr", "w") for name in RUNS}      # a file: a full pipe would stall a run
-    procs = {name: subprocess.Popen(argv, cwd=ROOT, env=theirs if name == "official" else env,
-                                    stdout=subprocess.DEVNULL, stderr=errs[name])
-             for name, argv in commands(src, out, seed, cur).items()}
     loads = [os.getloadavg()[0]]
-    while any(p.poll() is None for p in procs.values()):
-        time.sleep(5)
-        loads.append(os.getloadavg()[0])
+
+    def wait(running: list):
+        while any(p.poll() is None for p in running):
+            time.sleep(5)
+            loads.append(os.getloadavg()[0])
+
+    procs = {}
+    for name, argv in commands(src, out, seed, cur).items():
+        procs[name] = subprocess.Popen(argv, cwd=ROOT, env=theirs if name == "official" else env,
+                                       stdout=subprocess.DEVNULL, stderr=errs[name])
+        if alone:
+            wait([procs[name]])
+    wait(list(procs.values()))
     for name, p in procs.items():
         errs[name].close()
         if p.returncode:
@@ -151,12 +159,13 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
             "load": os.getloadavg()[0]}
 
 
-def report(rounds: list, clock: dict, cur: dict) -> str:
+def report(rounds: list, clock: dict, cur: dict, alone: bool = False) -> str:
     timings = {"steps_per_s": "wall, whole loop", "training_steps_per_s": "wall, training steps",
                "steps_per_cpu_s": "CPU, whole loop"}
     ratio = lambda r, key, a: r[key][a] / r[key]["official"]      # noqa: E731
     lines = [f"parity, cpu preset, {cur['steps']} steps, +1 length every {cur['interval']} steps, "
-             f"one torch thread each, {len(rounds)} round(s) of the three started together", "",
+             f"one torch thread each, {len(rounds)} round(s) of the three "
+             f"{'run one after the other' if alone else 'started together'}", "",
              "steps/s over each one's training loop (wall; ours with its evaluations every 100 steps and its "
              "checkpoints, as the command runs; theirs has neither):", "",
              "| round | default steps/s | --recipe fan steps/s | official steps/s | load (1 min: min / mean / max) |",
@@ -193,6 +202,8 @@ def main(argv=None) -> int:
     pace.add_argument("--quick", action="store_true", help="+1 length every 20 steps, 400 steps (--interval 20)")
     pace.add_argument("--interval", type=int, default=100,
                     help="steps per +1 length; 20 x as many steps in all (default 100: the cpu preset's 2000)")
+    ap.add_argument("--alone", action="store_true",
+                    help="run the three trainings of a round one after the other, not together")
     ap.add_argument("--rounds", type=int, default=1,
                     help="rounds of the three started together (default 1; 0: the clock's share only)")
     ap.add_argument("--seed", type=int, default=0)
@@ -212,13 +223,14 @@ def main(argv=None) -> int:
     rounds = []
     for i in range(a.rounds):
         with tempfile.TemporaryDirectory(prefix="official_speed_") as work:
-            rounds.append(side_by_side(src.resolve(), Path(work), a.seed + i, cur))
+            rounds.append(side_by_side(src.resolve(), Path(work), a.seed + i, cur, a.alone))
         print(f"round {i + 1}: " + ", ".join(f"{k} {v:.2f} steps/s" for k, v in rounds[-1]["steps_per_s"].items()),
               flush=True)
     clock = clock_share(a.seed, cur, a.clock_batches, a.profile)
-    print(report(rounds, clock, cur))
+    print(report(rounds, clock, cur, a.alone))
     if a.out:
-        atomic.write_json_atomic(Path(a.out), {"curriculum": cur, "rounds": rounds, "clock": clock}, indent=2)
+        atomic.write_json_atomic(Path(a.out), {"curriculum": cur, "alone": a.alone, "rounds": rounds, "clock": clock},
+                                 indent=2)
     return 0
 
 
