@@ -90,6 +90,12 @@ def side_by_side(src: Path, out: Path, seed: int, cur: dict, alone: bool = False
             sys.exit(f"error: the {name} run failed (exit {p.returncode}):\n{why}")
     summary = {n: read_json(out / n / "summary.json") for n in ("default", "fan")}
     theirs = read_json(out / f"official_seed{seed}" / "speed.json")
+    return speeds(summary, theirs) | {"load": {"min": min(loads), "mean": statistics.mean(loads), "max": max(loads)}}
+
+
+def speeds(summary: dict, theirs: dict) -> dict:
+    """Steps/s of each run by the three timings, from our runs' summary.json (by run name)
+    and the official loop's speed.json."""
     speed = {n: s["step"] / s["seconds"] for n, s in summary.items()} | {"official": theirs["steps_per_s"]}
     # like for like: the official loop times its training steps only (no evaluation, no checkpoint)
     stepping = {n: s["step"] / (s["seconds"] - s["seconds_evaluating"] - s["seconds_saving"])
@@ -98,8 +104,7 @@ def side_by_side(src: Path, out: Path, seed: int, cur: dict, alone: bool = False
     # itself at the end, which wall time credits to it
     cpu = {n: s["step"] / s["cpu_seconds"] for n, s in summary.items()} | \
         {"official": theirs["steps"] / theirs["train_cpu_seconds"]}
-    return {"steps_per_s": speed, "training_steps_per_s": stepping, "steps_per_cpu_s": cpu,
-            "load": {"min": min(loads), "mean": statistics.mean(loads), "max": max(loads)}}
+    return {"steps_per_s": speed, "training_steps_per_s": stepping, "steps_per_cpu_s": cpu}
 
 
 def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
