@@ -132,7 +132,7 @@ def clock_share(seed: int, cur: dict, batches: int, profile: int = 0) -> dict:
     groups = model.clip_groups()
     # whole cycles of --clock-every steps (one teaches the clock, the others skip it), spread
     # over the curriculum, so the mean is that of a run's steps
-    every = clock_plan(full.hp, full.data.needs)[1]
+    every = clock_plan(full.hp, full.data.needs, full.data.count_by_size)[1]
     starts = [round(i * (cur["steps"] - every) / max(batches - 1, 1)) // every * every for i in range(batches)]
     drawn = [(step, full.train_batch(step, slice(None), cpu)) for s in starts for step in range(s, s + every)]
 

@@ -238,8 +238,13 @@ def loss_and_accuracy(logits, batch, reduction: str = "sample", tokens_per_shard
         raise ValueError(f"unknown loss reduction {reduction!r}")
     with torch.no_grad():
         pred = logits.argmax(-1)
-        acc = ((pred == batch.targets) | ~batch.mask).all(-1).float().mean()
+        acc = exact_match(pred, batch).float().mean()
     return loss, acc
+
+
+def exact_match(pred: torch.Tensor, batch) -> torch.Tensor:
+    """Per sample [B]: every scored position of `pred` [B, L] equals the target."""
+    return ((pred == batch.targets) | ~batch.mask).all(-1)
 
 
 @torch.no_grad()
@@ -249,7 +254,7 @@ def oracle_correct(spec, hp, model, batch) -> torch.Tensor:
     answer at T(n) alone (`answer_at_t`)."""
     if spec.objective == "ntp" or not spec.adaptive:
         return evaluate_batch(spec, hp, model, batch, "oracle", 0)["correct"]
-    return ((answer_at_t(model, batch) == batch.targets) | ~batch.mask).all(-1)
+    return exact_match(answer_at_t(model, batch), batch)
 
 
 @torch.no_grad()
@@ -271,15 +276,16 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
     held-in fit the depth_law and head rules read (trainer/fan/halting.py)."""
     model.eval()
     t0 = time.perf_counter()
+    out: dict
     if spec.objective == "ntp":
         k = spec.iterations(hp)
         pred = ntp_generate(model, batch, k)
-        out = {"correct": ((pred == batch.targets) | ~batch.mask).all(-1), "pred": pred,
+        out = {"correct": exact_match(pred, batch), "pred": pred,
                "chosen": torch.full_like(batch.steps, k), "ran": torch.full_like(batch.steps, k)}
     elif not spec.adaptive:
         k = spec.iterations(hp)
         pred = model(batch.tokens, k).argmax(-1)
-        correct = ((pred == batch.targets) | ~batch.mask).all(-1)
+        correct = exact_match(pred, batch)
         out = {"correct": correct, "pred": pred, "chosen": torch.full_like(batch.steps, k),
                "ran": torch.full_like(batch.steps, k)}
     else:
@@ -288,10 +294,10 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
             raise ValueError(f"rule {rule!r} needs the held-in fit (trainer/halting.calibrate)")
         if rule == "threshold":
             pred, chosen, ran = stopping.threshold_run(model, batch.tokens, batch.mask, threshold, t_max)
-            correct = ((pred == batch.targets) | ~batch.mask).all(-1)
+            correct = exact_match(pred, batch)
             at_t = model(batch.tokens, batch.steps).argmax(-1)
             out = {"correct": correct, "pred": pred, "chosen": chosen, "ran": ran,
-                   "oracle_correct": ((at_t == batch.targets) | ~batch.mask).all(-1)}
+                   "oracle_correct": exact_match(at_t, batch)}
         else:
             if rule == "head":
                 logits, features = trajectory(model, batch.tokens, batch.mask, t_max, halting.reads)
@@ -311,7 +317,7 @@ def evaluate_batch(spec, hp, model, batch, rule: str, t_extra: int, threshold: f
 @torch.no_grad()
 def ntp_decode(model, batch, k: int) -> torch.Tensor:
     """Greedy decoding from each prompt; exact match of the generated answer."""
-    return ((ntp_generate(model, batch, k) == batch.targets) | ~batch.mask).all(-1)
+    return exact_match(ntp_generate(model, batch, k), batch)
 
 
 @torch.no_grad()
